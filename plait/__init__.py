@@ -1,0 +1,7 @@
+"""plait: a durable actor-mesh runtime for LLM agent graphs."""
+
+from __future__ import annotations
+
+from plait.mesh import open_mesh
+
+__all__ = ["open_mesh"]

@@ -1,0 +1,300 @@
+"""The exceptions plait raises.
+
+Every error plait raises derives from :class:`PlaitError`; no driver exception
+(``redis.*``, ``sqlite3.*``, ``openai.*``, ``anthropic.*``) escapes the public API.
+Messages are built from structured arguments that stay on the exception as
+attributes, so callers branch on data, not on text. ``retryable`` says whether the
+same call may succeed if simply tried again.
+
+::
+
+    PlaitError
+    ├── ConfigError (ValueError)              bad URL, option or setting
+    ├── MeshError
+    │   ├── VersionConflict                   a CAS expectation did not hold
+    │   ├── MeshUnavailable (ConnectionError) the backend cannot be reached (retryable)
+    │   ├── InvalidKey (ValueError)           empty or malformed key
+    │   ├── ValueNotEncodable (TypeError)     msgpack cannot encode the value
+    │   └── ValueTooLarge (ValueError)        the encoded value is over the size limit
+    ├── GraphError
+    │   ├── GraphValidationError (ValueError) every problem of a graph spec at once
+    │   ├── GraphNotFound (LookupError)
+    │   ├── GraphVersionExists                a stored version is immutable
+    │   └── TemplateError                     a template names an output that is missing
+    ├── ModelError                            a model call failed
+    │   ├── ModelRateLimited                  (retryable)
+    │   ├── ModelTimeout                      (retryable)
+    │   ├── ModelConnectionError              (retryable)
+    │   └── ScriptedModelError                no rule matched, or the rule says error
+    ├── ToolError
+    │   ├── ToolNotFound (LookupError)
+    │   ├── ToolArgumentsInvalid (ValueError)
+    │   └── ToolNotPermitted (PermissionError) not the agent's, or not read-only where required
+    ├── ActorError
+    │   └── ActorNotFound (LookupError)
+    ├── RunError
+    │   ├── RunNotFound (LookupError)
+    │   ├── RunNotWaiting                     resume of a run that waits on nothing
+    │   └── AuditChainBroken                  an audit event was edited, dropped or reordered
+    └── DecisionError
+        ├── DecisionNotFound (LookupError)
+        ├── DecisionClosed                    already answered, cancelled or expired
+        └── NotPermitted (PermissionError)    only a human principal may do this
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PlaitError(Exception):
+    """Root of every error plait raises."""
+
+    retryable: bool = False
+
+
+class ConfigError(PlaitError, ValueError):
+    """A URL, option or setting is wrong; the message says which and how to fix it."""
+
+
+# -- mesh ---------------------------------------------------------------------------
+
+
+class MeshError(PlaitError):
+    """A mesh operation failed."""
+
+
+class VersionConflict(MeshError):
+    """A compare-and-swap expectation did not hold; nothing was written.
+
+    Attributes:
+        key: the key whose version did not match.
+        expected: the version the caller asked for (0 means "must not exist").
+        actual: the version found (0 means the key does not exist).
+    """
+
+    def __init__(self, key: str, expected: int, actual: int) -> None:
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"version conflict on {key!r}: expected version {expected}, found {actual}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.key, self.expected, self.actual))
+
+
+class MeshUnavailable(MeshError, ConnectionError):
+    """The mesh backend cannot be reached (the URL is shown without its password)."""
+
+    retryable = True
+
+
+class InvalidKey(MeshError, ValueError):
+    """A key is empty or otherwise unusable."""
+
+
+class ValueNotEncodable(MeshError, TypeError):
+    """A value holds something msgpack cannot encode.
+
+    Attributes:
+        key: the key (or topic) being written.
+        type_name: the name of the offending type.
+    """
+
+    def __init__(self, key: str, type_name: str) -> None:
+        self.key = key
+        self.type_name = type_name
+        super().__init__(
+            f"cannot encode the value for {key!r}: objects of type {type_name} are not "
+            "supported (use dict, list, str, bytes, int, float, bool or None)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.key, self.type_name))
+
+
+class ValueTooLarge(MeshError, ValueError):
+    """An encoded value is over the mesh's size limit.
+
+    Attributes:
+        key: the key (or topic) being written.
+        size: the encoded size in bytes.
+        limit: the limit in bytes.
+    """
+
+    def __init__(self, key: str, size: int, limit: int) -> None:
+        self.key = key
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"the value for {key!r} is {size} bytes encoded, over the limit of {limit} "
+            "bytes (store large data elsewhere, or raise max_value_bytes)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.key, self.size, self.limit))
+
+
+# -- graphs -------------------------------------------------------------------------
+
+
+class GraphError(PlaitError):
+    """A graph could not be loaded, stored or run."""
+
+
+class GraphValidationError(GraphError, ValueError):
+    """A graph spec has problems; ``problems`` lists every one with its path.
+
+    Attributes:
+        problems: messages of the form ``nodes[3].verdicts.fail: unknown target "x"``.
+    """
+
+    def __init__(self, problems: list[str], source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        where = f" in {source}" if source else ""
+        lines = "\n".join(f"  {p}" for p in self.problems)
+        super().__init__(f"{len(self.problems)} problem(s){where}:\n{lines}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.problems, self.source))
+
+
+class GraphNotFound(GraphError, LookupError):
+    """No stored graph has this agent, name (and version)."""
+
+
+class GraphVersionExists(GraphError):
+    """A different spec is already stored under this graph version; versions are immutable."""
+
+
+class TemplateError(GraphError):
+    """A template reads an output that does not exist.
+
+    Attributes:
+        node: the node whose template failed (may be empty outside a run).
+        key: the template reference that could not be resolved.
+    """
+
+    def __init__(self, node: str, key: str, reason: str) -> None:
+        self.node = node
+        self.key = key
+        self.reason = reason
+        where = f"node {node!r}: " if node else ""
+        super().__init__(f"{where}template {{{{{key}}}}}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.node, self.key, self.reason))
+
+
+# -- models -------------------------------------------------------------------------
+
+
+class ModelError(PlaitError):
+    """A model call failed."""
+
+
+class ModelRateLimited(ModelError):
+    """The provider refused the call for rate limits after its retries."""
+
+    retryable = True
+
+
+class ModelTimeout(ModelError):
+    """The model call timed out after its retries."""
+
+    retryable = True
+
+
+class ModelConnectionError(ModelError):
+    """The model endpoint could not be reached."""
+
+    retryable = True
+
+
+class ScriptedModelError(ModelError):
+    """A scripted model had no rule for the call, or its rule says the call fails."""
+
+
+# -- tools --------------------------------------------------------------------------
+
+
+class ToolError(PlaitError):
+    """A tool call failed."""
+
+
+class ToolNotFound(ToolError, LookupError):
+    """No tool of this name is registered."""
+
+
+class ToolArgumentsInvalid(ToolError, ValueError):
+    """A tool's arguments do not match its JSON schema."""
+
+
+class ToolNotPermitted(ToolError, PermissionError):
+    """The caller may not use this tool (not the agent's, or not read-only where needed)."""
+
+
+# -- actors -------------------------------------------------------------------------
+
+
+class ActorError(PlaitError):
+    """An actor could not be created, told or run."""
+
+
+class ActorNotFound(ActorError, LookupError):
+    """No actor record has this id."""
+
+
+# -- runs ---------------------------------------------------------------------------
+
+
+class RunError(PlaitError):
+    """A durable run could not be started, advanced or inspected."""
+
+
+class RunNotFound(RunError, LookupError):
+    """No run record has this id."""
+
+
+class RunNotWaiting(RunError):
+    """The run waits on no human answer, so there is nothing to resume."""
+
+
+class AuditChainBroken(RunError):
+    """A run's audit events were edited, dropped or reordered.
+
+    Attributes:
+        run_id: the run.
+        seq: the sequence number of the first event that fails to verify.
+    """
+
+    def __init__(self, run_id: str, seq: int, reason: str) -> None:
+        self.run_id = run_id
+        self.seq = seq
+        self.reason = reason
+        super().__init__(f"run {run_id}: audit event {seq} fails verification: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id, self.seq, self.reason))
+
+
+# -- decisions ----------------------------------------------------------------------
+
+
+class DecisionError(PlaitError):
+    """A decision could not be raised, answered or read."""
+
+
+class DecisionNotFound(DecisionError, LookupError):
+    """No decision has this id."""
+
+
+class DecisionClosed(DecisionError):
+    """The decision is no longer open (answered, cancelled or expired)."""
+
+
+class NotPermitted(DecisionError, PermissionError):
+    """Only a human principal may do this (answer a decision, raise a budget)."""

@@ -1,0 +1,123 @@
+"""The mesh: versioned state with compare-and-swap, durable topics and delayed publish.
+
+``open_mesh(url)`` picks a backend by URL:
+
+- ``memory://`` — this process only; for tests and in-session graphs.
+- ``sqlite:///PATH`` — a SQLite file shared by the processes of one machine; the
+  default, ``.plait/mesh.db`` under the working directory, when no URL is given.
+- ``redis://[:PASSWORD@]HOST:PORT/DB[?prefix=NAME]`` (or ``rediss://``) — a Redis
+  server shared by many hosts; ``prefix`` namespaces every key.
+
+The contract every backend keeps is written once, in :mod:`plait.mesh._base`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+from plait.errors import ConfigError
+from plait.mesh._base import (
+    DEFAULT_VISIBILITY_TIMEOUT_MS,
+    Delivery,
+    Entry,
+    Event,
+    Mesh,
+    StartFrom,
+    Subscription,
+    Transaction,
+    TransactionResult,
+)
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES
+
+DEFAULT_MESH_URL = "sqlite:///.plait/mesh.db"
+"""The embedded default: a SQLite file under the working directory."""
+
+SUPPORTED_SCHEMES = ("memory", "sqlite", "redis", "rediss")
+
+
+def resolve_mesh_url(url: str | None = None) -> str:
+    """The mesh URL to use: the argument, else ``PLAIT_MESH``, else the SQLite default."""
+    return url or os.environ.get("PLAIT_MESH") or DEFAULT_MESH_URL
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    userinfo = netloc[0].split(":", 1)[0] + ":***"
+    return urlunsplit(parts._replace(netloc=f"{userinfo}@{netloc[1]}"))
+
+
+def open_mesh(
+    url: str | None = None,
+    *,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    connect_timeout: float = 5.0,
+    **options: Any,
+) -> Mesh:
+    """A mesh for ``url``; use it as ``async with open_mesh(url) as mesh``.
+
+    Args:
+        url: the mesh URL (see the module docstring); None uses ``PLAIT_MESH`` or the
+            SQLite default.
+        max_value_bytes: the largest encoded value or event payload accepted.
+        connect_timeout: seconds to wait for a network backend before giving up.
+        **options: backend options (``busy_timeout`` for SQLite; ``prefix`` for Redis).
+
+    Raises:
+        ConfigError: the URL's scheme is not supported or the URL is malformed.
+    """
+    url = resolve_mesh_url(url)
+    if max_value_bytes <= 0:
+        raise ConfigError(f"max_value_bytes must be positive, got {max_value_bytes}")
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme == "memory":
+        from plait.mesh.memory import MemoryMesh
+
+        return MemoryMesh(max_value_bytes=max_value_bytes)
+    if scheme == "sqlite":
+        from plait.mesh.sqlite import SqliteMesh
+
+        path = url.split("://", 1)[1]
+        if path.startswith("/"):
+            path = path[1:]  # sqlite:///rel/path -> rel/path; sqlite:////abs -> /abs
+        return SqliteMesh(path or ".plait/mesh.db", max_value_bytes=max_value_bytes, **options)
+    if scheme in ("redis", "rediss"):
+        from plait.mesh.redis import RedisMesh
+
+        query = parse_qs(urlsplit(url).query)
+        prefix = options.pop("prefix", None) or (query.get("prefix") or [""])[0]
+        return RedisMesh(
+            url,
+            prefix=prefix,
+            max_value_bytes=max_value_bytes,
+            connect_timeout=connect_timeout,
+            **options,
+        )
+    raise ConfigError(
+        f"unsupported mesh URL {redact_url(url)!r}: the scheme must be one of "
+        + ", ".join(f"{s}://" for s in SUPPORTED_SCHEMES)
+        + " (for example memory://, sqlite:///.plait/mesh.db or redis://127.0.0.1:6379/0)"
+    )
+
+
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "DEFAULT_MESH_URL",
+    "DEFAULT_VISIBILITY_TIMEOUT_MS",
+    "Delivery",
+    "Entry",
+    "Event",
+    "Mesh",
+    "StartFrom",
+    "Subscription",
+    "Transaction",
+    "TransactionResult",
+    "open_mesh",
+    "redact_url",
+    "resolve_mesh_url",
+]

@@ -1,0 +1,465 @@
+"""The mesh contract: versioned keys with compare-and-swap, durable topics, transactions.
+
+Every backend (memory, SQLite, Redis) implements :class:`Mesh` with the same behaviour;
+one conformance suite (``tests/mesh``) holds them to it.
+
+Keys. ``get``/``put``/``delete`` work on single keys. Every key has a version: the first
+write makes version 1, and each later write raises it by exactly one. ``put(..,
+if_version=0)`` creates only; ``if_version=N`` writes only if the current version is N;
+``None`` writes unconditionally. A failed expectation raises :class:`VersionConflict`
+and writes nothing. Of any number of concurrent writers with the same ``if_version``,
+exactly one succeeds. Deleting a key forgets its version; a later create starts at 1.
+
+Topics. ``publish`` appends an event to a topic; events of one topic are delivered in
+publish order. ``after_ms`` delays delivery: the event is held in a schedule and moved
+into its topic when due (never early). A ``key`` makes scheduling idempotent: publishing
+with a key that is still pending replaces that pending event (one delivery, the latest
+data), and ``cancel(key)`` drops it. Scheduled events are durable on SQLite and Redis.
+
+Groups. ``subscribe(topics, group, consumer)`` reads as a member of a consumer group.
+Every group sees every event; the consumers of one group share them. Delivery is at
+least once: an event stays pending for its group until acked, and an event that a
+consumer received but did not ack within ``visibility_timeout_ms`` is delivered again
+to a consumer of the group (another one, if another is reading). Consumers therefore
+ack only after the effects of an event are committed, ideally in the same transaction.
+
+Transactions. ``transact()`` collects puts (each with its own ``if_version``), deletes,
+publishes, cancels and acks, and applies them all or none on commit. A failed
+expectation on any put or delete raises :class:`VersionConflict` naming that key, and
+nothing of the batch happens.
+
+Errors. Bad input raises before anything is written: an empty key
+(:class:`InvalidKey`), a value msgpack cannot encode (:class:`ValueNotEncodable`), a
+value over ``max_value_bytes`` (:class:`ValueTooLarge`). A backend that cannot be
+reached raises :class:`MeshUnavailable`. No driver exception escapes.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, Self
+
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, encode
+
+StartFrom = Literal["new", "begin"]
+"""Where a consumer group that does not exist yet starts reading a topic.
+
+- ``"new"``: only events published after the group is created.
+- ``"begin"``: every event the topic still holds.
+"""
+
+DEFAULT_VISIBILITY_TIMEOUT_MS = 30_000
+"""How long a received, unacked event waits before it is delivered again."""
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch, the mesh's one notion of time."""
+    return time.time_ns() // 1_000_000
+
+
+_last_id = [0]
+
+
+def new_event_id() -> str:
+    """A fresh event id: 16 hex digits of microseconds then 8 random, ordered by time."""
+    micros = max(time.time_ns() // 1000, _last_id[0] + 1)
+    _last_id[0] = micros
+    return f"{micros:016x}{os.urandom(4).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A key's value and its version (1 after the first write)."""
+
+    key: str
+    value: Any
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An event on a topic.
+
+    Attributes:
+        id: the event id :meth:`Mesh.publish` returned.
+        topic: the topic it was published on.
+        kind: a short type name chosen by the publisher (``"wake"``, ``"decision.answered"``).
+        data: the payload, any msgpack-encodable value.
+        at_ms: when it was published, in epoch milliseconds.
+    """
+
+    id: str
+    topic: str
+    kind: str
+    data: Any
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Delivery:
+    """An event received by one consumer of a group; ack it once its effects commit.
+
+    Attributes:
+        event: the event.
+        group: the consumer group that received it.
+        consumer: the consumer it was delivered to.
+        attempt: 1 on first delivery, more when redelivered after a visibility timeout.
+        position: the backend's handle on the event within its topic (opaque).
+    """
+
+    event: Event
+    group: str
+    consumer: str
+    attempt: int
+    position: Any
+    _ack: Callable[[Delivery], Awaitable[None]] = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        """The event id."""
+        return self.event.id
+
+    @property
+    def topic(self) -> str:
+        """The event's topic."""
+        return self.event.topic
+
+    @property
+    def kind(self) -> str:
+        """The event's kind."""
+        return self.event.kind
+
+    @property
+    def data(self) -> Any:
+        """The event's payload."""
+        return self.event.data
+
+    async def ack(self) -> None:
+        """Mark the event handled for this group; acking twice is harmless."""
+        await self._ack(self)
+
+
+# -- transactions -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PutOp:
+    """A put inside a transaction (value already encoded)."""
+
+    key: str
+    data: bytes
+    if_version: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOp:
+    """A delete inside a transaction."""
+
+    key: str
+    if_version: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOp:
+    """A publish inside a transaction (payload already encoded)."""
+
+    topic: str
+    event_id: str
+    kind: str
+    data: bytes
+    at_ms: int
+    after_ms: int
+    key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelOp:
+    """A cancel of a scheduled event inside a transaction."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class AckOp:
+    """An ack inside a transaction."""
+
+    delivery: Delivery
+
+
+Op = PutOp | DeleteOp | PublishOp | CancelOp | AckOp
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionResult:
+    """What a committed transaction wrote.
+
+    Attributes:
+        entries: the entry each put produced, by key.
+        event_ids: the ids of the events it published, in order.
+    """
+
+    entries: dict[str, Entry]
+    event_ids: list[str]
+
+
+class Transaction:
+    """A batch of writes applied atomically by :meth:`commit` (or on leaving ``async with``).
+
+    Values are encoded as they are added, so bad input raises at the call that added it.
+    """
+
+    def __init__(self, mesh: Mesh) -> None:
+        self._mesh = mesh
+        self.ops: list[Op] = []
+        self._committed: TransactionResult | None = None
+
+    def put(self, key: str, value: Any, if_version: int | None = None) -> None:
+        """Add a put; see :meth:`Mesh.put`."""
+        check_key(key)
+        _check_version(if_version)
+        self.ops.append(PutOp(key, encode(key, value, self._mesh.max_value_bytes), if_version))
+
+    def delete(self, key: str, if_version: int | None = None) -> None:
+        """Add a delete; see :meth:`Mesh.delete`."""
+        check_key(key)
+        _check_version(if_version)
+        self.ops.append(DeleteOp(key, if_version))
+
+    def publish(
+        self, topic: str, kind: str, data: Any = None, *, after_ms: int = 0, key: str | None = None
+    ) -> str:
+        """Add a publish and return the id the event will have; see :meth:`Mesh.publish`."""
+        op = self._mesh._publish_op(topic, kind, data, after_ms, key)
+        self.ops.append(op)
+        return op.event_id
+
+    def cancel(self, key: str) -> None:
+        """Add the cancel of a scheduled event; see :meth:`Mesh.cancel`."""
+        check_key(key, "schedule key")
+        self.ops.append(CancelOp(key))
+
+    def ack(self, delivery: Delivery) -> None:
+        """Add the ack of a delivery."""
+        self.ops.append(AckOp(delivery))
+
+    async def commit(self) -> TransactionResult:
+        """Apply every operation atomically, or none.
+
+        Raises:
+            VersionConflict: a put or delete's ``if_version`` did not hold; nothing was
+                written, published, cancelled or acked.
+        """
+        if self._committed is None:
+            self._committed = await self._mesh._commit(self.ops)
+        return self._committed
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            await self.commit()
+
+
+def _check_version(if_version: int | None) -> None:
+    if if_version is not None and (
+        not isinstance(if_version, int) or isinstance(if_version, bool) or if_version < 0
+    ):
+        raise ValueError(f"if_version must be None or an int >= 0, got {if_version!r}")
+
+
+# -- the mesh -----------------------------------------------------------------------
+
+
+class Subscription(abc.ABC):
+    """An async iterator of :class:`Delivery` for one consumer of one group.
+
+    Iteration waits for events and ends once :meth:`close` is called (or the mesh is
+    closed). Use as ``async with mesh.subscribe(...) as sub: async for d in sub: ...``.
+    """
+
+    def __aiter__(self) -> Self:
+        return self
+
+    @abc.abstractmethod
+    async def __anext__(self) -> Delivery:
+        """The next delivery; waits until there is one."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Stop reading; unacked deliveries stay pending for the group."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class Mesh(abc.ABC):
+    """A versioned key-value store with CAS, durable topics and atomic transactions.
+
+    Use as ``async with open_mesh(url) as mesh:``; every method may also be called
+    after :meth:`open` and before :meth:`close`.
+    """
+
+    url: str
+    """The mesh URL, with any password replaced by ``***``."""
+
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+
+    async def open(self) -> None:  # noqa: B027 -- optional hook, default does nothing
+        """Connect and check the backend; raises :class:`MeshUnavailable` if it can't."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections and end every subscription of this mesh object."""
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # keys ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def get(self, key: str) -> Entry | None:
+        """The entry at ``key``, or None if it does not exist."""
+
+    @abc.abstractmethod
+    async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
+        """Write ``value`` at ``key`` and return the new entry.
+
+        Args:
+            key: a non-empty string.
+            value: any msgpack-encodable value.
+            if_version: None writes unconditionally; 0 only creates; N writes only if
+                the current version is N.
+
+        Raises:
+            VersionConflict: ``if_version`` did not hold; nothing was written.
+        """
+
+    @abc.abstractmethod
+    async def delete(self, key: str, if_version: int | None = None) -> bool:
+        """Delete ``key``; True if it existed.
+
+        Raises:
+            VersionConflict: ``if_version`` is set and the current version differs
+                (a missing key has version 0).
+        """
+
+    @abc.abstractmethod
+    def scan(self, prefix: str = "") -> AsyncIterator[Entry]:
+        """Every entry whose key starts with ``prefix``, in key order, read page by page."""
+
+    # topics -------------------------------------------------------------------------
+
+    async def publish(
+        self, topic: str, kind: str, data: Any = None, *, after_ms: int = 0, key: str | None = None
+    ) -> str:
+        """Append an event to ``topic`` and return its id.
+
+        Args:
+            topic: the topic.
+            kind: a short type name for the event.
+            data: any msgpack-encodable payload.
+            after_ms: deliver no earlier than this many milliseconds from now.
+            key: a schedule key; publishing again with the same key replaces the
+                pending event instead of adding one, and :meth:`cancel` drops it.
+        """
+        op = self._publish_op(topic, kind, data, after_ms, key)
+        await self._commit([op])
+        return op.event_id
+
+    async def cancel(self, key: str) -> None:
+        """Drop the pending scheduled event with this key, if there is one."""
+        check_key(key, "schedule key")
+        await self._commit([CancelOp(key)])
+
+    @abc.abstractmethod
+    def subscribe(
+        self,
+        topics: str | Sequence[str],
+        group: str,
+        consumer: str,
+        *,
+        start: StartFrom = "new",
+        visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
+    ) -> Subscription:
+        """Read ``topics`` as ``consumer`` of ``group``, creating the group if needed.
+
+        Args:
+            topics: one topic or several.
+            group: the consumer group; every group sees every event.
+            consumer: this reader's name within the group.
+            start: where a new group starts (an existing group keeps its place).
+            visibility_timeout_ms: how long a delivered, unacked event waits before it
+                goes to a consumer of the group again.
+        """
+
+    # transactions -------------------------------------------------------------------
+
+    def transact(self) -> Transaction:
+        """A new transaction; see :class:`Transaction`."""
+        return Transaction(self)
+
+    @abc.abstractmethod
+    async def _commit(self, ops: Sequence[Op]) -> TransactionResult:
+        """Apply ``ops`` atomically (backends implement this)."""
+
+    def _publish_op(
+        self, topic: str, kind: str, data: Any, after_ms: int, key: str | None
+    ) -> PublishOp:
+        check_key(topic, "topic")
+        if not isinstance(kind, str) or not kind:
+            raise ValueError("an event kind must be a non-empty str")
+        if not isinstance(after_ms, int) or isinstance(after_ms, bool) or after_ms < 0:
+            raise ValueError(f"after_ms must be an int >= 0, got {after_ms!r}")
+        if key is not None:
+            check_key(key, "schedule key")
+        payload = encode(topic, data, self.max_value_bytes)
+        return PublishOp(topic, new_event_id(), kind, payload, now_ms(), after_ms, key)
+
+
+__all__ = [
+    "DEFAULT_VISIBILITY_TIMEOUT_MS",
+    "AckOp",
+    "CancelOp",
+    "DeleteOp",
+    "Delivery",
+    "Entry",
+    "Event",
+    "Mesh",
+    "Op",
+    "PublishOp",
+    "PutOp",
+    "StartFrom",
+    "Subscription",
+    "Transaction",
+    "TransactionResult",
+    "new_event_id",
+    "now_ms",
+]

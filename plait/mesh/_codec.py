@@ -1,0 +1,78 @@
+"""Value encoding for the mesh: msgpack with exact round trips and a size limit.
+
+Every backend stores values as the bytes this module makes, so a value reads back the
+same on memory, SQLite and Redis: maps, lists, str, bytes, bool, None, floats and ints
+of any size (those outside 64 bits travel as a msgpack extension). Tuples come back as
+lists, which is msgpack's only lossy corner and the same on every backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from plait.errors import InvalidKey, ValueNotEncodable, ValueTooLarge
+
+DEFAULT_MAX_VALUE_BYTES = 8 * 1024 * 1024
+"""Default limit on one encoded value: 8 MiB."""
+
+_BIGINT_EXT = 1
+
+
+class _Unencodable(Exception):
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+
+def _default(obj: object) -> Any:
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        sign = b"-" if obj < 0 else b"+"
+        magnitude = abs(obj)
+        return msgpack.ExtType(
+            _BIGINT_EXT, sign + magnitude.to_bytes((magnitude.bit_length() + 7) // 8, "big")
+        )
+    raise _Unencodable(type(obj).__name__)
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _BIGINT_EXT:
+        magnitude = int.from_bytes(data[1:], "big")
+        return -magnitude if data[:1] == b"-" else magnitude
+    return msgpack.ExtType(code, data)
+
+
+def encode(key: str, value: Any, limit: int = DEFAULT_MAX_VALUE_BYTES) -> bytes:
+    """Encode ``value`` for ``key``; raise a plait error naming the key if it cannot be.
+
+    Raises:
+        ValueNotEncodable: the value holds a type msgpack cannot carry.
+        ValueTooLarge: the encoded value is over ``limit`` bytes.
+    """
+    try:
+        data: bytes = msgpack.packb(value, default=_default, use_bin_type=True, strict_types=False)
+    except _Unencodable as exc:
+        raise ValueNotEncodable(key, exc.type_name) from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValueNotEncodable(key, type(value).__name__) from exc
+    if len(data) > limit:
+        raise ValueTooLarge(key, len(data), limit)
+    return data
+
+
+def decode(data: bytes) -> Any:
+    """Decode bytes made by :func:`encode`."""
+    return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
+
+
+def check_key(key: str, what: str = "key") -> None:
+    """Refuse an empty or non-string key (or topic, with ``what``)."""
+    if not isinstance(key, str):
+        raise InvalidKey(f"a mesh {what} must be a str, got {type(key).__name__}")
+    if not key:
+        raise InvalidKey(f"a mesh {what} must not be empty")
+    if "\x00" in key:
+        raise InvalidKey(f"a mesh {what} must not contain NUL characters: {key!r}")
+
+
+__all__ = ["DEFAULT_MAX_VALUE_BYTES", "check_key", "decode", "encode"]

@@ -1,0 +1,290 @@
+"""The in-memory mesh: one process, nothing on disk; for tests and in-session graphs.
+
+Every operation runs to completion without awaiting in the middle, so on one event loop
+each is atomic without locks. Values are kept encoded, so a caller mutating what it
+wrote or read never changes the stored value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import heapq
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait.errors import VersionConflict
+from plait.mesh._base import (
+    DEFAULT_VISIBILITY_TIMEOUT_MS,
+    AckOp,
+    CancelOp,
+    DeleteOp,
+    Delivery,
+    Entry,
+    Event,
+    Mesh,
+    Op,
+    PublishOp,
+    PutOp,
+    StartFrom,
+    Subscription,
+    TransactionResult,
+    now_ms,
+)
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode
+
+_SCAN_PAGE = 256
+
+
+@dataclass(slots=True)
+class _Pending:
+    consumer: str
+    delivered_ms: int
+    attempt: int
+
+
+@dataclass(slots=True)
+class _Group:
+    cursor: int
+    pending: dict[int, _Pending] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Topic:
+    log: list[tuple[str, str, bytes, int]] = field(default_factory=list)
+    groups: dict[str, _Group] = field(default_factory=dict)
+
+
+class MemoryMesh(Mesh):
+    """A mesh held in this process's memory (URL ``memory://``)."""
+
+    def __init__(self, *, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
+        self.url = "memory://"
+        self.max_value_bytes = max_value_bytes
+        self._data: dict[str, tuple[bytes, int]] = {}
+        self._keys: list[str] = []
+        self._topics: dict[str, _Topic] = {}
+        self._scheduled: dict[str, tuple[int, PublishOp]] = {}
+        self._due: list[tuple[int, int, str]] = []
+        self._seq = 0
+        self._changed = asyncio.Event()
+        self._subs: set[_MemorySubscription] = set()
+
+    async def close(self) -> None:
+        for sub in list(self._subs):
+            await sub.close()
+
+    # keys ---------------------------------------------------------------------------
+
+    async def get(self, key: str) -> Entry | None:
+        check_key(key)
+        found = self._data.get(key)
+        return None if found is None else Entry(key, decode(found[0]), found[1])
+
+    async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
+        tx = self.transact()
+        tx.put(key, value, if_version)
+        return (await tx.commit()).entries[key]
+
+    async def delete(self, key: str, if_version: int | None = None) -> bool:
+        tx = self.transact()
+        tx.delete(key, if_version)
+        existed = key in self._data
+        await tx.commit()
+        return existed
+
+    async def scan(self, prefix: str = "") -> AsyncIterator[Entry]:
+        after: str | None = None
+        while True:
+            start = bisect.bisect_right(self._keys, after) if after is not None else 0
+            start = max(start, bisect.bisect_left(self._keys, prefix))
+            page = self._keys[start : start + _SCAN_PAGE]
+            for key in page:
+                if not key.startswith(prefix):
+                    return
+                found = self._data.get(key)
+                if found is not None:
+                    yield Entry(key, decode(found[0]), found[1])
+            if len(page) < _SCAN_PAGE:
+                return
+            after = page[-1]
+
+    # transactions -------------------------------------------------------------------
+
+    async def _commit(self, ops: Sequence[Op]) -> TransactionResult:
+        # Check every expectation first, against the state as the batch would see it.
+        shadow: dict[str, int] = {}
+        for op in ops:
+            if isinstance(op, PutOp | DeleteOp):
+                current = shadow.get(op.key)
+                if current is None:
+                    found = self._data.get(op.key)
+                    current = found[1] if found else 0
+                if op.if_version is not None and op.if_version != current:
+                    raise VersionConflict(op.key, op.if_version, current)
+                shadow[op.key] = current + 1 if isinstance(op, PutOp) else 0
+        entries: dict[str, Entry] = {}
+        event_ids: list[str] = []
+        for op in ops:
+            if isinstance(op, PutOp):
+                found = self._data.get(op.key)
+                version = (found[1] if found else 0) + 1
+                if found is None:
+                    bisect.insort(self._keys, op.key)
+                self._data[op.key] = (op.data, version)
+                entries[op.key] = Entry(op.key, decode(op.data), version)
+            elif isinstance(op, DeleteOp):
+                if self._data.pop(op.key, None) is not None:
+                    del self._keys[bisect.bisect_left(self._keys, op.key)]
+            elif isinstance(op, PublishOp):
+                event_ids.append(op.event_id)
+                if op.after_ms == 0 and op.key is None:
+                    self._append(op)
+                else:
+                    self._schedule(op)
+            elif isinstance(op, CancelOp):
+                self._scheduled.pop(op.key, None)
+            elif isinstance(op, AckOp):
+                self._ack_now(op.delivery)
+        self._notify()
+        return TransactionResult(entries, event_ids)
+
+    # topics -------------------------------------------------------------------------
+
+    def _topic(self, name: str) -> _Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            topic = self._topics[name] = _Topic()
+        return topic
+
+    def _append(self, op: PublishOp) -> None:
+        self._topic(op.topic).log.append((op.event_id, op.kind, op.data, op.at_ms))
+
+    def _schedule(self, op: PublishOp) -> None:
+        due = op.at_ms + op.after_ms
+        skey = op.key if op.key is not None else f"\x00{op.event_id}"
+        self._scheduled[skey] = (due, op)
+        self._seq += 1
+        heapq.heappush(self._due, (due, self._seq, skey))
+
+    def _promote_due(self) -> int | None:
+        """Move due scheduled events into their topics; return the next due time."""
+        now = now_ms()
+        while self._due:
+            due, _, skey = self._due[0]
+            current = self._scheduled.get(skey)
+            if current is None or current[0] != due:
+                heapq.heappop(self._due)  # cancelled or replaced
+                continue
+            if due > now:
+                return due
+            heapq.heappop(self._due)
+            del self._scheduled[skey]
+            self._append(current[1])
+        return None
+
+    def _ack_now(self, delivery: Delivery) -> None:
+        topic = self._topics.get(delivery.topic)
+        group = topic.groups.get(delivery.group) if topic else None
+        if group is not None:
+            group.pending.pop(delivery.position, None)
+
+    async def _ack(self, delivery: Delivery) -> None:
+        self._ack_now(delivery)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def subscribe(
+        self,
+        topics: str | Sequence[str],
+        group: str,
+        consumer: str,
+        *,
+        start: StartFrom = "new",
+        visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
+    ) -> Subscription:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        for name in names:
+            check_key(name, "topic")
+            topic = self._topic(name)
+            if group not in topic.groups:
+                topic.groups[group] = _Group(cursor=0 if start == "begin" else len(topic.log))
+        sub = _MemorySubscription(self, names, group, consumer, visibility_timeout_ms)
+        self._subs.add(sub)
+        return sub
+
+    def _next_for(
+        self, names: list[str], group: str, consumer: str, visibility_ms: int
+    ) -> Delivery | None:
+        now = now_ms()
+        for name in names:
+            topic = self._topics[name]
+            state = topic.groups[group]
+            for position, pending in state.pending.items():
+                if now - pending.delivered_ms >= visibility_ms:
+                    pending.consumer, pending.delivered_ms = consumer, now
+                    pending.attempt += 1
+                    return self._delivery(name, topic, group, position, pending)
+            if state.cursor < len(topic.log):
+                position = state.cursor
+                state.cursor += 1
+                pending = state.pending[position] = _Pending(consumer, now, 1)
+                return self._delivery(name, topic, group, position, pending)
+        return None
+
+    def _delivery(
+        self, name: str, topic: _Topic, group: str, position: int, pending: _Pending
+    ) -> Delivery:
+        event_id, kind, data, at_ms = topic.log[position]
+        event = Event(event_id, name, kind, decode(data), at_ms)
+        return Delivery(event, group, pending.consumer, pending.attempt, position, self._ack)
+
+    def _earliest_redelivery(self, names: list[str], group: str, visibility_ms: int) -> int | None:
+        times = [
+            pending.delivered_ms + visibility_ms
+            for name in names
+            for pending in self._topics[name].groups[group].pending.values()
+        ]
+        return min(times) if times else None
+
+
+class _MemorySubscription(Subscription):
+    def __init__(
+        self, mesh: MemoryMesh, names: list[str], group: str, consumer: str, visibility_ms: int
+    ) -> None:
+        self._mesh = mesh
+        self._names = names
+        self._group = group
+        self._consumer = consumer
+        self._visibility_ms = visibility_ms
+        self._closed = asyncio.Event()
+
+    async def __anext__(self) -> Delivery:
+        mesh = self._mesh
+        while not self._closed.is_set():
+            next_due = mesh._promote_due()
+            delivery = mesh._next_for(self._names, self._group, self._consumer, self._visibility_ms)
+            if delivery is not None:
+                return delivery
+            wake_at = [t for t in (next_due, mesh._earliest_redelivery(
+                self._names, self._group, self._visibility_ms)) if t is not None]
+            timeout = max(0.0, (min(wake_at) - now_ms()) / 1000) if wake_at else None
+            changed = asyncio.ensure_future(mesh._changed.wait())
+            closed = asyncio.ensure_future(self._closed.wait())
+            try:
+                await asyncio.wait({changed, closed}, timeout=timeout,
+                                   return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+                closed.cancel()
+        raise StopAsyncIteration
+
+    async def close(self) -> None:
+        self._closed.set()
+        self._mesh._subs.discard(self)
+
+
+__all__ = ["MemoryMesh"]
