@@ -1,0 +1,469 @@
+"""The mesh contract, held against every backend (memory, SQLite, Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from plait.errors import (
+    ConfigError,
+    InvalidKey,
+    PlaitError,
+    ValueNotEncodable,
+    ValueTooLarge,
+    VersionConflict,
+)
+from plait.mesh import Delivery, Mesh, Subscription, open_mesh
+
+pytestmark = pytest.mark.anyio
+
+
+async def next_within(sub: Subscription, seconds: float) -> Delivery | None:
+    """The next delivery, or None if none comes within ``seconds``."""
+    with anyio.move_on_after(seconds):
+        return await sub.__anext__()
+    return None
+
+
+async def drain(sub: Subscription, seconds: float) -> list[Delivery]:
+    """Every delivery that arrives until ``seconds`` pass without one."""
+    out: list[Delivery] = []
+    while (d := await next_within(sub, seconds)) is not None:
+        out.append(d)
+    return out
+
+
+# -- keys ---------------------------------------------------------------------------
+
+
+async def test_get_missing_is_none(mesh: Mesh) -> None:
+    assert await mesh.get("nope") is None
+
+
+async def test_versions_start_at_one_and_rise_by_one(mesh: Mesh) -> None:
+    first = await mesh.put("k", {"a": 1})
+    assert (first.key, first.value, first.version) == ("k", {"a": 1}, 1)
+    second = await mesh.put("k", {"a": 2})
+    assert second.version == 2
+    got = await mesh.get("k")
+    assert got is not None and got.value == {"a": 2} and got.version == 2
+
+
+async def test_if_version_zero_creates_only(mesh: Mesh) -> None:
+    await mesh.put("k", 1, if_version=0)
+    with pytest.raises(VersionConflict) as info:
+        await mesh.put("k", 2, if_version=0)
+    assert (info.value.key, info.value.expected, info.value.actual) == ("k", 0, 1)
+    got = await mesh.get("k")
+    assert got is not None and got.value == 1 and got.version == 1
+
+
+async def test_if_version_mismatch_writes_nothing(mesh: Mesh) -> None:
+    await mesh.put("k", "a")
+    await mesh.put("k", "b")
+    with pytest.raises(VersionConflict) as info:
+        await mesh.put("k", "c", if_version=1)
+    assert (info.value.expected, info.value.actual) == (1, 2)
+    assert "expected version 1" in str(info.value) and "found 2" in str(info.value)
+    ok = await mesh.put("k", "c", if_version=2)
+    assert ok.version == 3 and ok.value == "c"
+
+
+async def test_if_version_on_missing_key_conflicts(mesh: Mesh) -> None:
+    with pytest.raises(VersionConflict) as info:
+        await mesh.put("missing", 1, if_version=3)
+    assert (info.value.expected, info.value.actual) == (3, 0)
+    assert await mesh.get("missing") is None
+
+
+async def test_delete(mesh: Mesh) -> None:
+    assert await mesh.delete("nothing") is False
+    await mesh.put("k", 1)
+    await mesh.put("k", 2)
+    with pytest.raises(VersionConflict):
+        await mesh.delete("k", if_version=1)
+    assert (await mesh.get("k")) is not None
+    assert await mesh.delete("k", if_version=2) is True
+    assert await mesh.get("k") is None
+    again = await mesh.put("k", 3, if_version=0)
+    assert again.version == 1
+
+
+async def test_scan_in_key_order_by_prefix(mesh: Mesh) -> None:
+    keys = [f"runs/{i:04d}" for i in range(600)]
+    for key in reversed(keys):
+        await mesh.put(key, key)
+    await mesh.put("runt", 0)
+    await mesh.put("run", 0)
+    await mesh.put("other/1", 0)
+    seen = [entry.key async for entry in mesh.scan("runs/")]
+    assert seen == keys
+    values = [entry.value async for entry in mesh.scan("runs/00")]
+    assert values == keys[:100]
+    everything = [entry.key async for entry in mesh.scan()]
+    assert everything == sorted(everything) and len(everything) == 603
+
+
+async def test_scan_prefix_with_pattern_characters(mesh: Mesh) -> None:
+    await mesh.put("a*b/1", 1)
+    await mesh.put("a?b/2", 2)
+    await mesh.put("a[b]/3", 3)
+    await mesh.put("axb/4", 4)
+    assert [e.key async for e in mesh.scan("a*")] == ["a*b/1"]
+    assert [e.key async for e in mesh.scan("a[")] == ["a[b]/3"]
+
+
+ROUND_TRIP: list[Any] = [
+    {"nested": {"list": [1, [2, [3, {"deep": True}]]], "none": None}},
+    b"\x00\xffbytes",
+    2**53 + 1,
+    -(2**63),
+    2**64 - 1,
+    2**64 + 12345,
+    -(10**30),
+    "unicode ✓ — 日本語 🙂",
+    [0.1, -0.0, 1e-300, 1.7976931348623157e308, math.inf, -math.inf],
+    {"": "", "k": [True, False]},
+    12,
+    "",
+]
+
+
+async def test_values_round_trip_exactly(mesh: Mesh) -> None:
+    for index, value in enumerate(ROUND_TRIP):
+        written = await mesh.put(f"v/{index}", value)
+        assert written.value == value
+        got = await mesh.get(f"v/{index}")
+        assert got is not None
+        assert got.value == value
+        assert type(got.value) is type(value)
+    nan = await mesh.put("nan", math.nan)
+    assert math.isnan(nan.value)
+
+
+# -- bad input ----------------------------------------------------------------------
+
+
+async def test_empty_key_is_refused(mesh: Mesh) -> None:
+    with pytest.raises(InvalidKey):
+        await mesh.put("", 1)
+    with pytest.raises(InvalidKey):
+        await mesh.get("")
+
+
+async def test_unencodable_value_names_key_and_type(mesh: Mesh) -> None:
+    with pytest.raises(ValueNotEncodable) as info:
+        await mesh.put("obj", {"when": object()})
+    assert info.value.key == "obj" and info.value.type_name == "object"
+    assert await mesh.get("obj") is None
+
+
+async def test_value_over_limit_is_refused(mesh_url: str) -> None:
+    async with open_mesh(mesh_url, max_value_bytes=1024) as small:
+        with pytest.raises(ValueTooLarge) as info:
+            await small.put("big", "x" * 2000)
+        assert info.value.limit == 1024 and info.value.size > 1024
+        assert await small.get("big") is None
+        with pytest.raises(ValueTooLarge):
+            await small.publish("t", "k", "x" * 2000)
+
+
+def test_unknown_scheme_lists_supported() -> None:
+    with pytest.raises(ConfigError) as info:
+        open_mesh("postgres://user:secret@host/db")
+    message = str(info.value)
+    assert "memory://" in message and "sqlite://" in message and "redis://" in message
+    assert "secret" not in message
+
+
+# -- concurrency --------------------------------------------------------------------
+
+
+async def test_fifty_concurrent_cas_increments(mesh: Mesh) -> None:
+    await mesh.put("counter", 0, if_version=0)
+    won: list[int] = []
+
+    async def increment() -> None:
+        while True:
+            entry = await mesh.get("counter")
+            assert entry is not None
+            try:
+                written = await mesh.put("counter", entry.value + 1, if_version=entry.version)
+            except VersionConflict:
+                await asyncio.sleep(0)
+                continue
+            won.append(written.version)
+            return
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(50):
+            tg.start_soon(increment)
+    final = await mesh.get("counter")
+    assert final is not None and final.value == 50 and final.version == 51
+    assert sorted(won) == list(range(2, 52))
+
+
+async def test_concurrent_creates_one_winner(mesh: Mesh) -> None:
+    results: list[str] = []
+
+    async def create(i: int) -> None:
+        try:
+            await mesh.put("once", i, if_version=0)
+            results.append("won")
+        except VersionConflict:
+            results.append("lost")
+
+    async with anyio.create_task_group() as tg:
+        for i in range(20):
+            tg.start_soon(create, i)
+    assert results.count("won") == 1 and results.count("lost") == 19
+
+
+# -- transactions -------------------------------------------------------------------
+
+
+async def test_transaction_applies_everything(mesh: Mesh) -> None:
+    await mesh.put("a", 1)
+    await mesh.put("gone", 1)
+    sub = mesh.subscribe("tx", "g", "c1", start="begin")
+    async with mesh.transact() as tx:
+        tx.put("a", 2, if_version=1)
+        tx.put("b", "new", if_version=0)
+        tx.delete("gone")
+        event_id = tx.publish("tx", "done", {"n": 1})
+    result = await tx.commit()
+    assert result.entries["a"].version == 2 and result.entries["b"].version == 1
+    assert result.event_ids == [event_id]
+    assert (await mesh.get("gone")) is None
+    delivery = await next_within(sub, 2)
+    assert delivery is not None and delivery.id == event_id and delivery.data == {"n": 1}
+    await sub.close()
+
+
+async def test_transaction_conflict_writes_and_publishes_nothing(mesh: Mesh) -> None:
+    await mesh.put("first", 1)
+    await mesh.put("second", 1)
+    await mesh.put("second", 2)
+    await mesh.put("doomed", "keep")
+    sub = mesh.subscribe("txc", "g", "c1", start="begin")
+    tx = mesh.transact()
+    tx.put("first", "changed", if_version=1)
+    tx.put("second", "changed", if_version=1)
+    tx.delete("doomed")
+    tx.publish("txc", "never", {})
+    tx.publish("txc", "never-later", {}, after_ms=50)
+    with pytest.raises(VersionConflict) as info:
+        await tx.commit()
+    assert info.value.key == "second"
+    first = await mesh.get("first")
+    assert first is not None and first.value == 1 and first.version == 1
+    second = await mesh.get("second")
+    assert second is not None and second.value == 2
+    assert (await mesh.get("doomed")) is not None
+    assert await next_within(sub, 0.5) is None
+    await sub.close()
+
+
+async def test_transaction_ack_is_atomic_with_writes(mesh: Mesh) -> None:
+    await mesh.publish("work", "job", 1)  # before the group exists: not seen with "new"
+    sub = mesh.subscribe("work", "workers", "w1", visibility_timeout_ms=400)
+    await mesh.publish("work", "job", 2)
+    delivery = await next_within(sub, 2)
+    assert delivery is not None and delivery.data == 2
+    await mesh.put("state", 1)
+    tx = mesh.transact()
+    tx.put("state", 2, if_version=0)  # conflicts
+    tx.ack(delivery)
+    with pytest.raises(VersionConflict):
+        await tx.commit()
+    other = mesh.subscribe("work", "workers", "w2", visibility_timeout_ms=400)
+    again = await next_within(other, 3)
+    assert again is not None and again.id == delivery.id and again.attempt == 2
+    async with mesh.transact() as tx2:
+        tx2.put("state", 2, if_version=1)
+        tx2.ack(again)
+    assert await next_within(other, 1.0) is None
+    await sub.close()
+    await other.close()
+
+
+# -- topics -------------------------------------------------------------------------
+
+
+async def test_topic_delivers_in_publish_order(mesh: Mesh) -> None:
+    sub = mesh.subscribe("ordered", "g", "c")
+    ids = [await mesh.publish("ordered", "n", i) for i in range(30)]
+    got = await drain(sub, 0.5)
+    assert [d.id for d in got] == ids
+    assert [d.data for d in got] == list(range(30))
+    assert all(d.kind == "n" and d.topic == "ordered" and d.attempt == 1 for d in got)
+    await sub.close()
+
+
+async def test_every_group_sees_every_event(mesh: Mesh) -> None:
+    a = mesh.subscribe("fan", "ga", "c")
+    b = mesh.subscribe("fan", "gb", "c")
+    for i in range(5):
+        await mesh.publish("fan", "n", i)
+    assert [d.data for d in await drain(a, 0.5)] == list(range(5))
+    assert [d.data for d in await drain(b, 0.5)] == list(range(5))
+    await a.close()
+    await b.close()
+
+
+async def test_consumers_of_a_group_share_events(mesh: Mesh) -> None:
+    c1 = mesh.subscribe("shared", "g", "c1")
+    c2 = mesh.subscribe("shared", "g", "c2")
+    for i in range(20):
+        await mesh.publish("shared", "n", i)
+    seen: list[int] = []
+
+    async def consume(sub: Subscription) -> None:
+        for d in await drain(sub, 0.5):
+            seen.append(d.data)
+            await d.ack()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume, c1)
+        tg.start_soon(consume, c2)
+    assert sorted(seen) == list(range(20))
+    await c1.close()
+    await c2.close()
+
+
+async def test_start_begin_reads_history(mesh: Mesh) -> None:
+    for i in range(3):
+        await mesh.publish("history", "n", i)
+    late_new = mesh.subscribe("history", "new-group", "c")
+    late_begin = mesh.subscribe("history", "begin-group", "c", start="begin")
+    assert await next_within(late_new, 0.3) is None
+    assert [d.data for d in await drain(late_begin, 0.5)] == [0, 1, 2]
+    await late_new.close()
+    await late_begin.close()
+
+
+async def test_subscribe_several_topics(mesh: Mesh) -> None:
+    sub = mesh.subscribe(["t1", "t2"], "g", "c")
+    await mesh.publish("t1", "a", 1)
+    await mesh.publish("t2", "b", 2)
+    got = await drain(sub, 0.5)
+    assert sorted((d.topic, d.data) for d in got) == [("t1", 1), ("t2", 2)]
+    await sub.close()
+
+
+async def test_unacked_event_goes_to_another_consumer(mesh: Mesh) -> None:
+    dead = mesh.subscribe("jobs", "g", "dead", visibility_timeout_ms=300)
+    await mesh.publish("jobs", "job", "payload")
+    first = await next_within(dead, 2)
+    assert first is not None and first.attempt == 1
+    await dead.close()  # the consumer dies without acking
+    alive = mesh.subscribe("jobs", "g", "alive", visibility_timeout_ms=300)
+    started = time.monotonic()
+    second = await next_within(alive, 3)
+    assert second is not None and second.id == first.id and second.data == "payload"
+    assert second.consumer == "alive" and second.attempt == 2
+    assert time.monotonic() - started >= 0.2
+    await second.ack()
+    assert await next_within(alive, 0.6) is None
+    await alive.close()
+
+
+async def test_acked_event_is_not_redelivered(mesh: Mesh) -> None:
+    sub = mesh.subscribe("acked", "g", "c", visibility_timeout_ms=200)
+    await mesh.publish("acked", "job", 1)
+    d = await next_within(sub, 2)
+    assert d is not None
+    await d.ack()
+    await d.ack()  # harmless
+    assert await next_within(sub, 0.6) is None
+    await sub.close()
+
+
+async def test_closed_subscription_ends_iteration(mesh: Mesh) -> None:
+    sub = mesh.subscribe("closing", "g", "c")
+    got: list[Any] = []
+
+    async def consume() -> None:
+        async for d in sub:
+            got.append(d.data)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await mesh.publish("closing", "n", 1)
+        await anyio.sleep(0.3)
+        await sub.close()
+    assert got == [1]
+
+
+# -- delayed events -----------------------------------------------------------------
+
+
+async def test_delayed_event_is_never_early_and_barely_late(mesh: Mesh) -> None:
+    sub = mesh.subscribe("later", "g", "c")
+    published = time.time()
+    await mesh.publish("later", "tick", {"n": 1}, after_ms=400)
+    d = await next_within(sub, 3)
+    received = time.time()
+    assert d is not None and d.data == {"n": 1}
+    late_ms = (received - published) * 1000 - 400
+    assert late_ms >= 0, f"delivered {-late_ms:.0f} ms early"
+    assert late_ms <= 250, f"delivered {late_ms:.0f} ms late"
+    await sub.close()
+
+
+async def test_rescheduling_a_key_replaces_the_pending_event(mesh: Mesh) -> None:
+    sub = mesh.subscribe("ticks", "g", "c")
+    await mesh.publish("ticks", "tick", {"n": 1}, after_ms=300, key="tick:r1")
+    await mesh.publish("ticks", "tick", {"n": 2}, after_ms=300, key="tick:r1")
+    await mesh.publish("ticks", "tick", {"n": 3}, after_ms=300, key="tick:r1")
+    got = await drain(sub, 1.0)
+    assert [d.data for d in got] == [{"n": 3}]
+    await sub.close()
+
+
+async def test_cancel_removes_a_scheduled_event(mesh: Mesh) -> None:
+    sub = mesh.subscribe("cancelled", "g", "c")
+    await mesh.publish("cancelled", "tick", 1, after_ms=200, key="k1")
+    await mesh.publish("cancelled", "tick", 2, after_ms=200, key="k2")
+    await mesh.cancel("k1")
+    await mesh.cancel("never-scheduled")
+    got = await drain(sub, 0.8)
+    assert [d.data for d in got] == [2]
+    await sub.close()
+
+
+async def test_keyed_event_can_be_scheduled_again_after_delivery(mesh: Mesh) -> None:
+    sub = mesh.subscribe("again", "g", "c")
+    await mesh.publish("again", "tick", 1, after_ms=50, key="same")
+    first = await next_within(sub, 2)
+    assert first is not None and first.data == 1
+    await mesh.publish("again", "tick", 2, after_ms=50, key="same")
+    second = await next_within(sub, 2)
+    assert second is not None and second.data == 2
+    await sub.close()
+
+
+async def test_scheduled_event_survives_reopening(mesh_url: str, backend: str) -> None:
+    if backend == "memory":
+        pytest.skip("the memory mesh lives and dies with its process by design")
+    async with open_mesh(mesh_url) as first:
+        sub = first.subscribe("durable", "g", "c")
+        await sub.close()
+        await first.publish("durable", "tick", "kept", after_ms=300, key="tick:run")
+    async with open_mesh(mesh_url) as second:
+        sub = second.subscribe("durable", "g", "c")
+        d = await next_within(sub, 3)
+        assert d is not None and d.data == "kept"
+        await sub.close()
+
+
+async def test_errors_are_plait_errors(mesh: Mesh) -> None:
+    with pytest.raises(PlaitError):
+        await mesh.put("", 1)
+    with pytest.raises(ValueError):
+        await mesh.put("k", 1, if_version=-1)
