@@ -1,0 +1,251 @@
+"""The built-in tools: ``http_get``, ``read_file`` and ``bash``.
+
+Every result is bounded: bodies, files and command output are cut at a byte limit and
+say so, so one call can never flood a prompt or a run record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from plait.errors import ToolArgumentsInvalid, ToolError, ToolNotPermitted
+from plait.tools.registry import Tool, ToolContext, tool
+
+DEFAULT_MAX_BYTES = 256 * 1024
+"""How much of a page or file ``http_get`` and ``read_file`` return by default."""
+
+MAX_BYTES_LIMIT = 8 * 1024 * 1024
+"""The largest ``max_bytes`` a caller may ask for."""
+
+MAX_OUTPUT_BYTES = 64 * 1024
+"""How much of each of a command's stdout and stderr ``bash`` returns."""
+
+KEPT_HEADERS = ("content-type", "content-length", "content-encoding", "last-modified", "etag")
+"""The response headers ``http_get`` returns (lower-case)."""
+
+_PIPE_DRAIN_S = 2.0  # a detached descendant may hold a pipe open after the shell exits
+_CHUNK = 64 * 1024
+
+_MAX_BYTES_SCHEMA: dict[str, Any] = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_BYTES_LIMIT,
+    "description": f"return at most this many bytes (default {DEFAULT_MAX_BYTES})",
+}
+
+
+def _clip(data: bytes, truncated: bool, encoding: str = "utf-8") -> str:
+    try:
+        text = data.decode(encoding, errors="replace")
+    except LookupError:  # a server may name a charset Python does not know
+        text = data.decode("utf-8", errors="replace")
+    if truncated:
+        text += f"\n[truncated after {len(data)} bytes]"
+    return text
+
+
+# -- http_get -----------------------------------------------------------------------
+
+
+@tool(
+    "http_get",
+    parameters={
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "description": "an http:// or https:// URL"},
+            "max_bytes": _MAX_BYTES_SCHEMA,
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    },
+    read_only=True,
+    external=True,
+)
+async def http_get(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Fetch a web page or API response with GET; returns status, headers and text.
+
+    Redirects are followed. The result is ``{url, status, headers, text, truncated}``
+    where ``url`` is the final URL and ``headers`` holds only :data:`KEPT_HEADERS`.
+    """
+    url: str = args["url"]
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise ToolArgumentsInvalid(
+            f"invalid arguments for tool 'http_get':\n  args.url: {url!r} is not an "
+            "http:// or https:// URL"
+        )
+    limit: int = args.get("max_bytes", DEFAULT_MAX_BYTES)
+    body = bytearray()
+    truncated = False
+    try:
+        async with (
+            httpx.AsyncClient(timeout=ctx.timeout_s, follow_redirects=True) as client,
+            client.stream("GET", url) as response,
+        ):
+            async for chunk in response.aiter_bytes(_CHUNK):
+                body += chunk
+                if len(body) > limit:
+                    truncated = True
+                    del body[limit:]
+                    break
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise ToolError(f"tool 'http_get': GET {url} failed: {exc}") from exc
+    return {
+        "url": str(response.url),
+        "status": response.status_code,
+        "headers": {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers},
+        "text": _clip(bytes(body), truncated, response.encoding or "utf-8"),
+        "truncated": truncated,
+    }
+
+
+# -- read_file ----------------------------------------------------------------------
+
+
+@tool(
+    "read_file",
+    parameters={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "a path inside the working directory"},
+            "max_bytes": _MAX_BYTES_SCHEMA,
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    read_only=True,
+)
+async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
+    """Read a text file in the working directory; returns its text.
+
+    Relative paths are resolved against the working directory, and the resolved path
+    (symlinks followed) must stay inside it. Text past ``max_bytes`` is cut and a last
+    line says so.
+    """
+    limit: int = args.get("max_bytes", DEFAULT_MAX_BYTES)
+    raw: str = args["path"]
+
+    def read() -> tuple[bytes, bool]:
+        base = ctx.cwd.resolve()
+        path = (base / raw).resolve()
+        if not path.is_relative_to(base):
+            raise ToolNotPermitted(
+                f"tool 'read_file': {raw!r} is outside the working directory {str(base)!r}"
+            )
+        try:
+            with path.open("rb") as f:
+                data = f.read(limit + 1)
+        except OSError as exc:
+            raise ToolError(f"tool 'read_file': cannot read {raw!r}: {exc.strerror}") from exc
+        return data[:limit], len(data) > limit
+
+    data, truncated = await anyio.to_thread.run_sync(read)
+    return _clip(data, truncated)
+
+
+# -- bash ---------------------------------------------------------------------------
+
+
+@tool(
+    "bash",
+    parameters={
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1, "description": "a shell command"},
+            "timeout_s": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": "kill the command after this many seconds",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+    requires_approval=True,
+)
+async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Run a shell command in the working directory; returns its exit code and output.
+
+    The result is ``{exit_code, stdout, stderr, timed_out}``. A command still running
+    after ``timeout_s`` (at most the call's own limit) is killed with its whole process
+    group; ``exit_code`` is then negative (the signal) and ``timed_out`` true.
+    """
+    timeout = min(float(args.get("timeout_s", ctx.timeout_s)), ctx.timeout_s)
+    try:
+        proc = await asyncio.create_subprocess_shell(
+            args["command"],
+            cwd=ctx.cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,  # its own process group, so a timeout kills it all
+        )
+    except OSError as exc:
+        raise ToolError(f"tool 'bash': cannot start the shell: {exc}") from exc
+    out, err = _Capture(), _Capture()
+    timed_out = False
+    try:
+        async with anyio.create_task_group() as tg:
+            assert proc.stdout is not None and proc.stderr is not None
+            tg.start_soon(_drain, proc.stdout, out)
+            tg.start_soon(_drain, proc.stderr, err)
+            with anyio.move_on_after(timeout) as scope:
+                await proc.wait()
+            if scope.cancelled_caught:
+                timed_out = True
+                _kill_group(proc)
+                await proc.wait()
+            tg.cancel_scope.deadline = anyio.current_time() + _PIPE_DRAIN_S
+    finally:
+        if proc.returncode is None:  # cancelled from outside: leave nothing running
+            _kill_group(proc)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_PIPE_DRAIN_S):
+                await proc.wait()
+    return {
+        "exit_code": proc.returncode,
+        "stdout": _clip(bytes(out.data), out.truncated),
+        "stderr": _clip(bytes(err.data), err.truncated),
+        "timed_out": timed_out,
+    }
+
+
+@dataclass(slots=True)
+class _Capture:
+    data: bytearray = field(default_factory=bytearray)
+    truncated: bool = False
+
+
+async def _drain(stream: asyncio.StreamReader, into: _Capture) -> None:
+    # Keep reading past the limit: a child blocked on a full pipe would never exit.
+    while chunk := await stream.read(_CHUNK):
+        room = MAX_OUTPUT_BYTES - len(into.data)
+        into.data += chunk[:room]
+        into.truncated = into.truncated or len(chunk) > room
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+BUILTIN_TOOLS: tuple[Tool, ...] = (http_get, read_file, bash)
+"""Every built-in tool, as :func:`plait.tools.default_registry` registers them."""
+
+__all__ = [
+    "BUILTIN_TOOLS",
+    "DEFAULT_MAX_BYTES",
+    "KEPT_HEADERS",
+    "MAX_BYTES_LIMIT",
+    "MAX_OUTPUT_BYTES",
+    "bash",
+    "http_get",
+    "read_file",
+]
