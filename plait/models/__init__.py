@@ -1,0 +1,80 @@
+"""Model adapters: a scripted model for tests, OpenAI-compatible and Anthropic models.
+
+``load_model(spec)`` builds a model from a spec string:
+
+- ``scripted:PATH`` — rules from a JSON or YAML file (:class:`ScriptedModel`);
+- ``openai:MODEL`` — the OpenAI chat completions API, or any server that speaks it
+  (:class:`~plait.models.openai.OpenAIModel`; ``pip install 'plait[openai]'``);
+- ``anthropic:MODEL`` — the Anthropic Messages API
+  (:class:`~plait.models.anthropic.AnthropicModel`; ``pip install 'plait[anthropic]'``).
+
+The contract every adapter keeps is written once, in :mod:`plait.models._base`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plait.errors import ConfigError
+from plait.models._base import CallContext, Message, Model, ModelReply, Role, ToolCall, Usage
+from plait.models.anthropic import AnthropicModel
+from plait.models.openai import OpenAIModel
+from plait.models.pricing import DEFAULT_PRICES, cost_of, price_of
+from plait.models.scripted import ScriptedCall, ScriptedModel, ScriptRule
+
+SUPPORTED_PREFIXES = ("scripted", "openai", "anthropic")
+
+
+def load_model(spec: str, **options: Any) -> Model:
+    """Build the model a spec string names.
+
+    Args:
+        spec: ``scripted:PATH``, ``openai:MODEL`` or ``anthropic:MODEL``.
+        **options: keyword arguments for the adapter (``base_url``, ``max_retries``,
+            ``timeout``...); a scripted model takes none.
+
+    Raises:
+        ConfigError: the prefix is unknown, the name is empty, an option does not
+            apply, or the adapter cannot be configured (missing SDK or key).
+    """
+    prefix, _, name = spec.partition(":")
+    if prefix not in SUPPORTED_PREFIXES or not name:
+        raise ConfigError(
+            f"cannot load model {spec!r}: expected PREFIX:NAME with a prefix among "
+            f"{', '.join(SUPPORTED_PREFIXES)} (e.g. 'openai:gpt-4o-mini')"
+        )
+    if prefix == "scripted":
+        if options:
+            raise ConfigError(f"a scripted model takes no options, got {sorted(options)}")
+        return ScriptedModel.from_file(name)
+    if prefix == "openai":
+        return _build(OpenAIModel, name, options)
+    return _build(AnthropicModel, name, options)
+
+
+def _build(cls: type[OpenAIModel | AnthropicModel], name: str, options: dict[str, Any]) -> Model:
+    try:
+        return cls(name, **options)
+    except TypeError as exc:
+        raise ConfigError(f"bad option for {cls.__name__}: {exc}") from exc
+
+
+__all__ = [
+    "DEFAULT_PRICES",
+    "SUPPORTED_PREFIXES",
+    "AnthropicModel",
+    "CallContext",
+    "Message",
+    "Model",
+    "ModelReply",
+    "OpenAIModel",
+    "Role",
+    "ScriptRule",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ToolCall",
+    "Usage",
+    "cost_of",
+    "load_model",
+    "price_of",
+]

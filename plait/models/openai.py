@@ -1,0 +1,190 @@
+"""OpenAI and OpenAI-compatible chat models (vLLM, Ollama, llama.cpp, LiteLLM...).
+
+Uses the official ``openai`` SDK's chat completions with function tools. The key and
+endpoint come from the arguments, else ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; with
+only a base URL set, a placeholder key is sent, which local servers ignore.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from plait.errors import ConfigError, ModelError
+from plait.models._base import CallContext, Message, Model, ModelReply, ToolCall, Usage
+from plait.models._sdk import import_sdk, translate_error
+from plait.tools.spec import ToolSpec
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletion
+
+LOCAL_API_KEY = "not-needed"
+"""The key sent to a custom base URL when no key is configured."""
+
+
+class OpenAIModel(Model):
+    """A chat model behind the OpenAI chat completions API.
+
+    Args:
+        model: the model name (``"gpt-4o-mini"``, or whatever a local server serves).
+        api_key: the key; default ``OPENAI_API_KEY``.
+        base_url: the API root (``"http://localhost:8000/v1"``); default
+            ``OPENAI_BASE_URL``, else the OpenAI API.
+        max_retries: how often the SDK retries rate limits, timeouts, connection
+            errors and 5xx answers, with backoff (it honours ``retry-after``).
+        timeout: seconds per request attempt.
+        temperature: sampling temperature, or None for the server's default.
+        max_tokens: a cap on reply tokens, or None for the server's default.
+
+    Raises:
+        ConfigError: the SDK is missing, or neither a key nor a base URL is set.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 2,
+        timeout: float = 120.0,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+    ) -> None:
+        self._sdk = import_sdk("openai", "openai")
+        self.model = model
+        self.spec = f"openai:{model}"
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        if api_key is None:
+            if base_url is None:
+                raise ConfigError(
+                    f"no API key for {self.spec}: set OPENAI_API_KEY, pass api_key, or set "
+                    "OPENAI_BASE_URL (or base_url) to a local OpenAI-compatible server"
+                )
+            api_key = LOCAL_API_KEY
+        self.base_url = base_url
+        self._options: dict[str, Any] = {}
+        if temperature is not None:
+            self._options["temperature"] = temperature
+        if max_tokens is not None:
+            self._options["max_tokens"] = max_tokens
+        self._client: AsyncOpenAI = self._sdk.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+        )
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: CallContext,
+        response_format: dict[str, Any] | None = None,
+    ) -> ModelReply:
+        """Answer with one chat completion; see :meth:`Model.complete`."""
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [to_wire(message) for message in messages],
+            **self._options,
+        }
+        if tools:
+            request["tools"] = [tool_to_wire(tool) for tool in tools]
+        if response_format is not None:
+            request["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": response_format},
+            }
+        try:
+            completion = await self._client.chat.completions.create(**request)
+        except self._sdk.OpenAIError as exc:
+            raise translate_error(self._sdk, exc, "openai", self.model) from exc
+        return self._reply(completion)
+
+    def _reply(self, completion: ChatCompletion) -> ModelReply:
+        if not completion.choices:
+            raise ModelError(f"{self.spec}: the response has no choices")
+        choice = completion.choices[0]
+        calls = []
+        for call in choice.message.tool_calls or []:
+            function = getattr(call, "function", None)
+            if function is None:
+                raise ModelError(f"{self.spec}: unsupported tool call type {call.type!r}")
+            calls.append(
+                ToolCall(
+                    id=call.id,
+                    name=function.name,
+                    arguments=parse_arguments(function.arguments, function.name, self.spec),
+                )
+            )
+        usage = completion.usage
+        return ModelReply(
+            text=choice.message.content or "",
+            tool_calls=calls,
+            usage=Usage(
+                input_tokens=usage.prompt_tokens if usage else 0,
+                output_tokens=usage.completion_tokens if usage else 0,
+            ),
+            model=completion.model or self.model,
+            stop_reason=choice.finish_reason,
+        )
+
+    async def aclose(self) -> None:
+        """Close the SDK's HTTP connections."""
+        await self._client.close()
+
+
+def to_wire(message: Message) -> dict[str, Any]:
+    """A message in the chat completions format."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    wire: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        wire["content"] = message.content or None
+        wire["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in message.tool_calls
+        ]
+    return wire
+
+
+def tool_to_wire(tool: ToolSpec) -> dict[str, Any]:
+    """A tool as a chat completions function tool."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def parse_arguments(raw: str, tool: str, spec: str) -> dict[str, Any]:
+    """Decode a tool call's JSON arguments string (an empty string means no arguments).
+
+    Raises:
+        ModelError: the string is not a JSON object.
+    """
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ModelError(
+            f"{spec}: the arguments of tool call {tool!r} are not valid JSON ({exc}): {raw[:200]!r}"
+        ) from exc
+    if not isinstance(value, dict):
+        raise ModelError(
+            f"{spec}: the arguments of tool call {tool!r} are not a JSON object: {raw[:200]!r}"
+        )
+    return cast(dict[str, Any], value)
+
+
+__all__ = ["OpenAIModel"]

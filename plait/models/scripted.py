@@ -1,0 +1,233 @@
+"""A deterministic model for tests and examples: answers come from a list of rules.
+
+A rule file is JSON or YAML, either ``{"rules": [...]}`` or a bare list of rules. Rules
+are tried in order and the first that matches answers::
+
+    rules:
+      - node: draft                  # context.node (a fan-out instance matches its
+                                     #   target node id, or its own id "fetch[1]")
+        visit: 1                     # the node's 1-based visit; a retry keeps it
+        text: "First draft."
+      - node: research
+        round: 1                     # the first model call of this node visit...
+        tool_calls: [{name: search, arguments: {q: plait}}]
+      - node: research
+        round: 2                     # ...and the call after the tool results came back
+        text: "Found it."
+      - match: "unsourced"           # a substring of context.prompt
+        text: "fail"
+        usage: {input_tokens: 10, output_tokens: 1}
+        delay_ms: 5
+      - node: flaky
+        error: "provider melted"     # the call raises ScriptedModelError
+      - text: "ok"                   # no node, visit, round or match: matches every call
+
+``round`` counts model calls within one node visit: 1 plus the number of assistant
+messages after the last user message, so a tool loop's answer after its tool results
+(the last message has role ``"tool"``) is round 2, and so on. Without ``usage`` a rule
+spends one input token per word of the messages and one output token per word of its
+text and tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from plait.errors import ConfigError, ScriptedModelError
+from plait.models._base import CallContext, Message, Model, ModelReply, ToolCall, Usage
+from plait.tools.spec import ToolSpec
+
+
+class ScriptedToolCall(BaseModel):
+    """A tool call a rule answers with; without ``id`` a stable one is derived."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class ScriptRule(BaseModel):
+    """One rule: when it matches (all given conditions hold) and what it answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node: str | None = None
+    visit: int | None = Field(default=None, ge=1)
+    round: int | None = Field(default=None, ge=1)
+    match: str | None = None
+    text: str = ""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    usage: Usage | None = None
+    delay_ms: int = Field(default=0, ge=0)
+    error: str | None = None
+
+    def matches(self, context: CallContext, round_: int) -> bool:
+        """Whether every condition this rule sets holds for the call."""
+        if self.node is not None and self.node not in (context.node, context.instance):
+            return False
+        if self.visit is not None and self.visit != context.visit:
+            return False
+        if self.round is not None and self.round != round_:
+            return False
+        return self.match is None or self.match in context.prompt
+
+
+class ScriptedCall(BaseModel):
+    """One call a scripted model received, kept for tests and inspection."""
+
+    context: CallContext
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    response_format: dict[str, Any] | None = None
+    round: int = 1
+
+
+class ScriptedModel(Model):
+    """A model that answers from rules; see the module docstring for the rule format.
+
+    Args:
+        rules: the rules, as :class:`ScriptRule` objects or plain dicts.
+        source: where the rules came from, for error messages.
+
+    Attributes:
+        calls: every call received, in order, including those that raised.
+
+    Raises:
+        ConfigError: a rule has an unknown field or a bad value.
+    """
+
+    def __init__(
+        self, rules: Sequence[ScriptRule | Mapping[str, Any]], *, source: str = "<rules>"
+    ) -> None:
+        self.rules = [_rule(rule, index, source) for index, rule in enumerate(rules)]
+        self.source = source
+        self.spec = f"scripted:{source}"
+        self.calls: list[ScriptedCall] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        """Load the rules of a JSON or YAML file.
+
+        Raises:
+            ConfigError: the file is missing, does not parse, or holds a bad rule.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read the scripted model file {path}: {exc}") from exc
+        try:
+            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        except (json.JSONDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError(f"{path}: not valid JSON or YAML: {exc}") from exc
+        if isinstance(data, dict) and "rules" in data:
+            extra = sorted(str(key) for key in data if key != "rules")
+            if extra:
+                raise ConfigError(f"{path}: unknown top-level field(s) {extra}; only 'rules'")
+            data = data["rules"]
+        if not isinstance(data, list):
+            raise ConfigError(
+                f"{path}: expected a list of rules or a mapping with 'rules', "
+                f"found {type(data).__name__}"
+            )
+        return cls(data, source=str(path))
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: CallContext,
+        response_format: dict[str, Any] | None = None,
+    ) -> ModelReply:
+        """Answer with the first matching rule; see :meth:`Model.complete`.
+
+        Raises:
+            ScriptedModelError: no rule matches, or the matching rule sets ``error``.
+        """
+        round_ = round_of(messages)
+        self.calls.append(
+            ScriptedCall(
+                context=context,
+                messages=list(messages),
+                tools=list(tools),
+                response_format=response_format,
+                round=round_,
+            )
+        )
+        rule = next((r for r in self.rules if r.matches(context, round_)), None)
+        if rule is None:
+            instance = f" (instance {context.instance!r})" if context.instance else ""
+            raise ScriptedModelError(
+                f"no scripted rule in {self.source} matches node {context.node!r} "
+                f"visit {context.visit}{instance} round {round_}"
+            )
+        if rule.delay_ms:
+            await anyio.sleep(rule.delay_ms / 1000)
+        if rule.error is not None:
+            raise ScriptedModelError(rule.error)
+        who = re.sub(r"[^A-Za-z0-9_-]", "_", context.instance or context.node) or "call"
+        calls = [
+            ToolCall(
+                id=call.id or f"call_{who}_v{context.visit}_r{round_}_{index}",
+                name=call.name,
+                arguments=call.arguments,
+            )
+            for index, call in enumerate(rule.tool_calls)
+        ]
+        usage = rule.usage or Usage(
+            input_tokens=sum(_words(message.content) for message in messages),
+            output_tokens=_words(rule.text)
+            + sum(_words(f"{call.name} {json.dumps(call.arguments)}") for call in calls),
+        )
+        return ModelReply(
+            text=rule.text,
+            tool_calls=calls,
+            usage=usage,
+            model="scripted",
+            stop_reason="tool_calls" if calls else "stop",
+        )
+
+
+def round_of(messages: Sequence[Message]) -> int:
+    """1 plus the number of assistant messages after the last user message."""
+    count = 0
+    for message in reversed(messages):
+        if message.role == "user":
+            break
+        count += message.role == "assistant"
+    return count + 1
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _rule(rule: ScriptRule | Mapping[str, Any], index: int, source: str) -> ScriptRule:
+    if isinstance(rule, ScriptRule):
+        return rule
+    if not isinstance(rule, Mapping):
+        raise ConfigError(
+            f"{source}: rule {index}: expected a mapping, found {type(rule).__name__}"
+        )
+    try:
+        return ScriptRule.model_validate(dict(rule))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or '(rule)'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ConfigError(f"{source}: rule {index}: {problems}") from exc
+
+
+__all__ = ["ScriptRule", "ScriptedCall", "ScriptedModel", "ScriptedToolCall", "round_of"]
