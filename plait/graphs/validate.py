@@ -1,0 +1,522 @@
+"""Check a whole graph at once and report every problem with its path.
+
+Nodes are parsed one by one, so a node with a bad field still takes part in the
+structural checks (its id counts as known, its ``next`` and verdicts still route) and
+never hides the problems of the others.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from pydantic import TypeAdapter, ValidationError
+
+from plait.errors import GraphValidationError, TemplateError
+from plait.graphs.spec import (
+    NODE_TYPES,
+    AgentNode,
+    BeginNode,
+    Edge,
+    FanInNode,
+    FanOutNode,
+    GraphSpec,
+    HumanNode,
+    Node,
+    ParallelNode,
+    SubgraphNode,
+    ToolNode,
+    VerifierNode,
+    normalize_node_data,
+)
+from plait.graphs.template import loose_braces, parse_path, references
+from plait.tools.spec import AgentProfile
+
+_NODE = TypeAdapter[Node](Node)
+_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_RESERVED = frozenset({"input", "item"})
+_TYPES = ", ".join(NODE_TYPES)
+
+
+@dataclass
+class ValidationReport:
+    """The outcome of :func:`validate_graph`.
+
+    Attributes:
+        spec: the parsed spec when every field parsed (it may still have structural
+            problems: check ``ok``), else None.
+        problems: what makes the graph unusable, each as ``path: message``.
+        warnings: what is allowed but probably a mistake (unreachable nodes).
+    """
+
+    spec: GraphSpec | None
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no problem (warnings allowed)."""
+        return not self.problems and self.spec is not None
+
+    def raise_for_problems(self, source: str | None = None) -> GraphSpec:
+        """Return the spec, or raise GraphValidationError listing every problem."""
+        if self.problems or self.spec is None:
+            raise GraphValidationError(self.problems or ["(root): not a graph"], source)
+        return self.spec
+
+
+@dataclass
+class _View:
+    """What the structural checks need of a node, parsed or not."""
+
+    index: int
+    id: str | None
+    type: str | None
+    next: str | None
+    verdicts: dict[str, str]
+    fan_targets: list[str]
+    model: Node | None
+
+    @property
+    def path(self) -> str:
+        return f"nodes[{self.index}]"
+
+
+def _q(value: object) -> str:
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _path(prefix: str, loc: tuple[int | str, ...]) -> str:
+    out = prefix
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(root)"
+
+
+def _field_problems(exc: ValidationError, prefix: str) -> list[str]:
+    out: list[str] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        if prefix.startswith("nodes[") and loc and loc[0] in NODE_TYPES:
+            loc = loc[1:]  # the discriminator tag pydantic puts first
+        kind = err["type"]
+        if kind == "union_tag_not_found":
+            out.append(f"{_path(prefix, loc)}.type: missing node type (one of {_TYPES})")
+            continue
+        if kind == "union_tag_invalid":
+            tag = (err.get("ctx") or {}).get("tag")
+            out.append(f"{_path(prefix, loc)}.type: unknown node type {_q(tag)} (one of {_TYPES})")
+            continue
+        if kind == "missing":
+            msg = "missing required field"
+        elif kind == "extra_forbidden":
+            msg = "unknown field"
+        elif kind in ("model_type", "model_attributes_type", "dict_type"):
+            msg = "expected an object"
+        else:
+            msg = err["msg"][:1].lower() + err["msg"][1:]
+        out.append(f"{_path(prefix, loc)}: {msg}")
+    return out
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _view(index: int, raw: Any, model: Node | None) -> _View:
+    if model is not None:
+        verdicts = model.verdicts if isinstance(model, VerifierNode) else {}
+        fan: list[str] = []
+        if isinstance(model, FanOutNode):
+            for spec in model.specs:
+                fan += [spec.target_node_id] if spec.target_node_id else []
+                fan += spec.targets or []
+        return _View(index, model.id, model.type, model.next, dict(verdicts), fan, model)
+    try:
+        data = normalize_node_data(raw)
+    except ValueError:
+        data = raw
+    if not isinstance(data, Mapping):
+        return _View(index, None, None, None, {}, [], None)
+    raw_verdicts = data.get("verdicts")
+    verdicts = {}
+    if isinstance(raw_verdicts, Mapping):
+        verdicts = {str(k): v for k, v in raw_verdicts.items() if isinstance(v, str)}
+    fan = []
+    raw_specs = data.get("specs")
+    for spec in raw_specs if isinstance(raw_specs, list) else []:
+        if isinstance(spec, Mapping):
+            fan += [t for t in [spec.get("target_node_id")] if isinstance(t, str)]
+            targets = spec.get("targets")
+            fan += [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
+    return _View(
+        index, _str(data.get("id")), _str(data.get("type")), _str(data.get("next")), verdicts,
+        fan, None,
+    )  # fmt: skip
+
+
+def _template_fields(node: Node, path: str) -> Iterator[tuple[str, str, bool]]:
+    """(path, template, item allowed by the field itself) for every template of a node."""
+    if isinstance(node, AgentNode | VerifierNode):
+        yield f"{path}.prompt", node.prompt, False
+    elif isinstance(node, HumanNode):
+        yield f"{path}.ask", node.ask, False
+    elif isinstance(node, ParallelNode):
+        if isinstance(node.tasks, list):
+            for k, task in enumerate(node.tasks):
+                yield f"{path}.tasks[{k}]", task, False
+        yield f"{path}.prompt", node.prompt, True
+    elif isinstance(node, ToolNode):
+        yield from _strings(node.args, f"{path}.args")
+    elif isinstance(node, FanInNode) and node.aggregate_template is not None:
+        yield f"{path}.aggregate_template", node.aggregate_template, False
+    elif isinstance(node, SubgraphNode):
+        yield f"{path}.input", node.input, False
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str, bool]]:
+    if isinstance(value, str):
+        yield path, value, False
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            yield from _strings(item, f"{path}[{k}]")
+
+
+class _Checker:
+    def __init__(
+        self,
+        agents: Mapping[str, AgentProfile] | None,
+        tool_is_known: Callable[[str], bool] | None,
+        max_steps_cap: int,
+    ) -> None:
+        self.agents = agents
+        self.tool_is_known = tool_is_known
+        self.max_steps_cap = max_steps_cap
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+        self.field_errors = False
+        self.ids: dict[str, int] = {}
+
+    def fields(self, exc: ValidationError, prefix: str) -> None:
+        self.field_errors = True
+        self.problems.extend(_field_problems(exc, prefix))
+
+    def run(self, data: Mapping[str, Any]) -> ValidationReport:
+        try:
+            GraphSpec.model_validate({**data, "nodes": [], "edges": []})
+        except ValidationError as exc:
+            self.fields(exc, "")
+        views = self.parse_nodes(data)
+        edges = self.parse_edges(data.get("edges", []))
+        self.check_budget(data.get("budget"))
+        self.check_ids(views)
+        entry = self.check_entry(data, views)
+        self.check_routes(views, edges)
+        map_targets = self.check_fan_outs(views)
+        graph_agent = data.get("agent", "assistant")
+        for v in views:
+            if v.model is not None:
+                self.check_node(v.model, v.path, v.model.id in map_targets, graph_agent)
+        if isinstance(graph_agent, str) and self.agents is not None:
+            if graph_agent not in self.agents:
+                self.problems.append(f"agent: unknown agent {_q(graph_agent)}")
+        if entry is not None:
+            self.check_reach(entry, views, edges)
+        spec = None
+        if not self.field_errors:
+            try:
+                spec = GraphSpec.model_validate(data)
+            except ValidationError as exc:  # pragma: no cover - parts parsed, so does the whole
+                self.fields(exc, "")
+        return ValidationReport(spec, self.problems, self.warnings)
+
+    def parse_nodes(self, data: Mapping[str, Any]) -> list[_View]:
+        raw_nodes = data.get("nodes")
+        if not isinstance(raw_nodes, list):
+            found = "expected a list of nodes" if "nodes" in data else "missing required field"
+            self.problems.append(f"nodes: {found}")
+            return []
+        if not raw_nodes:
+            self.problems.append("nodes: a graph needs at least one node")
+        views = []
+        for i, raw in enumerate(raw_nodes):
+            model: Node | None = None
+            try:
+                model = _NODE.validate_python(raw)
+            except ValidationError as exc:
+                self.fields(exc, f"nodes[{i}]")
+            views.append(_view(i, raw, model))
+        return views
+
+    def parse_edges(self, raw_edges: Any) -> list[tuple[int, Edge]]:
+        if not isinstance(raw_edges, list):
+            self.problems.append("edges: expected a list of edges")
+            return []
+        edges = []
+        for j, raw in enumerate(raw_edges):
+            try:
+                edges.append((j, Edge.model_validate(raw)))
+            except ValidationError as exc:
+                self.fields(exc, f"edges[{j}]")
+        return edges
+
+    def check_budget(self, raw: Any) -> None:
+        # Read steps from the raw data so a bad sibling field does not hide the cap.
+        steps = raw.get("steps") if isinstance(raw, Mapping) else raw
+        if isinstance(steps, int) and not isinstance(steps, bool) and steps > self.max_steps_cap:
+            self.problems.append(f"budget.steps: {steps} is over the cap of {self.max_steps_cap}")
+
+    def check_ids(self, views: list[_View]) -> None:
+        for v in views:
+            if v.id is None:
+                continue
+            if not _ID.fullmatch(v.id):
+                self.problems.append(
+                    f"{v.path}.id: {_q(v.id)} is not a valid id (letters, digits, _ and -, "
+                    "starting with a letter or _)"
+                )
+            elif v.id in _RESERVED:
+                self.problems.append(f"{v.path}.id: {_q(v.id)} is reserved for templates")
+            if v.id in self.ids:
+                first = self.ids[v.id]
+                self.problems.append(
+                    f"{v.path}.id: duplicate id {_q(v.id)} (first at nodes[{first}])"
+                )
+            else:
+                self.ids[v.id] = v.index
+
+    def check_entry(self, data: Mapping[str, Any], views: list[_View]) -> str | None:
+        begins = [v for v in views if v.type == "begin"]
+        entry = _str(data.get("entry"))
+        if begins or data.get("edges"):
+            if len(begins) != 1:
+                where = ", ".join(v.path for v in begins) or "none"
+                self.problems.append(
+                    "nodes: a graph in begin/end form needs exactly one begin node, found "
+                    f"{len(begins)} ({where})"
+                )
+            if len(begins) == 1 and begins[0].id is not None:
+                if entry is not None and entry != begins[0].id:
+                    self.problems.append(
+                        f"entry: {_q(entry)} is not the begin node {_q(begins[0].id)}"
+                    )
+                entry = entry or begins[0].id
+        if entry is None:
+            if not begins:
+                self.problems.append("entry: no entry node (set entry, or add a begin node)")
+            return None
+        if entry not in self.ids:
+            self.problems.append(f"entry: unknown node {_q(entry)}")
+            return None
+        return entry
+
+    def check_routes(self, views: list[_View], edges: list[tuple[int, Edge]]) -> None:
+        types = {v.id: v.type for v in views if v.id is not None}
+        for v in views:
+            if v.next is not None:
+                if v.type == "end":
+                    self.problems.append(f"{v.path}.next: an end node has no successor")
+                elif v.type == "fan_out":
+                    self.problems.append(
+                        f"{v.path}.next: a fan_out node dispatches through its specs, not next"
+                    )
+                if v.next not in self.ids:
+                    self.problems.append(f"{v.path}.next: unknown target {_q(v.next)}")
+            for word, target in v.verdicts.items():
+                if target not in self.ids:
+                    self.problems.append(f"{v.path}.verdicts.{word}: unknown target {_q(target)}")
+        for j, edge in edges:
+            if edge.source not in self.ids:
+                self.problems.append(f"edges[{j}].source: unknown node {_q(edge.source)}")
+            if edge.target not in self.ids:
+                self.problems.append(f"edges[{j}].target: unknown target {_q(edge.target)}")
+            link = f"{_q(edge.source)} -> {_q(edge.target)}"
+            if types.get(edge.source) == "end":
+                self.problems.append(f"edges[{j}]: an end node has no outgoing edges ({link})")
+            elif types.get(edge.source) == "fan_out":
+                self.problems.append(
+                    f"edges[{j}]: a fan_out node has no real outgoing edges ({link}); "
+                    "name its targets in its specs"
+                )
+
+    def check_fan_outs(self, views: list[_View]) -> set[str]:
+        map_targets: set[str] = set()
+        for v in views:
+            if not isinstance(v.model, FanOutNode):
+                continue
+            for k, spec in enumerate(v.model.specs):
+                p = f"{v.path}.specs[{k}]"
+                if spec.kind in ("broadcast", "map") and spec.target_node_id is None:
+                    self.problems.append(f"{p}.target_node_id: {spec.kind} needs a target_node_id")
+                if spec.kind == "broadcast" and spec.count is None:
+                    self.problems.append(f"{p}.count: broadcast needs a count")
+                if spec.kind == "tee" and not spec.targets:
+                    self.problems.append(f"{p}.targets: tee needs at least one target")
+                if spec.kind == "map":
+                    if spec.source_node_id is None:
+                        self.problems.append(f"{p}.source_node_id: map needs a source_node_id")
+                    try:
+                        parse_path(spec.source_path)
+                    except TemplateError:
+                        self.problems.append(
+                            f"{p}.source_path: malformed path {_q(spec.source_path)}"
+                        )
+                    if spec.target_node_id is not None:
+                        map_targets.add(spec.target_node_id)
+                if spec.target_node_id is not None and spec.target_node_id not in self.ids:
+                    self.problems.append(
+                        f"{p}.target_node_id: unknown target {_q(spec.target_node_id)}"
+                    )
+                for m, target in enumerate(spec.targets or []):
+                    if target not in self.ids:
+                        self.problems.append(f"{p}.targets[{m}]: unknown target {_q(target)}")
+                if spec.source_node_id is not None and spec.source_node_id not in self.ids:
+                    self.problems.append(
+                        f"{p}.source_node_id: unknown node {_q(spec.source_node_id)}"
+                    )
+        return map_targets
+
+    def check_node(self, node: Node, path: str, map_target: bool, graph_agent: Any) -> None:
+        for where, template, item_ok in _template_fields(node, path):
+            self.check_template(where, template, item_ok or map_target)
+        if isinstance(node, ParallelNode) and isinstance(node.tasks, str):
+            self.check_task_path(node.tasks, f"{path}.tasks")
+        if isinstance(node, VerifierNode):
+            if not node.verdicts:
+                self.problems.append(f"{path}.verdicts: a verifier needs at least one verdict")
+            for word in node.verdicts:
+                if not word or any(c.isspace() for c in word):
+                    self.problems.append(f"{path}.verdicts.{word}: a verdict is a single word")
+        if isinstance(node, HumanNode):
+            self.check_human(node, path)
+        if node.on_indeterminate == "verify" and node.verify is None:
+            self.problems.append(f'{path}.verify: the "verify" policy needs a check tool here')
+        schema = node.response_format if isinstance(node, AgentNode) else None
+        if isinstance(node, BeginNode):
+            schema = node.input_schema
+        if schema is not None:
+            name = "response_format" if isinstance(node, AgentNode) else "input_schema"
+            try:
+                jsonschema.validators.validator_for(schema).check_schema(schema)
+            except jsonschema.SchemaError as exc:
+                self.problems.append(f"{path}.{name}: not a valid JSON schema: {exc.message}")
+        self.check_tools_and_agents(node, path, graph_agent)
+
+    def check_template(self, where: str, template: str, item_ok: bool) -> None:
+        for ref in references(template):
+            if ref.name == "item" and not item_ok:
+                self.problems.append(
+                    f"{where}: {ref.raw} is only set in a map fan-out target or a parallel prompt"
+                )
+            elif ref.name not in ("input", "item") and ref.name not in self.ids:
+                self.problems.append(f"{where}: {ref.raw} names unknown node {_q(ref.name)}")
+        for text in loose_braces(template):
+            self.warnings.append(f"{where}: {text} is not a template and stays as written")
+
+    def check_task_path(self, tasks: str, where: str) -> None:
+        try:
+            head = parse_path(tasks)[:1]
+        except TemplateError:
+            self.problems.append(f"{where}: malformed path {_q(tasks)} (like researcher.urls)")
+            return
+        if head and head[0] != "input" and head[0] not in self.ids:
+            self.problems.append(f"{where}: path {_q(tasks)} names unknown node {_q(head[0])}")
+
+    def check_human(self, node: HumanNode, path: str) -> None:
+        if node.options is not None and not node.options:
+            self.problems.append(f"{path}.options: give at least one option, or leave it out")
+        if node.on_expire == "default" and node.default is None:
+            self.problems.append(f'{path}.default: on_expire "default" needs a default answer')
+        if node.default is not None and node.options and node.default not in node.options:
+            self.problems.append(f"{path}.default: {_q(node.default)} is not one of the options")
+
+    def check_tools_and_agents(self, node: Node, path: str, graph_agent: Any) -> None:
+        agents, known = self.agents, self.tool_is_known
+        own = getattr(node, "agent", None)
+        if agents is not None and isinstance(own, str) and isinstance(graph_agent, str):
+            if own not in agents:
+                self.problems.append(f"{path}.agent: unknown agent {_q(own)}")
+            elif own != graph_agent and graph_agent in agents:
+                if own not in agents[graph_agent].delegates:
+                    self.problems.append(
+                        f"{path}.agent: agent {_q(graph_agent)} may not use agent {_q(own)} "
+                        "(not among its delegates)"
+                    )
+        runner = own if isinstance(own, str) else graph_agent
+        profile = agents.get(runner) if agents is not None and isinstance(runner, str) else None
+        uses: list[tuple[str, str]] = []
+        if isinstance(node, ToolNode):
+            uses.append((f"{path}.tool", node.tool))
+        if isinstance(node, AgentNode) and node.tools is not None:
+            uses += [(f"{path}.tools[{k}]", t) for k, t in enumerate(node.tools)]
+        for where, tool in uses:
+            if known is not None and not known(tool):
+                self.problems.append(f"{where}: unknown tool {_q(tool)}")
+            elif profile is not None and tool not in profile.tools:
+                self.problems.append(f"{where}: agent {_q(runner)} does not have tool {_q(tool)}")
+        if node.verify is not None and known is not None and not known(node.verify):
+            self.problems.append(f"{path}.verify: unknown tool {_q(node.verify)}")
+
+    def check_reach(self, entry: str, views: list[_View], edges: list[tuple[int, Edge]]) -> None:
+        out: dict[str, list[str]] = {}
+        for v in views:
+            if v.id is not None:
+                routes = [v.next] if v.next is not None else []
+                out.setdefault(v.id, []).extend(routes + list(v.verdicts.values()) + v.fan_targets)
+        for _, edge in edges:
+            out.setdefault(edge.source, []).append(edge.target)
+        ends = {
+            v.id
+            for v in views
+            if v.id is not None and (v.type == "end" or (v.type != "fan_out" and not out.get(v.id)))
+        }
+        seen, todo = {entry}, [entry]
+        while todo:
+            for target in out.get(todo.pop(), []):
+                if target in self.ids and target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        if not seen & ends:
+            self.problems.append(
+                f"entry: no end is reachable from {_q(entry)} (every path loops forever)"
+            )
+        for v in views:
+            if v.id is not None and v.id not in seen and self.ids.get(v.id) == v.index:
+                self.warnings.append(f"{v.path}: {_q(v.id)} is unreachable from {_q(entry)}")
+
+
+def validate_graph(
+    data: Mapping[str, Any] | GraphSpec,
+    *,
+    agents: Mapping[str, AgentProfile] | None = None,
+    tool_is_known: Callable[[str], bool] | None = None,
+    max_steps_cap: int = 100,
+) -> ValidationReport:
+    """Check a graph and report every problem at once.
+
+    Args:
+        data: the graph as loaded from a file, or a spec.
+        agents: agent profiles by name; when given, node agents must be the graph's
+            agent or its delegates, and tools must be the running agent's.
+        tool_is_known: when given, every tool a node names must be known.
+        max_steps_cap: the largest step budget allowed.
+
+    Returns:
+        The report; its ``problems`` name paths like
+        ``nodes[3].verdicts.fail: unknown target "nowhere"``.
+    """
+    if isinstance(data, GraphSpec):
+        data = data.model_dump(mode="python")
+    if not isinstance(data, Mapping):
+        found = type(data).__name__
+        return ValidationReport(None, [f"(root): a graph is an object, found {found}"])
+    return _Checker(agents, tool_is_known, max_steps_cap).run(data)
+
+
+__all__ = ["ValidationReport", "validate_graph"]
