@@ -32,7 +32,7 @@ MAX_OUTPUT_BYTES = 64 * 1024
 KEPT_HEADERS = ("content-type", "content-length", "content-encoding", "last-modified", "etag")
 """The response headers ``http_get`` returns (lower-case)."""
 
-_PIPE_DRAIN_S = 2.0  # a detached descendant may hold a pipe open after the shell exits
+_PIPE_DRAIN_S = 0.5  # how long output may keep flowing after the shell exits
 _CHUNK = 64 * 1024
 
 _MAX_BYTES_SCHEMA: dict[str, Any] = {
@@ -177,6 +177,9 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     The result is ``{exit_code, stdout, stderr, timed_out}``. A command still running
     after ``timeout_s`` (at most the call's own limit) is killed with its whole process
     group; ``exit_code`` is then negative (the signal) and ``timed_out`` true.
+    Background jobs that still hold the command's output open once the shell has
+    exited are killed too; nothing the call started outlives it unless it detaches
+    (``setsid``) and redirects its output.
     """
     timeout = min(float(args.get("timeout_s", ctx.timeout_s)), ctx.timeout_s)
     try:
@@ -199,10 +202,12 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             tg.start_soon(_drain, proc.stderr, err)
             with anyio.move_on_after(timeout) as scope:
                 await proc.wait()
-            if scope.cancelled_caught:
-                timed_out = True
+            timed_out = scope.cancelled_caught
+            if timed_out:
                 _kill_group(proc)
                 await proc.wait()
+            if not await _closed_within(_PIPE_DRAIN_S, out, err):
+                _kill_group(proc)  # background jobs still hold the pipes: they end too
             tg.cancel_scope.deadline = anyio.current_time() + _PIPE_DRAIN_S
     finally:
         if proc.returncode is None:  # cancelled from outside: leave nothing running
@@ -221,6 +226,7 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 class _Capture:
     data: bytearray = field(default_factory=bytearray)
     truncated: bool = False
+    closed: anyio.Event = field(default_factory=anyio.Event)
 
 
 async def _drain(stream: asyncio.StreamReader, into: _Capture) -> None:
@@ -229,6 +235,15 @@ async def _drain(stream: asyncio.StreamReader, into: _Capture) -> None:
         room = MAX_OUTPUT_BYTES - len(into.data)
         into.data += chunk[:room]
         into.truncated = into.truncated or len(chunk) > room
+    into.closed.set()
+
+
+async def _closed_within(seconds: float, *captures: _Capture) -> bool:
+    with anyio.move_on_after(seconds):
+        for capture in captures:
+            await capture.closed.wait()
+        return True
+    return False
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
