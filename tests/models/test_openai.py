@@ -1,0 +1,191 @@
+"""The OpenAI adapter against a real local server speaking chat completions."""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+import time
+
+import pytest
+
+from plait.errors import (
+    ConfigError,
+    ModelConnectionError,
+    ModelError,
+    ModelRateLimited,
+    ModelTimeout,
+)
+from plait.models import CallContext, Message, OpenAIModel, ToolCall, Usage, load_model
+from plait.tools.spec import ToolSpec
+
+from .wire_servers import OpenAIWireServer
+
+pytestmark = pytest.mark.anyio
+
+CONTEXT = CallContext(node="draft")
+SEARCH = ToolSpec(
+    name="search",
+    description="Search the web.",
+    parameters={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+)
+
+
+def conversation() -> list[Message]:
+    return [Message(role="system", content="be brief"), Message(role="user", content="hi")]
+
+
+async def test_text_reply_with_usage(openai_server: OpenAIWireServer) -> None:
+    openai_server.reply_text("hello there", usage=(12, 3))
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url, api_key="sk-x") as model:
+        reply = await model.complete(conversation(), context=CONTEXT)
+    assert reply.text == "hello there"
+    assert reply.usage == Usage(input_tokens=12, output_tokens=3)
+    assert (reply.model, reply.stop_reason, reply.tool_calls) == ("gpt-test", "stop", [])
+    [request] = openai_server.requests
+    assert request.headers["authorization"] == "Bearer sk-x"
+    assert request.body["model"] == "gpt-test"
+    assert request.body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert "tools" not in request.body and "response_format" not in request.body
+
+
+async def test_tool_call_round_trip(openai_server: OpenAIWireServer) -> None:
+    openai_server.reply_tool_calls([("call_1", "search", {"q": "plait"})])
+    openai_server.reply_text("found it")
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url) as model:
+        messages = conversation()
+        first = await model.complete(messages, tools=[SEARCH], context=CONTEXT)
+        assert first.tool_calls == [ToolCall(id="call_1", name="search", arguments={"q": "plait"})]
+        assert first.stop_reason == "tool_calls"
+        messages += [
+            Message(role="assistant", tool_calls=first.tool_calls),
+            Message(role="tool", tool_call_id="call_1", content="3 results"),
+        ]
+        second = await model.complete(messages, tools=[SEARCH], context=CONTEXT)
+    assert second.text == "found it"
+    sent_tools = openai_server.requests[0].body["tools"]
+    assert sent_tools == [
+        {
+            "type": "function",
+            "function": {
+                "name": "search",
+                "description": "Search the web.",
+                "parameters": SEARCH.parameters,
+            },
+        }
+    ]
+    assistant, tool = openai_server.requests[1].body["messages"][2:]
+    assert assistant == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "search", "arguments": '{"q": "plait"}'},
+            }
+        ],
+    }
+    assert tool == {"role": "tool", "tool_call_id": "call_1", "content": "3 results"}
+
+
+async def test_malformed_tool_arguments_are_a_model_error(
+    openai_server: OpenAIWireServer,
+) -> None:
+    openai_server.reply_tool_calls([("call_1", "search", '{"q": "pla')])
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url) as model:
+        with pytest.raises(ModelError, match="arguments of tool call 'search' are not valid JSON"):
+            await model.complete(conversation(), tools=[SEARCH], context=CONTEXT)
+
+
+async def test_error_body_surfaces_status_and_provider_message(
+    openai_server: OpenAIWireServer,
+) -> None:
+    openai_server.reply_error(400, "Invalid value for 'messages': too long.")
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url) as model:
+        with pytest.raises(ModelError) as info:
+            await model.complete(conversation(), context=CONTEXT)
+    assert type(info.value) is ModelError
+    assert "HTTP 400: Invalid value for 'messages': too long." in str(info.value)
+    assert not info.value.retryable
+
+
+async def test_rate_limit_is_retried_by_the_sdk(openai_server: OpenAIWireServer) -> None:
+    openai_server.reply_error(429, "Slow down.", "rate_limit_exceeded", {"retry-after-ms": "10"})
+    openai_server.reply_text("after the wait")
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url, max_retries=1) as model:
+        started = time.monotonic()
+        reply = await model.complete(conversation(), context=CONTEXT)
+    assert reply.text == "after the wait"
+    assert len(openai_server.requests) == 2
+    assert time.monotonic() - started < 2
+
+
+async def test_rate_limit_after_retries_is_model_rate_limited(
+    openai_server: OpenAIWireServer,
+) -> None:
+    openai_server.reply_error(429, "Slow down.", "rate_limit_exceeded", {"retry-after-ms": "10"})
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url, max_retries=0) as model:
+        with pytest.raises(ModelRateLimited, match=r"Slow down\.") as info:
+            await model.complete(conversation(), context=CONTEXT)
+    assert info.value.retryable
+
+
+async def test_slow_server_is_a_model_timeout(openai_server: OpenAIWireServer) -> None:
+    openai_server.push({}, delay=5.0)
+    model = OpenAIModel("gpt-test", base_url=openai_server.base_url, timeout=0.2, max_retries=0)
+    async with model:
+        started = time.monotonic()
+        with pytest.raises(ModelTimeout) as info:
+            await model.complete(conversation(), context=CONTEXT)
+    assert time.monotonic() - started < 2
+    assert info.value.retryable
+
+
+async def test_unreachable_server_is_a_connection_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    async with OpenAIModel("gpt-test", base_url=url, max_retries=0) as model:
+        with pytest.raises(ModelConnectionError, match=re.escape(f"cannot reach {url}")):
+            await model.complete(conversation(), context=CONTEXT)
+
+
+async def test_response_format_is_sent_as_a_json_schema(openai_server: OpenAIWireServer) -> None:
+    schema = {"type": "object", "properties": {"verdict": {"type": "string"}}}
+    openai_server.reply_text('{"verdict": "pass"}')
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url) as model:
+        reply = await model.complete(conversation(), context=CONTEXT, response_format=schema)
+    assert reply.text == '{"verdict": "pass"}'
+    assert openai_server.requests[0].body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": schema},
+    }
+
+
+async def test_environment_base_url_alone_sends_a_placeholder_key(
+    openai_server: OpenAIWireServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    openai_server.reply_text("local")
+    async with load_model("openai:llama3", temperature=0.0, max_tokens=50) as model:
+        assert model.spec == "openai:llama3"
+        assert (await model.complete(conversation(), context=CONTEXT)).text == "local"
+    request = openai_server.requests[0]
+    assert request.headers["authorization"] == "Bearer not-needed"
+    assert (request.body["temperature"], request.body["max_tokens"]) == (0.0, 50)
+
+
+def test_no_key_and_no_base_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        OpenAIModel("gpt-4o")
+
+
+def test_missing_sdk_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(ConfigError, match=r"pip install 'plait\[openai\]'"):
+        OpenAIModel("gpt-4o", api_key="sk-x")
