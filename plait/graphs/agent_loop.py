@@ -1,0 +1,175 @@
+"""One agent turn: a bounded multi-round model loop with tool calls, and reply parsing.
+
+An agent node's visit is one turn: the model answers, asks for tools, sees their
+results, and answers again, for at most ``max_rounds`` rounds. Tool calls go through
+the approval gate; a call that needs a person parks the whole node (the visit runs
+again once the person answered, and finds the answer by the call's stable identity).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from plait.errors import ModelError, ToolError, ToolNotPermitted
+from plait.graphs.ports import ExecEnv
+from plait.graphs.state import Waiting
+from plait.models import CallContext, Message, Model, Usage, cost_of
+from plait.tools import AgentProfile, ToolContext, check_allowed, gate
+
+
+class ToolRejected(Exception):
+    """A person rejected a tool call; the node fails with ``tool_execution_failed``."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        super().__init__(f"a person rejected the call of tool {tool!r}")
+
+
+@dataclass
+class TurnResult:
+    """The outcome of one agent turn."""
+
+    text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    dollars: float = 0.0
+    messages: list[Message] = field(default_factory=list)
+    used_external: bool = False
+    waiting: Waiting | None = None
+
+
+@dataclass
+class Turn:
+    """One agent turn's settings."""
+
+    env: ExecEnv
+    profile: AgentProfile
+    model: Model
+    context: CallContext
+    tools: list[str]
+    trusted: bool
+    read_only_only: bool = False
+    max_rounds: int = 8
+    response_format: dict[str, Any] | None = None
+
+
+async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
+    """Run the model loop from ``messages`` until it answers without tool calls.
+
+    Raises:
+        ModelError: the model failed, or kept calling tools past ``max_rounds``.
+        ToolRejected: a person rejected a tool call.
+    """
+    env, out = turn.env, TurnResult(messages=list(messages))
+    specs = env.tools.specs([n for n in turn.tools if n in env.tools])
+    trusted = turn.trusted
+    for _ in range(turn.max_rounds):
+        reply = await turn.model.complete(
+            out.messages, tools=specs, context=turn.context,
+            response_format=turn.response_format,
+        )
+        out.usage = out.usage + reply.usage
+        out.dollars += cost_of(turn.model.spec, reply.usage, env.prices)
+        out.messages.append(Message(role="assistant", content=reply.text,
+                                    tool_calls=reply.tool_calls))
+        if not reply.tool_calls:
+            out.text = reply.text
+            return out
+        for call in reply.tool_calls:
+            content, external, waiting = await _call_tool(turn, call.name, call.arguments, trusted)
+            if waiting is not None:
+                out.waiting = waiting
+                return out
+            if external:
+                out.used_external, trusted = True, False
+            out.messages.append(Message(role="tool", content=content, tool_call_id=call.id))
+    raise ModelError(
+        f"node {turn.context.node!r}: the model still called tools after "
+        f"{turn.max_rounds} rounds (raise max_rounds, or check the prompt)"
+    )
+
+
+async def _call_tool(
+    turn: Turn, name: str, args: dict[str, Any], trusted: bool
+) -> tuple[str, bool, Waiting | None]:
+    """Run one tool call for the model; errors go back to the model as text."""
+    env = turn.env
+    try:
+        if name not in turn.tools:
+            raise ToolNotPermitted(f"tool {name!r} is not available to this node")
+        tool = check_allowed(name, turn.profile, registry=env.tools,
+                             read_only_only=turn.read_only_only)
+        args = env.tools.validate_args(name, args)
+    except ToolError as exc:
+        return f"error: {exc}", False, None
+    key = turn.context.instance or turn.context.node
+    if gate(tool, trusted=trusted, pre_approved=turn.profile.pre_approved) == "needs_approval":
+        verdict = await env.approvals.approve(
+            key=key, visit=turn.context.visit, tool=name, args=args
+        )
+        if isinstance(verdict, Waiting):
+            return "", tool.external, verdict
+        if not verdict:
+            raise ToolRejected(name)
+    ctx = ToolContext(run_id=env.run_id, node=key, cwd=env.cwd)
+    try:
+        result = await env.tools.call(name, args, ctx)
+    except ToolError as exc:
+        return f"error: {exc}", tool.external, None
+    return as_text(result), tool.external, None
+
+
+def as_text(value: Any) -> str:
+    """A value as message text: strings as they are, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+def parse_structured(text: str, schema: dict[str, Any]) -> Any:
+    """Parse a reply as JSON (a fenced block is fine) and validate it against ``schema``.
+
+    Raises:
+        ModelError: the reply is not JSON or does not match the schema.
+    """
+    fenced = _FENCE.match(text)
+    raw = fenced.group(1) if fenced else text.strip()
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"the reply is not the JSON the response_format asks for: {exc}") from exc
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=str)
+    if errors:
+        where = "/".join(str(p) for p in errors[0].absolute_path) or "(root)"
+        raise ModelError(f"the reply does not match the response_format at {where}: "
+                         f"{errors[0].message}")
+    return value
+
+
+_WORD = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def find_verdict(text: str, verdicts: dict[str, str]) -> str | None:
+    """The verdict word on the reply's last non-empty line, if exactly one is there."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    by_lower = {word.lower(): word for word in verdicts}
+    found = {by_lower[w.lower()] for w in _WORD.findall(lines[-1]) if w.lower() in by_lower}
+    return found.pop() if len(found) == 1 else None
+
+
+__all__ = [
+    "ToolRejected",
+    "Turn",
+    "TurnResult",
+    "as_text",
+    "find_verdict",
+    "parse_structured",
+    "run_turn",
+]

@@ -1,0 +1,438 @@
+"""The pure step engine: (spec, run state, result of the node just run) -> (state, events).
+
+Nothing here does I/O or reads a clock: the caller passes ``now``, executors do the
+model calls, tools and decisions. The in-session runner loops these functions in
+memory; the durable owner actor applies one per mailbox message and commits the
+returned state with compare-and-swap. Both therefore walk the same trajectory.
+
+A node runs in three steps: :func:`claim` (fence it with a fresh nonce; budgets are
+checked before a visit starts), the executor, then :func:`complete` (record the output,
+route to what comes next, check budgets again, and finish the run when nothing is
+left). Every function returns a new state and never mutates its argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait.graphs.spec import FanOutNode, FanOutSpec, GraphSpec, Node, VerifierNode
+from plait.graphs.state import (
+    Attempt,
+    FanOutState,
+    GraphRef,
+    InstancePlan,
+    NodeOutput,
+    RunState,
+    Waiting,
+)
+
+
+@dataclass(slots=True)
+class NodeResult:
+    """What an executor reports about one node visit.
+
+    Attributes:
+        value: the node's output.
+        error: set when the node failed; ``detail`` may name the reason code
+            (``"tool_execution_failed"``), which becomes the run's ``ended_detail``.
+        verdict: a verifier's verdict word (already checked against its verdicts).
+        input_tokens, output_tokens, dollars: what the visit spent.
+        prompt: the rendered prompt (for the trajectory and audit).
+        tainted: the output carries outside content.
+        waiting: set when the node parks the run (a decision or approval is open).
+        items: for a fan-out node, the list each ``map`` target fans out over.
+        history: an agent node's conversation after this visit, for its next visit
+            (the runner stores it; the engine ignores it).
+        started_at, ended_at: epoch seconds.
+    """
+
+    value: Any = None
+    error: str | None = None
+    detail: str | None = None
+    verdict: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    dollars: float = 0.0
+    prompt: str | None = None
+    tainted: bool = False
+    waiting: Waiting | None = None
+    items: dict[str, list[Any]] = field(default_factory=dict)
+    history: list[Any] | None = None
+    started_at: float = 0.0
+    ended_at: float = 0.0
+
+
+Event = dict[str, Any]
+"""An engine event: a dict with a ``type`` (``node.committed``, ``node.waiting``,
+``run.done``, ``run.failed``, ``run.waiting``, ``run.cancelled``)."""
+
+
+def start(
+    spec: GraphSpec, run_id: str, input: Any, *, now: float, parent: str | None = None
+) -> RunState:
+    """The initial state of a run of ``spec``: its entry node ready."""
+    return RunState(
+        run_id=run_id,
+        graph=GraphRef(agent=spec.agent, name=spec.name, version=spec.version, sha256=spec.sha256()),
+        input=input,
+        ready=[spec.entry_id],
+        created_at=now,
+        updated_at=now,
+        parent=parent,
+    )
+
+
+def node_of(spec: GraphSpec, state: RunState, key: str) -> Node:
+    """The spec node a ready key runs: itself, or the target of a fan-out instance."""
+    plan = state.instance_of(key)
+    return spec.node(plan.target if plan else key)
+
+
+def claimable(state: RunState) -> list[str]:
+    """Ready keys no one has claimed, in order; empty once the run is parked or over."""
+    if state.terminal or state.waiting is not None:
+        return []
+    return [key for key in state.ready if key not in state.attempts]
+
+
+def claim(
+    spec: GraphSpec,
+    state: RunState,
+    key: str,
+    *,
+    nonce: str,
+    now: float,
+    host: str = "",
+    wake: str | None = None,
+) -> tuple[RunState, Attempt | None]:
+    """Fence ``key`` for one visit, or end/park the run if its budget is spent.
+
+    A key already claimed is an interrupted attempt being taken over: the new attempt
+    keeps its visit number and counts as a retry.
+
+    Returns:
+        The new state and the attempt; the attempt is None when the budget stopped the
+        run instead (the state then says how).
+    """
+    s = state.model_copy(deep=True)
+    prior = s.attempts.get(key)
+    if prior is not None:
+        s.usage.retries += 1
+    reason = exhausted(spec, s, starting=prior is None)
+    if reason is not None:
+        return _exhaust(spec, s, reason, now), None
+    visit = prior.visit if prior else s.visits.get(key, 0) + 1
+    attempt = Attempt(node=key, visit=visit, nonce=nonce, host=host, wake=wake, started_at=now)
+    s.attempts[key] = attempt
+    s.status = "running"
+    s.updated_at = now
+    return s, attempt
+
+
+def complete(
+    spec: GraphSpec, state: RunState, key: str, result: NodeResult, *, now: float
+) -> tuple[RunState, list[Event]]:
+    """Apply the result of running ``key``: record, route, check budgets, maybe finish."""
+    s = state.model_copy(deep=True)
+    attempt = s.attempts.pop(key, None)
+    visit = attempt.visit if attempt else s.visits.get(key, 0) + 1
+    node = node_of(spec, s, key)
+    s.usage.input_tokens += result.input_tokens
+    s.usage.output_tokens += result.output_tokens
+    s.usage.dollars += result.dollars
+    s.usage.wall_seconds += max(0.0, result.ended_at - result.started_at)
+    s.updated_at = now
+    events: list[Event] = []
+
+    if result.waiting is not None:
+        s.waiting = result.waiting
+        if result.waiting.decision_id:
+            s.decisions[key] = result.waiting.decision_id
+        s.status = "waiting_approval" if result.waiting.kind == "approval" else "waiting_human"
+        events.append({"type": "node.waiting", "node": key, "visit": visit,
+                       "ask": result.waiting.ask, "decision_id": result.waiting.decision_id})
+        return s, events
+
+    _remove_ready(s, key)
+    s.seq += 1
+    s.usage.steps += 1
+    s.visits[key] = visit
+    s.outputs[key] = NodeOutput(
+        value=result.value, error=result.error, visit=visit, seq=s.seq,
+        verdict=result.verdict, tainted=result.tainted, at=now,
+    )
+    events.append(_committed_event(key, visit, s.seq, result))
+
+    plan = s.instance_of(key)
+    if result.error is not None:
+        _on_error(spec, s, key, plan, result)
+    elif plan is not None:
+        _instance_done(spec, s, key, plan, now)
+    else:
+        _route(spec, s, key, node, result)
+
+    if not s.terminal:
+        reason = exhausted(spec, s, starting=False)
+        if reason is not None:
+            s = _exhaust(spec, s, reason, now)
+    _settle(s)
+    events.extend(_status_events(state, s))
+    return s, events
+
+
+def resume(state: RunState, *, now: float) -> RunState:
+    """Unpark a run whose decision was answered, so its waiting node runs again."""
+    s = state.model_copy(deep=True)
+    if s.terminal:
+        return s
+    s.waiting = None
+    s.status = "running" if s.attempts else "ready"
+    s.updated_at = now
+    return s
+
+
+def raise_budget(state: RunState, extra: dict[str, float], *, now: float) -> RunState:
+    """Add a person's budget raise (``steps``, ``tokens``, ...) and unpark the run."""
+    s = state.model_copy(deep=True)
+    for name, amount in extra.items():
+        s.budget_extra[name] = s.budget_extra.get(name, 0.0) + float(amount)
+    return resume(s, now=now)
+
+
+def fail(state: RunState, detail: str, error: str | None, *, now: float) -> RunState:
+    """End the run as failed with ``detail`` (and an error message)."""
+    s = state.model_copy(deep=True)
+    s.status, s.ended_detail, s.error = "failed", detail, error
+    s.ready, s.attempts, s.waiting = [], {}, None
+    s.updated_at = now
+    return s
+
+
+def cancel(state: RunState, *, now: float) -> RunState:
+    """Stop the run at once; nothing runs again."""
+    s = fail(state, "cancelled", None, now=now)
+    s.status = "cancelled"
+    return s
+
+
+def limits(spec: GraphSpec, state: RunState) -> dict[str, float | None]:
+    """The run's budget limits: the graph's budget plus any raise a person granted."""
+    b = spec.budget
+    base: dict[str, float | None] = {
+        "steps": b.steps, "tokens": b.tokens, "dollars": b.dollars,
+        "wall_seconds": b.wall_seconds, "retries": b.retries,
+    }
+    return {
+        name: (None if value is None else value + state.budget_extra.get(name, 0.0))
+        for name, value in base.items()
+    }
+
+
+def exhausted(spec: GraphSpec, state: RunState, *, starting: bool) -> str | None:
+    """Which budget is spent, if any; ``starting`` also refuses a visit past the steps."""
+    u = state.usage
+    spent = {"tokens": u.tokens, "dollars": u.dollars, "wall_seconds": u.wall_seconds,
+             "retries": u.retries}
+    for name, limit in limits(spec, state).items():
+        if limit is None:
+            continue
+        if name == "steps":
+            if starting and u.steps >= limit:
+                return f"steps: {u.steps} of {limit:g} used"
+        elif spent[name] > limit:
+            return f"{name}: {spent[name]:g} spent, limit {limit:g}"
+    return None
+
+
+# -- internals ----------------------------------------------------------------------
+
+
+def _exhaust(spec: GraphSpec, s: RunState, reason: str, now: float) -> RunState:
+    if spec.budget.on_exhausted == "escalate":
+        s.waiting = Waiting(node="budget", kind="budget",
+                            ask=f"The run's budget is exhausted ({reason}). Raise it to go on?")
+        s.status = "waiting_human"
+        s.updated_at = now
+        return s
+    return fail(s, "budget_exhausted", reason, now=now)
+
+
+def _remove_ready(s: RunState, key: str) -> None:
+    if key in s.ready:
+        s.ready.remove(key)
+
+
+def _add_ready(s: RunState, key: str) -> None:
+    if key not in s.ready:
+        s.ready.append(key)
+
+
+def _committed_event(key: str, visit: int, seq: int, r: NodeResult) -> Event:
+    return {
+        "type": "node.committed", "node": key, "visit": visit, "seq": seq,
+        "verdict": r.verdict, "error": r.error,
+        "usage": {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+                  "dollars": r.dollars},
+        "started_at": r.started_at, "ended_at": r.ended_at,
+    }
+
+
+def _route(spec: GraphSpec, s: RunState, key: str, node: Node, result: NodeResult) -> None:
+    if isinstance(node, FanOutNode):
+        _spawn(s, key, node, result)
+        return
+    if isinstance(node, VerifierNode):
+        assert result.verdict is not None, "a verifier result carries its verdict"
+        targets = [node.verdicts[result.verdict]]
+    else:
+        targets = spec.successors(key)
+    if node.type == "end" or not targets:
+        s.output_node = key
+    for target in targets:
+        if _inputs_complete(spec, s, target):
+            _add_ready(s, target)
+
+
+def _inputs_complete(spec: GraphSpec, s: RunState, target: str) -> bool:
+    """A fan-in fires once every predecessor has an output newer than its last firing."""
+    if spec.node(target).type != "fan_in":
+        return True
+    last = s.outputs[target].seq if target in s.outputs else 0
+    return all(
+        pred in s.outputs and s.outputs[pred].seq > last and s.outputs[pred].error is None
+        for pred in spec.predecessors(target)
+    )
+
+
+def _spawn(s: RunState, key: str, node: FanOutNode, result: NodeResult) -> None:
+    fanout = FanOutState(node=key)
+    for spec_ in node.specs:
+        for target, count in _targets(spec_, result):
+            fanout.policies[target] = spec_.on_failure
+            if spec_.kind == "map":
+                fanout.items[target] = list(result.items.get(target, []))
+            for index in range(count):
+                instance = f"{target}[{index}]"
+                fanout.instances[instance] = InstancePlan(
+                    target=target, index=index,
+                    item_index=index if spec_.kind == "map" else None,
+                )
+                s.outputs.pop(instance, None)
+    s.fanouts[key] = fanout
+    for instance in fanout.instances:
+        _add_ready(s, instance)
+    for target in fanout.policies:
+        if not any(p.target == target for p in fanout.instances.values()):
+            _aggregate(s, fanout, target, s.updated_at)  # an empty map: nothing to wait for
+
+
+def _targets(spec_: FanOutSpec, result: NodeResult) -> list[tuple[str, int]]:
+    if spec_.kind == "broadcast":
+        return [(spec_.target_node_id or "", spec_.count or 0)]
+    if spec_.kind == "tee":
+        return [(target, 1) for target in spec_.targets]
+    target = spec_.target_node_id or ""
+    return [(target, len(result.items.get(target, [])))]
+
+
+def _fanout_of(s: RunState, key: str) -> FanOutState:
+    return next(f for f in s.fanouts.values() if key in f.instances)
+
+
+def _siblings_done(s: RunState, fanout: FanOutState, target: str) -> bool:
+    return all(
+        k in s.outputs and k not in s.ready and k not in s.attempts
+        for k, p in fanout.instances.items() if p.target == target
+    )
+
+
+def _instance_done(spec: GraphSpec, s: RunState, key: str, plan: InstancePlan, now: float) -> None:
+    fanout = _fanout_of(s, key)
+    if not _siblings_done(s, fanout, plan.target):
+        return
+    failed = [k for k, p in fanout.instances.items()
+              if p.target == plan.target and s.outputs[k].error is not None]
+    if failed and fanout.policies.get(plan.target) == "drain_then_fail":
+        errors = "; ".join(f"{k}: {s.outputs[k].error}" for k in failed)
+        _end_failed(s, "fanin_upstream_failed", errors, now)
+        return
+    _aggregate(s, fanout, plan.target, now)
+    target_node = spec.node(plan.target)
+    _route(spec, s, plan.target, target_node, NodeResult())
+
+
+def _aggregate(s: RunState, fanout: FanOutState, target: str, now: float) -> None:
+    values: list[Any] = []
+    tainted = False
+    for k, p in sorted(fanout.instances.items(), key=lambda kv: kv[1].index):
+        if p.target != target:
+            continue
+        out = s.outputs[k]
+        tainted = tainted or out.tainted
+        values.append({"instance": k, "error": out.error} if out.error is not None else out.value)
+    visit = s.visits.get(target, 0) + 1
+    s.visits[target] = visit
+    s.outputs[target] = NodeOutput(value=values, visit=visit, seq=s.seq, tainted=tainted, at=now)
+
+
+def _on_error(
+    spec: GraphSpec, s: RunState, key: str, plan: InstancePlan | None, result: NodeResult
+) -> None:
+    if plan is None:
+        _end_failed(s, result.detail or "node_failed", f"{key}: {result.error}", s.updated_at)
+        return
+    policy = _fanout_of(s, key).policies.get(plan.target, "fail_fast")
+    if policy == "fail_fast":
+        _end_failed(s, result.detail or "node_failed", f"{key}: {result.error}", s.updated_at)
+    else:  # drain_then_fail and collect both wait for the siblings
+        _instance_done(spec, s, key, plan, s.updated_at)
+
+
+def _end_failed(s: RunState, detail: str, error: str, now: float) -> None:
+    s.status, s.ended_detail, s.error = "failed", detail, error
+    s.ready, s.attempts, s.waiting = [], {}, None
+    s.updated_at = now
+
+
+def _settle(s: RunState) -> None:
+    if s.terminal or s.waiting is not None:
+        return
+    if not s.ready and not s.attempts:
+        s.status = "done"
+        s.ended_detail = "completed"
+    else:
+        s.status = "running" if s.attempts else "ready"
+
+
+def _status_events(before: RunState, after: RunState) -> list[Event]:
+    if after.status == before.status or after.status in ("ready", "running"):
+        return []
+    event: Event = {"type": f"run.{after.status.split('_')[0]}", "status": after.status,
+                    "ended_detail": after.ended_detail, "error": after.error}
+    if after.waiting is not None:
+        event["waiting"] = after.waiting.model_dump()
+    return [event]
+
+
+def run_output_key(state: RunState) -> str | None:
+    """The key whose output is the run's output (once the run is done)."""
+    return state.output_node
+
+
+__all__ = [
+    "Event",
+    "NodeResult",
+    "cancel",
+    "claim",
+    "claimable",
+    "complete",
+    "exhausted",
+    "fail",
+    "limits",
+    "node_of",
+    "raise_budget",
+    "resume",
+    "run_output_key",
+    "start",
+]

@@ -1,0 +1,198 @@
+"""What node executors need from the world, as small ports each runner provides.
+
+The in-session runner answers them from memory (answers given up front, histories in
+a dict); the durable owner actor answers them from the mesh (decisions, stored
+histories, child runs). Executors see only these ports, so one set of executors serves
+both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from plait.errors import ConfigError
+from plait.graphs.spec import GraphSpec
+from plait.graphs.state import Waiting
+from plait.models import Message, Model, load_model
+from plait.tools import AgentProfile, ToolRegistry, default_registry
+from plait.tools.profiles import DEFAULT_ASSISTANT
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A person's answer to a question a node asked."""
+
+    text: str
+    by: str = "human"
+
+
+class HumanPort(Protocol):
+    """Asks a person; returns their answer, or a :class:`Waiting` while there is none."""
+
+    async def ask(
+        self,
+        *,
+        key: str,
+        visit: int,
+        ask: str,
+        options: list[str] | None,
+        expires_after_s: float | None,
+        default: str | None,
+        on_expire: str,
+    ) -> Answer | Waiting:
+        """The answer to ``ask`` for node ``key`` at ``visit``, or what the run waits on."""
+        ...
+
+
+class ApprovalPort(Protocol):
+    """Asks a person to approve one tool call."""
+
+    async def approve(
+        self, *, key: str, visit: int, tool: str, args: dict[str, Any]
+    ) -> bool | Waiting:
+        """True if approved, False if rejected, a :class:`Waiting` while undecided."""
+        ...
+
+
+class HistoryPort(Protocol):
+    """Keeps each node's model conversation so its next visit in a loop carries on."""
+
+    async def load(self, key: str) -> list[Message]:
+        """The messages of ``key``'s earlier visits (empty on the first)."""
+        ...
+
+
+SubgraphRunner = Callable[[str, str, int | None, Any, str], Awaitable[Any]]
+"""``(agent, graph name, version or None, input, parent key) -> child output``."""
+
+
+class MemoryHistories:
+    """Histories held in a dict: the in-session port."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, list[Message]] = {}
+
+    async def load(self, key: str) -> list[Message]:
+        """See :class:`HistoryPort`."""
+        return list(self.saved.get(key, []))
+
+
+class AnswersUpFront:
+    """Human answers and tool approvals given before the run starts (in-session).
+
+    A question with no answer here parks the run; resume it with the answer added.
+    """
+
+    def __init__(
+        self, answers: Mapping[str, str] | None = None, approve_all: bool = False
+    ) -> None:
+        self.answers = dict(answers or {})
+        self.approve_all = approve_all
+
+    async def ask(
+        self,
+        *,
+        key: str,
+        visit: int,
+        ask: str,
+        options: list[str] | None,
+        expires_after_s: float | None,
+        default: str | None,
+        on_expire: str,
+    ) -> Answer | Waiting:
+        """See :class:`HumanPort`."""
+        if key in self.answers:
+            return Answer(self.answers[key])
+        return Waiting(node=key, kind="human", ask=ask, options=options)
+
+    async def approve(
+        self, *, key: str, visit: int, tool: str, args: dict[str, Any]
+    ) -> bool | Waiting:
+        """See :class:`ApprovalPort`."""
+        answer = self.answers.get(f"approve:{key}:{tool}")
+        if answer is not None:
+            return answer.strip().lower() in ("yes", "y", "approve", "approved", "true")
+        if self.approve_all:
+            return True
+        return Waiting(node=key, kind="approval", ask=f"Approve calling {tool} with {args}?",
+                       options=["approve", "reject"], tool=tool)
+
+
+@dataclass
+class ExecEnv:
+    """Everything node executors use, for one run.
+
+    Attributes:
+        spec: the graph being run.
+        run_id: the run (None in-session).
+        model: a model that answers for every agent (``--model``); None uses each
+            agent profile's own model.
+        profiles: agent profiles by name; the default ``assistant`` is added if absent.
+        tools: the tool registry.
+        human, approvals, histories: the ports above.
+        subgraphs: runs a child graph to completion; None refuses subgraph nodes.
+        cwd: the working directory of file and shell tools.
+        prices: dollars per million input and output tokens by model name.
+    """
+
+    spec: GraphSpec
+    run_id: str | None = None
+    model: Model | None = None
+    profiles: dict[str, AgentProfile] = field(default_factory=dict)
+    tools: ToolRegistry = field(default_factory=default_registry)
+    human: HumanPort = field(default_factory=AnswersUpFront)
+    approvals: ApprovalPort = field(default_factory=AnswersUpFront)
+    histories: HistoryPort = field(default_factory=MemoryHistories)
+    subgraphs: SubgraphRunner | None = None
+    cwd: Path = field(default_factory=Path.cwd)
+    prices: Mapping[str, tuple[float, float]] | None = None
+    _models: dict[str, Model] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.profiles.setdefault(DEFAULT_ASSISTANT.name, DEFAULT_ASSISTANT)
+
+    def profile(self, name: str | None) -> AgentProfile:
+        """The profile of agent ``name`` (the graph's agent when None)."""
+        agent = name or self.spec.agent
+        try:
+            return self.profiles[agent]
+        except KeyError:
+            raise ConfigError(
+                f"unknown agent {agent!r}: store a profile for it first (known: "
+                f"{', '.join(sorted(self.profiles))})"
+            ) from None
+
+    def model_for(self, profile: AgentProfile) -> Model:
+        """The model that answers for ``profile``."""
+        if self.model is not None:
+            return self.model
+        if profile.model is None:
+            raise ConfigError(
+                f"agent {profile.name!r} has no model: pass one (--model / model=) or "
+                "set PLAIT_MODEL, e.g. openai:gpt-4o-mini or scripted:path/to/script.yaml"
+            )
+        cached = self._models.get(profile.model)
+        if cached is None:
+            cached = self._models[profile.model] = load_model(profile.model)
+        return cached
+
+
+def read_only_tools(registry: ToolRegistry, names: Sequence[str]) -> list[str]:
+    """The names among ``names`` of registered tools that are read-only."""
+    return [n for n in names if n in registry and registry.get(n).read_only]
+
+
+__all__ = [
+    "Answer",
+    "AnswersUpFront",
+    "ApprovalPort",
+    "ExecEnv",
+    "HistoryPort",
+    "HumanPort",
+    "MemoryHistories",
+    "SubgraphRunner",
+    "read_only_tools",
+]
