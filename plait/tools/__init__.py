@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
+from plait.tools.approval import GateDecision, check_allowed, gate
 from plait.tools.builtin import BUILTIN_TOOLS, bash, http_get, read_file
-from plait.tools.gate import GateDecision, check_allowed, gate
 from plait.tools.profiles import (
     DEFAULT_ASSISTANT,
     get_profile,

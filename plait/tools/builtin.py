@@ -33,6 +33,7 @@ KEPT_HEADERS = ("content-type", "content-length", "content-encoding", "last-modi
 """The response headers ``http_get`` returns (lower-case)."""
 
 _PIPE_DRAIN_S = 0.5  # how long output may keep flowing after the shell exits
+_POLL_S = 0.01
 _CHUNK = 64 * 1024
 
 _MAX_BYTES_SCHEMA: dict[str, Any] = {
@@ -201,11 +202,11 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             tg.start_soon(_drain, proc.stdout, out)
             tg.start_soon(_drain, proc.stderr, err)
             with anyio.move_on_after(timeout) as scope:
-                await proc.wait()
+                await _exited(proc)
             timed_out = scope.cancelled_caught
             if timed_out:
                 _kill_group(proc)
-                await proc.wait()
+                await _exited(proc)
             if not await _closed_within(_PIPE_DRAIN_S, out, err):
                 _kill_group(proc)  # background jobs still hold the pipes: they end too
             tg.cancel_scope.deadline = anyio.current_time() + _PIPE_DRAIN_S
@@ -213,7 +214,7 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         if proc.returncode is None:  # cancelled from outside: leave nothing running
             _kill_group(proc)
             with anyio.CancelScope(shield=True), anyio.move_on_after(_PIPE_DRAIN_S):
-                await proc.wait()
+                await _exited(proc)
     return {
         "exit_code": proc.returncode,
         "stdout": _clip(bytes(out.data), out.truncated),
@@ -244,6 +245,13 @@ async def _closed_within(seconds: float, *captures: _Capture) -> bool:
             await capture.closed.wait()
         return True
     return False
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    # Process.wait() also waits for the output pipes to close, which a background job
+    # can hold open for ever; returncode is set as soon as the shell itself exits.
+    while proc.returncode is None:  # noqa: ASYNC110 -- asyncio offers no exit-only event
+        await anyio.sleep(_POLL_S)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
