@@ -1,0 +1,199 @@
+"""The Lua scripts of the Redis mesh; each runs atomically on the server.
+
+Key layout under the mesh prefix ``P``:
+
+- ``P kv:KEY``  hash ``{v: encoded value, n: version}``
+- ``P keys``    sorted set, score 0, one member per existing KEY (the scan index)
+- ``P t:TOPIC`` stream; entry fields ``id kind data at``
+- ``P sched``   sorted set of scheduled events, score = due time in server microseconds,
+  member ``k:KEY`` for a keyed event, ``e:EVENT_ID`` for an unkeyed one
+- ``P schedp``  hash member -> cmsgpack ``[stream key, id, kind, data, at]``
+
+Scripts read the server clock (``TIME``), so hosts with skewed clocks agree on when a
+scheduled event is due; Redis 7 replicates script effects, which makes that safe.
+"""
+
+from __future__ import annotations
+
+COMMIT = """
+-- KEYS[1] index, KEYS[2] sched, KEYS[3] schedp, KEYS[3 + i] the key of op i
+-- ARGV[1] op count, then per op a code and its fields:
+--   P name data if_version | D name if_version | A group entry_id | C schedule_key
+--   E event_id kind data at after_ms schedule_key   (if_version and schedule_key may be '')
+local index, sched, payloads = KEYS[1], KEYS[2], KEYS[3]
+local ops, a = {}, 2
+for i = 1, tonumber(ARGV[1]) do
+  local code = ARGV[a]
+  local op = {code = code, key = KEYS[3 + i]}
+  if code == 'P' then
+    op.name, op.data, op.ifv = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+    a = a + 4
+  elseif code == 'D' then
+    op.name, op.ifv = ARGV[a + 1], ARGV[a + 2]
+    a = a + 3
+  elseif code == 'E' then
+    op.id, op.kind, op.data, op.at = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+    op.after, op.skey = tonumber(ARGV[a + 5]), ARGV[a + 6]
+    a = a + 7
+  elseif code == 'C' then
+    op.skey = ARGV[a + 1]
+    a = a + 2
+  else
+    op.group, op.entry = ARGV[a + 1], ARGV[a + 2]
+    a = a + 3
+  end
+  ops[i] = op
+end
+
+-- every expectation first, against the state as the batch itself would see it
+local shadow = {}
+for _, op in ipairs(ops) do
+  if op.code == 'P' or op.code == 'D' then
+    local current = shadow[op.key]
+    if current == nil then
+      current = tonumber(redis.call('HGET', op.key, 'n')) or 0
+    end
+    if op.ifv ~= '' and tonumber(op.ifv) ~= current then
+      return {'conflict', op.name, tonumber(op.ifv), current}
+    end
+    if op.code == 'P' then shadow[op.key] = current + 1 else shadow[op.key] = 0 end
+  end
+end
+
+local out, now = {}, nil
+for i, op in ipairs(ops) do
+  local result = 0
+  if op.code == 'P' then
+    result = redis.call('HINCRBY', op.key, 'n', 1)
+    redis.call('HSET', op.key, 'v', op.data)
+    if result == 1 then redis.call('ZADD', index, 0, op.name) end
+  elseif op.code == 'D' then
+    result = redis.call('DEL', op.key)
+    if result == 1 then redis.call('ZREM', index, op.name) end
+  elseif op.code == 'E' then
+    if op.after == 0 and op.skey == '' then
+      redis.call('XADD', op.key, '*', 'id', op.id, 'kind', op.kind, 'data', op.data,
+                 'at', op.at)
+    else
+      if now == nil then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      end
+      local member = 'e:' .. op.id
+      if op.skey ~= '' then member = 'k:' .. op.skey end
+      redis.call('ZADD', sched, now + op.after * 1000, member)
+      redis.call('HSET', payloads, member,
+                 cmsgpack.pack({op.key, op.id, op.kind, op.data, op.at}))
+    end
+  elseif op.code == 'C' then
+    redis.call('ZREM', sched, 'k:' .. op.skey)
+    redis.call('HDEL', payloads, 'k:' .. op.skey)
+  else
+    result = redis.call('XACK', op.key, op.group, op.entry)
+  end
+  out[i] = result
+end
+return {'ok', out}
+"""
+"""Apply a batch of puts, deletes, publishes, cancels and acks, all or none.
+
+Returns ``{'ok', results}`` (a put's new version, a delete's 1/0 existed) or
+``{'conflict', key, expected, actual}`` having written nothing.
+"""
+
+POLL = """
+-- KEYS[1] sched, KEYS[2] schedp, KEYS[2 + i] the subscription's streams
+-- ARGV[1] group, ARGV[2] consumer, ARGV[3] visibility ms, ARGV[4] rotation,
+-- ARGV[4 + i] the XAUTOCLAIM cursor of stream i
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 512)
+for _, member in ipairs(due) do
+  local packed = redis.call('HGET', KEYS[2], member)
+  redis.call('ZREM', KEYS[1], member)
+  redis.call('HDEL', KEYS[2], member)
+  if packed then
+    local e = cmsgpack.unpack(packed)
+    redis.call('XADD', e[1], '*', 'id', e[2], 'kind', e[3], 'data', e[4], 'at', e[5])
+  end
+end
+local wait = -1
+local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if nxt[2] then wait = math.max(0, tonumber(nxt[2]) - now) end
+
+local n = #KEYS - 2
+local cursors, hit = {}, {}
+for i = 1, n do cursors[i] = ARGV[4 + i] end
+local rotation = tonumber(ARGV[4])
+for j = 0, n - 1 do
+  local i = (rotation + j) % n + 1
+  local claimed = redis.call('XAUTOCLAIM', KEYS[2 + i], ARGV[1], ARGV[2], ARGV[3], cursors[i],
+                             'COUNT', 1)
+  cursors[i] = claimed[1]
+  local entry = claimed[2][1]
+  if entry then
+    local pending = redis.call('XPENDING', KEYS[2 + i], ARGV[1], entry[1], entry[1], 1)
+    hit = {i, entry[1], pending[1][4], entry[2]}
+    break
+  end
+end
+if #hit == 0 then
+  for j = 0, n - 1 do
+    local i = (rotation + j) % n + 1
+    local read = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1,
+                            'STREAMS', KEYS[2 + i], '>')
+    if read then
+      local entry = read[1][2][1]
+      hit = {i, entry[1], 1, entry[2]}
+      break
+    end
+  end
+end
+local last = {}
+if #hit == 0 then
+  for i = 1, n do
+    local newest = redis.call('XREVRANGE', KEYS[2 + i], '+', '-', 'COUNT', 1)[1]
+    last[i] = newest and newest[1] or '0-0'
+  end
+end
+return {wait, hit, cursors, last}
+"""
+"""Promote due scheduled events, then claim or read one entry for a consumer.
+
+Returns ``{wait_us, hit, cursors, last_ids}``: ``wait_us`` until the next scheduled event
+(-1 if none); ``hit`` is empty or ``{stream index, entry id, attempt, fields}``; when
+nothing was found, ``last_ids`` holds each stream's newest entry id to block on.
+"""
+
+CREATE_GROUPS = """
+-- KEYS the streams; ARGV[1] group, ARGV[2] start id ('$' or '0')
+for _, key in ipairs(KEYS) do
+  local r = redis.pcall('XGROUP', 'CREATE', key, ARGV[1], ARGV[2], 'MKSTREAM')
+  if type(r) == 'table' and r.err and not string.find(r.err, 'BUSYGROUP', 1, true) then
+    return redis.error_reply(r.err)
+  end
+end
+return 1
+"""
+"""Create a consumer group on every stream that lacks it (an existing group keeps its place)."""
+
+SCAN_PAGE = """
+-- KEYS[1] index; ARGV[1] min, ARGV[2] max, ARGV[3] page size, ARGV[4] kv key prefix
+local names = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[3])
+local out = {#names, names[#names] or ''}
+for _, name in ipairs(names) do
+  local found = redis.call('HMGET', ARGV[4] .. name, 'v', 'n')
+  if found[1] then
+    out[#out + 1] = name
+    out[#out + 1] = found[1]
+    out[#out + 1] = found[2]
+  end
+end
+return out
+"""
+"""One page of the scan index with each key's value and version, read atomically.
+
+Returns ``{count, last name, name, value, version, ...}``.
+"""
+
+__all__ = ["COMMIT", "CREATE_GROUPS", "POLL", "SCAN_PAGE"]

@@ -1,0 +1,378 @@
+"""The Redis mesh: many hosts share one Redis (URL ``redis://`` or ``rediss://``).
+
+Every write is one Lua script called by EVALSHA (one round trip), so a CAS, a delete and
+a whole transaction are atomic on the server; a read is one HMGET. Topics are Redis
+Streams read through consumer groups; scheduled events wait in a sorted set and are
+moved into their stream by the subscribers' poll script once the server clock says they
+are due. The key layout is described in :mod:`plait.mesh._redis_scripts`.
+
+Redis calls are never retried here: a retried write could apply twice, so a lost
+connection surfaces as :class:`MeshUnavailable` (retryable) and the caller decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from plait.errors import ConfigError, MeshError, MeshUnavailable, VersionConflict
+from plait.mesh import _redis_scripts as scripts
+from plait.mesh._base import (
+    DEFAULT_VISIBILITY_TIMEOUT_MS,
+    AckOp,
+    CancelOp,
+    DeleteOp,
+    Delivery,
+    Entry,
+    Event,
+    Mesh,
+    Op,
+    PublishOp,
+    PutOp,
+    StartFrom,
+    Subscription,
+    TransactionResult,
+)
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode
+
+_SCAN_PAGE = 256
+_BLOCK_MS = 100  # longest blocking read: bounds how late a scheduled event can be
+
+
+def _strip_prefix_param(url: str) -> str:
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "prefix"]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+class RedisMesh(Mesh):
+    """A mesh in a Redis 7 server, every key under ``prefix``.
+
+    Args:
+        url: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME]`` or ``rediss://``.
+        prefix: prepended to every Redis key this mesh touches.
+        max_value_bytes: the largest encoded value or event payload accepted.
+        connect_timeout: seconds to wait for a connection.
+        timeout: seconds to wait for any reply before raising :class:`MeshUnavailable`.
+
+    Raises:
+        ConfigError: the URL is malformed.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "",
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        connect_timeout: float = 5.0,
+        timeout: float = 30.0,
+    ) -> None:
+        from plait.mesh import redact_url
+
+        self.url = redact_url(url)
+        self.max_value_bytes = max_value_bytes
+        self.prefix = prefix
+        self._password = urlsplit(url).password
+        self._redis_url = _strip_prefix_param(url)
+        self._client_options: dict[str, Any] = {
+            "socket_connect_timeout": connect_timeout,
+            "socket_timeout": timeout,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        try:
+            self._client = self._new_client()
+        except ValueError as exc:
+            raise ConfigError(f"malformed Redis mesh URL {self.url!r}: {exc}") from None
+        self._commit_script = self._client.register_script(scripts.COMMIT)
+        self._poll_script = self._client.register_script(scripts.POLL)
+        self._groups_script = self._client.register_script(scripts.CREATE_GROUPS)
+        self._scan_script = self._client.register_script(scripts.SCAN_PAGE)
+        self._kv = f"{prefix}kv:"
+        self._index = f"{prefix}keys"
+        self._sched = f"{prefix}sched"
+        self._schedp = f"{prefix}schedp"
+        self._group_tasks: set[asyncio.Task[None]] = set()
+        self._subs: set[_RedisSubscription] = set()
+
+    def _new_client(self) -> aioredis.Redis:
+        return aioredis.Redis.from_url(self._redis_url, **self._client_options)
+
+    def _stream(self, topic: str) -> str:
+        return f"{self.prefix}t:{topic}"
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        """Turn a redis-py error into the plait error it means, with no password in it."""
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            raise MeshUnavailable(
+                f"cannot reach the Redis mesh at {self.url}: {self._scrub(exc)}"
+            ) from exc
+        except RedisError as exc:
+            raise MeshError(f"the Redis mesh at {self.url} failed: {self._scrub(exc)}") from exc
+
+    def _scrub(self, exc: BaseException) -> str:
+        text = str(exc) or type(exc).__name__
+        return text.replace(self._password, "***") if self._password else text
+
+    async def open(self) -> None:
+        with self._translate():
+            await self._client.ping()
+
+    async def close(self) -> None:
+        for task in list(self._group_tasks):
+            task.cancel()
+        await asyncio.gather(*(sub.close() for sub in list(self._subs)))
+        with suppress(RedisError, OSError):
+            await self._client.aclose()
+
+    # keys ---------------------------------------------------------------------------
+
+    async def get(self, key: str) -> Entry | None:
+        check_key(key)
+        with self._translate():
+            reply: list[Any] = await self._client.hmget(self._kv + key, ("v", "n"))
+        value, version = reply
+        return None if value is None else Entry(key, decode(value), int(version))
+
+    async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
+        tx = self.transact()
+        tx.put(key, value, if_version)
+        return (await tx.commit()).entries[key]
+
+    async def delete(self, key: str, if_version: int | None = None) -> bool:
+        tx = self.transact()
+        tx.delete(key, if_version)
+        _, results = await self._apply(tx.ops)
+        return results[0] == 1
+
+    async def scan(self, prefix: str = "") -> AsyncIterator[Entry]:
+        # UTF-8 never contains the byte 0xff, so it bounds every key starting with prefix.
+        low = b"[" + prefix.encode() if prefix else b"-"
+        high = b"(" + prefix.encode() + b"\xff" if prefix else b"+"
+        while True:
+            with self._translate():
+                reply = await self._scan_script(
+                    [self._index], [low, high, _SCAN_PAGE, self._kv], client=self._client
+                )
+            count, last, rows = int(reply[0]), reply[1], reply[2:]
+            for i in range(0, len(rows), 3):
+                yield Entry(rows[i].decode(), decode(rows[i + 1]), int(rows[i + 2]))
+            if count < _SCAN_PAGE:
+                return
+            low = b"(" + last
+
+    # transactions -------------------------------------------------------------------
+
+    async def _commit(self, ops: Sequence[Op]) -> TransactionResult:
+        result, _ = await self._apply(ops)
+        return result
+
+    async def _apply(self, ops: Sequence[Op]) -> tuple[TransactionResult, list[int]]:
+        if not ops:
+            return TransactionResult({}, []), []
+        keys: list[str] = [self._index, self._sched, self._schedp]
+        args: list[Any] = [len(ops)]
+        event_ids: list[str] = []
+        for op in ops:
+            if isinstance(op, PutOp):
+                keys.append(self._kv + op.key)
+                args += ("P", op.key, op.data, "" if op.if_version is None else op.if_version)
+            elif isinstance(op, DeleteOp):
+                keys.append(self._kv + op.key)
+                args += ("D", op.key, "" if op.if_version is None else op.if_version)
+            elif isinstance(op, PublishOp):
+                keys.append(self._stream(op.topic))
+                args += ("E", op.event_id, op.kind, op.data, op.at_ms, op.after_ms, op.key or "")
+                event_ids.append(op.event_id)
+            elif isinstance(op, CancelOp):
+                keys.append(self._sched)
+                args += ("C", op.key)
+            elif isinstance(op, AckOp):
+                keys.append(self._stream(op.delivery.topic))
+                args += ("A", op.delivery.group, op.delivery.position)
+        if self._group_tasks:
+            # a group being created by subscribe() must exist before this publish lands
+            await asyncio.wait(set(self._group_tasks))
+        with self._translate():
+            reply = await self._commit_script(keys, args, client=self._client)
+        if reply[0] == b"conflict":
+            raise VersionConflict(reply[1].decode(), int(reply[2]), int(reply[3]))
+        results = [int(r) for r in reply[1]]
+        entries = {
+            op.key: Entry(op.key, decode(op.data), results[i])
+            for i, op in enumerate(ops)
+            if isinstance(op, PutOp)
+        }
+        return TransactionResult(entries, event_ids), results
+
+    # topics -------------------------------------------------------------------------
+
+    async def _ack(self, delivery: Delivery) -> None:
+        with self._translate():
+            await self._client.xack(self._stream(delivery.topic), delivery.group, delivery.position)
+
+    async def _create_groups(self, streams: list[str], group: str, start: StartFrom) -> None:
+        with self._translate():
+            await self._groups_script(
+                streams, [group, "0" if start == "begin" else "$"], client=self._client
+            )
+
+    def subscribe(
+        self,
+        topics: str | Sequence[str],
+        group: str,
+        consumer: str,
+        *,
+        start: StartFrom = "new",
+        visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
+    ) -> Subscription:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        for name in names:
+            check_key(name, "topic")
+        check_key(group, "group")
+        check_key(consumer, "consumer")
+        sub = _RedisSubscription(self, names, group, consumer, start, visibility_timeout_ms)
+        self._subs.add(sub)
+        return sub
+
+    def _start_group_creation(
+        self, streams: list[str], group: str, start: StartFrom
+    ) -> asyncio.Task[None] | None:
+        """Create the groups now, so that a group starting at "new" sees what follows."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None  # no loop yet: the first read creates them
+        task = loop.create_task(self._create_groups(streams, group, start))
+        self._group_tasks.add(task)
+        task.add_done_callback(_forget_task(self._group_tasks))
+        return task
+
+
+def _forget_task(tasks: set[asyncio.Task[None]]) -> Callable[[asyncio.Task[None]], None]:
+    def done(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # the subscription reports it; do not log it as lost
+
+    return done
+
+
+class _RedisSubscription(Subscription):
+    def __init__(
+        self,
+        mesh: RedisMesh,
+        names: list[str],
+        group: str,
+        consumer: str,
+        start: StartFrom,
+        visibility_ms: int,
+    ) -> None:
+        self._mesh = mesh
+        self._names = names
+        self._streams = [mesh._stream(name) for name in names]
+        self._group = group
+        self._consumer = consumer
+        self._start = start
+        self._visibility_ms = visibility_ms
+        self._cursors: list[bytes | str] = ["0-0"] * len(names)
+        self._turn = 0
+        self._client: aioredis.Redis | None = None
+        self._io = asyncio.Lock()
+        self._closing = asyncio.Event()
+        self._creating = mesh._start_group_creation(self._streams, group, start)
+        self._ready = False
+
+    async def __anext__(self) -> Delivery:
+        while not self._closing.is_set():
+            async with self._io:
+                if self._closing.is_set():
+                    break
+                delivery = await self._step()
+                if delivery is not None:
+                    return delivery
+        raise StopAsyncIteration
+
+    async def _step(self) -> Delivery | None:
+        mesh = self._mesh
+        if not self._ready:
+            if self._creating is not None:
+                await asyncio.wait({self._creating})
+            if self._creating is None or self._creating.cancelled() or self._creating.exception():
+                await mesh._create_groups(self._streams, self._group, self._start)
+            self._ready = True
+        if self._client is None:
+            self._client = mesh._new_client()  # its own connection: cancelling a read is safe
+        keys = [mesh._sched, mesh._schedp, *self._streams]
+        args = [self._group, self._consumer, self._visibility_ms, self._turn, *self._cursors]
+        with mesh._translate():
+            wait_us, hit, cursors, last = await mesh._poll_script(keys, args, client=self._client)
+        self._turn += 1
+        self._cursors = list(cursors)
+        if hit:
+            return self._delivery(hit)
+        block_ms = _BLOCK_MS if wait_us < 0 else min(_BLOCK_MS, math.ceil(wait_us / 1000))
+        if block_ms > 0:
+            await self._block(dict(zip(self._streams, last, strict=True)), block_ms)
+        return None
+
+    async def _block(self, streams: dict[Any, Any], block_ms: int) -> None:
+        """Wait for a new entry on any stream, for a scheduled event or for close()."""
+        assert self._client is not None
+        read = asyncio.ensure_future(self._client.xread(streams, count=1, block=block_ms))
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait({read, closing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closing.cancel()
+            if not read.done():
+                read.cancel()
+                await asyncio.wait({read})  # let the client drop the interrupted reply
+        if not read.cancelled():
+            with self._mesh._translate():
+                read.result()
+
+    def _delivery(self, hit: list[Any]) -> Delivery:
+        index, entry_id, attempt, flat = hit
+        fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        try:
+            event = Event(
+                fields[b"id"].decode(),
+                self._names[int(index) - 1],
+                fields[b"kind"].decode(),
+                decode(fields[b"data"]),
+                int(fields[b"at"]),
+            )
+        except (KeyError, ValueError) as exc:
+            raise MeshError(
+                f"malformed event {entry_id.decode()} in {self._streams[int(index) - 1]!r}"
+            ) from exc
+        return Delivery(
+            event, self._group, self._consumer, int(attempt), entry_id.decode(), self._mesh._ack
+        )
+
+    async def close(self) -> None:
+        self._closing.set()
+        self._mesh._subs.discard(self)
+        async with self._io:
+            client, self._client = self._client, None
+            if client is not None:
+                with suppress(RedisError, OSError):
+                    await client.aclose()
+
+
+__all__ = ["RedisMesh"]
