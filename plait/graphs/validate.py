@@ -232,7 +232,7 @@ class _Checker:
         if not self.field_errors:
             try:
                 spec = GraphSpec.model_validate(data)
-            except ValidationError as exc:  # pragma: no cover - parts parsed, so does the whole
+            except ValidationError as exc:  # pragma: no cover - the parts parsed, so the whole does
                 self.fields(exc, "")
         return ValidationReport(spec, self.problems, self.warnings)
 
@@ -241,6 +241,7 @@ class _Checker:
         if not isinstance(raw_nodes, list):
             found = "expected a list of nodes" if "nodes" in data else "missing required field"
             self.problems.append(f"nodes: {found}")
+            self.field_errors = True
             return []
         if not raw_nodes:
             self.problems.append("nodes: a graph needs at least one node")
@@ -257,6 +258,7 @@ class _Checker:
     def parse_edges(self, raw_edges: Any) -> list[tuple[int, Edge]]:
         if not isinstance(raw_edges, list):
             self.problems.append("edges: expected a list of edges")
+            self.field_errors = True
             return []
         edges = []
         for j, raw in enumerate(raw_edges):
@@ -294,7 +296,10 @@ class _Checker:
     def check_entry(self, data: Mapping[str, Any], views: list[_View]) -> str | None:
         begins = [v for v in views if v.type == "begin"]
         entry = _str(data.get("entry"))
-        if begins or data.get("edges"):
+        begin_form = bool(begins or data.get("edges"))
+        if not views:
+            return None  # nothing to enter; the nodes problem says so
+        if begin_form:
             if len(begins) != 1:
                 where = ", ".join(v.path for v in begins) or "none"
                 self.problems.append(
@@ -308,7 +313,7 @@ class _Checker:
                     )
                 entry = entry or begins[0].id
         if entry is None:
-            if not begins:
+            if not begin_form:
                 self.problems.append("entry: no entry node (set entry, or add a begin node)")
             return None
         if entry not in self.ids:
@@ -471,10 +476,17 @@ class _Checker:
                 out.setdefault(v.id, []).extend(routes + list(v.verdicts.values()) + v.fan_targets)
         for _, edge in edges:
             out.setdefault(edge.source, []).append(edge.target)
+        # A route to an unknown node is reported already; count it as a way out so that
+        # one typo does not also read as an endless loop.
         ends = {
             v.id
             for v in views
-            if v.id is not None and (v.type == "end" or (v.type != "fan_out" and not out.get(v.id)))
+            if v.id is not None
+            and (
+                v.type == "end"
+                or (v.type != "fan_out" and not out.get(v.id))
+                or any(t not in self.ids for t in out.get(v.id, []))
+            )
         }
         seen, todo = {entry}, [entry]
         while todo:
