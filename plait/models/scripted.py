@@ -14,7 +14,8 @@ are tried in order and the first that matches answers::
       - node: research
         round: 2                     # ...and the call after the tool results came back
         text: "Found it."
-      - match: "unsourced"           # a substring of context.prompt
+      - match: "unsourced"           # a substring of context.prompt (if that is
+                                     #   empty: of the last user message)
         text: "fail"
         usage: {input_tokens: 10, output_tokens: 1}
         delay_ms: 5
@@ -71,7 +72,7 @@ class ScriptRule(BaseModel):
     delay_ms: int = Field(default=0, ge=0)
     error: str | None = None
 
-    def matches(self, context: CallContext, round_: int) -> bool:
+    def matches(self, context: CallContext, round_: int, prompt: str) -> bool:
         """Whether every condition this rule sets holds for the call."""
         if self.node is not None and self.node not in (context.node, context.instance):
             return False
@@ -79,7 +80,7 @@ class ScriptRule(BaseModel):
             return False
         if self.round is not None and self.round != round_:
             return False
-        return self.match is None or self.match in context.prompt
+        return self.match is None or self.match in prompt
 
 
 class ScriptedCall(BaseModel):
@@ -109,6 +110,8 @@ class ScriptedModel(Model):
     def __init__(
         self, rules: Sequence[ScriptRule | Mapping[str, Any]], *, source: str = "<rules>"
     ) -> None:
+        if isinstance(rules, str | Path):
+            raise ConfigError(f"ScriptedModel takes rules; to load {rules} use from_file()")
         self.rules = [_rule(rule, index, source) for index, rule in enumerate(rules)]
         self.source = source
         self.spec = f"scripted:{source}"
@@ -165,7 +168,8 @@ class ScriptedModel(Model):
                 round=round_,
             )
         )
-        rule = next((r for r in self.rules if r.matches(context, round_)), None)
+        prompt = context.prompt or _last_user_message(messages)
+        rule = next((r for r in self.rules if r.matches(context, round_, prompt)), None)
         if rule is None:
             instance = f" (instance {context.instance!r})" if context.instance else ""
             raise ScriptedModelError(
@@ -207,6 +211,10 @@ def round_of(messages: Sequence[Message]) -> int:
             break
         count += message.role == "assistant"
     return count + 1
+
+
+def _last_user_message(messages: Sequence[Message]) -> str:
+    return next((m.content for m in reversed(messages) if m.role == "user"), "")
 
 
 def _words(text: str) -> int:

@@ -113,6 +113,14 @@ async def test_error_body_surfaces_status_and_provider_message(
     assert not info.value.retryable
 
 
+async def test_server_error_after_retries_is_retryable(openai_server: OpenAIWireServer) -> None:
+    openai_server.reply_error(503, "Overloaded, try again.", "server_error")
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url, max_retries=0) as model:
+        with pytest.raises(ModelError, match=r"HTTP 503: Overloaded, try again\.") as info:
+            await model.complete(conversation(), context=CONTEXT)
+    assert info.value.retryable
+
+
 async def test_rate_limit_is_retried_by_the_sdk(openai_server: OpenAIWireServer) -> None:
     openai_server.reply_error(429, "Slow down.", "rate_limit_exceeded", {"retry-after-ms": "10"})
     openai_server.reply_text("after the wait")

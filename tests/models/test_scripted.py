@@ -59,6 +59,8 @@ async def test_match_is_a_substring_of_the_rendered_prompt() -> None:
     with pytest.raises(ScriptedModelError):
         # match reads context.prompt, not the messages
         await model.complete(ask("tidy"), context=ctx(prompt="something"))
+    # without a rendered prompt in the context, the last user message stands in
+    assert (await model.complete(ask("keep it tidy"), context=ctx())).text == "pass"
 
 
 async def test_fan_out_instances_match_their_target_node_or_their_own_id() -> None:
@@ -166,6 +168,8 @@ def test_bad_python_rule_names_its_index_and_field() -> None:
         ScriptedModel(rules=[{"text": "ok"}, {"nod": "draft"}])
     with pytest.raises(ConfigError, match=r"rule 0: visit: Input should be greater"):
         ScriptedModel(rules=[{"visit": 0}])
+    with pytest.raises(ConfigError, match=r"use from_file\(\)"):
+        ScriptedModel("script.yaml")  # type: ignore[arg-type]
 
 
 RULES = [
