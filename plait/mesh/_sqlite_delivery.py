@@ -1,0 +1,221 @@
+"""Topic delivery on SQLite: claiming events for a consumer, and the subscription loop.
+
+A claim is a write (it moves a group's cursor or hands an expired pending event to a
+new consumer), so it runs in the writer's ``BEGIN IMMEDIATE`` transaction: two
+processes never take the same event at once. Scheduled events that are due move into
+their topics in that same transaction.
+
+An idle subscription asks the reader (not the writer) whether anything is claimable,
+and otherwise sleeps until the earliest of: the next scheduled event, the next
+visibility expiry, or the poll interval that notices other processes' writes. Writes
+made through the same mesh object wake it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from plait.mesh._base import Delivery, Event, StartFrom, Subscription, now_ms
+from plait.mesh._codec import decode
+from plait.mesh._sqlite_ops import create_groups
+
+if TYPE_CHECKING:
+    from plait.mesh.sqlite import SqliteMesh
+
+Claimed = tuple[str, int, int, str, str, bytes, int]
+"""topic, seq, attempt, event id, kind, data, at_ms."""
+
+_HAS_DUE = "SELECT 1 FROM scheduled WHERE due_ms <= ? LIMIT 1"
+_PROMOTE = (
+    "INSERT INTO events (topic, id, kind, data, at_ms) SELECT topic, id, kind, data, at_ms "
+    "FROM scheduled WHERE due_ms <= ? ORDER BY due_ms, rowid"
+)
+_DROP_DUE = "DELETE FROM scheduled WHERE due_ms <= ?"
+_EXPIRED = (
+    "SELECT seq, attempt FROM pending WHERE topic = ? AND grp = ? AND delivered_ms <= ? "
+    "ORDER BY seq LIMIT 1"
+)
+_REDELIVER = (
+    "UPDATE pending SET consumer = ?, delivered_ms = ?, attempt = ? "
+    "WHERE topic = ? AND grp = ? AND seq = ?"
+)
+_EVENT = "SELECT id, kind, data, at_ms FROM events WHERE seq = ?"
+_DROP_PENDING = "DELETE FROM pending WHERE topic = ? AND grp = ? AND seq = ?"
+_NEXT = (
+    "SELECT seq, id, kind, data, at_ms FROM events WHERE topic = ?1 "
+    "AND seq > (SELECT cursor FROM consumer_groups WHERE topic = ?1 AND grp = ?2) "
+    "ORDER BY seq LIMIT 1"
+)
+_ADVANCE = "UPDATE consumer_groups SET cursor = ? WHERE topic = ? AND grp = ?"
+_TAKE = (
+    "INSERT INTO pending (topic, grp, seq, consumer, delivered_ms, attempt) "
+    "VALUES (?, ?, ?, ?, ?, 1)"
+)
+_NEXT_DUE = "SELECT min(due_ms) FROM scheduled"
+_HAS_NEW = (
+    "SELECT 1 FROM events WHERE topic = ?1 "
+    "AND seq > (SELECT cursor FROM consumer_groups WHERE topic = ?1 AND grp = ?2) LIMIT 1"
+)
+_OLDEST_PENDING = "SELECT min(delivered_ms) FROM pending WHERE topic = ? AND grp = ?"
+
+
+def claim(
+    conn: sqlite3.Connection, topics: Sequence[str], group: str, consumer: str, visibility_ms: int
+) -> tuple[Claimed | None, bool]:
+    """Take the next event for ``consumer`` (writer); also say whether any became due.
+
+    An expired pending event of the group comes first (it goes to this consumer with
+    its attempt raised), then the next event after the group's cursor.
+    """
+    now = now_ms()
+    promoted = conn.execute(_HAS_DUE, (now,)).fetchone() is not None
+    if promoted:
+        conn.execute(_PROMOTE, (now,))
+        conn.execute(_DROP_DUE, (now,))
+    for topic in topics:
+        expired = conn.execute(_EXPIRED, (topic, group, now - visibility_ms)).fetchone()
+        if expired is not None:
+            seq, attempt = expired[0], expired[1] + 1
+            event = conn.execute(_EVENT, (seq,)).fetchone()
+            if event is not None:
+                conn.execute(_REDELIVER, (consumer, now, attempt, topic, group, seq))
+                return (topic, seq, attempt, *event), promoted
+            conn.execute(_DROP_PENDING, (topic, group, seq))
+        row = conn.execute(_NEXT, (topic, group)).fetchone()
+        if row is not None:
+            seq = row[0]
+            conn.execute(_ADVANCE, (seq, topic, group))
+            conn.execute(_TAKE, (topic, group, seq, consumer, now))
+            return (topic, seq, 1, *row[1:]), promoted
+    return None, promoted
+
+
+def probe(
+    conn: sqlite3.Connection, topics: Sequence[str], group: str, visibility_ms: int
+) -> tuple[bool, int | None]:
+    """Whether a claim would find something now (reader), else when it next might."""
+    now = now_ms()
+    wake_at: int | None = conn.execute(_NEXT_DUE).fetchone()[0]
+    if wake_at is not None and wake_at <= now:
+        return True, None
+    for topic in topics:
+        if conn.execute(_HAS_NEW, (topic, group)).fetchone() is not None:
+            return True, None
+        oldest = conn.execute(_OLDEST_PENDING, (topic, group)).fetchone()[0]
+        if oldest is not None:
+            expires = oldest + visibility_ms
+            if expires <= now:
+                return True, None
+            wake_at = expires if wake_at is None else min(wake_at, expires)
+    return False, wake_at
+
+
+class SqliteSubscription(Subscription):
+    """One consumer of one group on a :class:`~plait.mesh.sqlite.SqliteMesh`."""
+
+    def __init__(
+        self,
+        mesh: SqliteMesh,
+        topics: list[str],
+        group: str,
+        consumer: str,
+        start: StartFrom,
+        visibility_ms: int,
+        poll_s: float,
+    ) -> None:
+        self._mesh = mesh
+        self._topics = topics
+        self._group = group
+        self._consumer = consumer
+        self._start = start
+        self._visibility_ms = visibility_ms
+        self._poll_s = poll_s
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._stash: deque[Delivery] = deque()
+        self._group_created: asyncio.Future[Any] | None = None
+        with contextlib.suppress(RuntimeError):  # no running loop: create on first read
+            asyncio.get_running_loop()
+            # Queued now, ahead of any publish that follows: a "new" group starts here.
+            self._create_group()
+
+    def _create_group(self) -> asyncio.Future[Any]:
+        future = self._mesh._write(create_groups, self._topics, self._group, self._start)
+        future.add_done_callback(_retrieve)
+        self._group_created = future
+        return future
+
+    def wake(self) -> None:
+        """Re-check at once: something was written through this mesh."""
+        self._wake.set()
+
+    async def __anext__(self) -> Delivery:
+        created = self._group_created or self._create_group()
+        if not created.done():
+            await asyncio.shield(created)
+        created.result()
+        mesh = self._mesh
+        while not self._closed:
+            if self._stash:
+                return self._stash.popleft()
+            self._wake.clear()
+            claimable, wake_at = await mesh._read(
+                probe, self._topics, self._group, self._visibility_ms
+            )
+            if claimable:
+                delivery = await self._claim()
+                if delivery is not None:
+                    return delivery
+                continue
+            timeout = self._poll_s
+            if wake_at is not None:
+                timeout = min(timeout, max(0.0, (wake_at - now_ms()) / 1000))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+        raise StopAsyncIteration
+
+    async def _claim(self) -> Delivery | None:
+        future = self._mesh._write(
+            claim, self._topics, self._group, self._consumer, self._visibility_ms
+        )
+        try:
+            claimed, promoted = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # The claim commits regardless; keep its event for the next read instead of
+            # leaving it to wait out a visibility timeout.
+            future.add_done_callback(self._keep)
+            raise
+        if promoted:
+            self._mesh._notify()
+        return None if claimed is None else self._delivery(claimed)
+
+    def _keep(self, future: asyncio.Future[tuple[Claimed | None, bool]]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            claimed = future.result()[0]
+            if claimed is not None:
+                self._stash.append(self._delivery(claimed))
+
+    def _delivery(self, claimed: Claimed) -> Delivery:
+        topic, seq, attempt, event_id, kind, data, at_ms = claimed
+        event = Event(event_id, topic, kind, decode(data), at_ms)
+        return Delivery(event, self._group, self._consumer, attempt, seq, self._mesh._ack)
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        self._mesh._subs.discard(self)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    # Read the outcome so an unread failure is not logged; __anext__ raises it.
+    if not future.cancelled():
+        future.exception()
+
+
+__all__ = ["SqliteSubscription", "claim", "probe"]

@@ -1,0 +1,288 @@
+"""The SQL of the SQLite mesh: schema, connection setup, and what each request runs.
+
+Everything here runs on a worker thread of :mod:`plait.mesh._sqlite_worker`, inside the
+writer's transaction for writes. SQL strings are constants so that sqlite3's statement
+cache prepares each one once per connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from plait.errors import ConfigError, MeshUnavailable, VersionConflict
+from plait.mesh._base import AckOp, CancelOp, DeleteOp, Op, PublishOp, PutOp, StartFrom
+
+SCHEMA_VERSION = 1
+
+BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+"""The result codes of a lock held by another connection beyond the busy timeout."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    key TEXT PRIMARY KEY, value BLOB NOT NULL, version INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, id TEXT NOT NULL,
+    kind TEXT NOT NULL, data BLOB NOT NULL, at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_topic ON events (topic, seq);
+CREATE TABLE IF NOT EXISTS consumer_groups (
+    topic TEXT NOT NULL, grp TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY (topic, grp)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pending (
+    topic TEXT NOT NULL, grp TEXT NOT NULL, seq INTEGER NOT NULL, consumer TEXT NOT NULL,
+    delivered_ms INTEGER NOT NULL, attempt INTEGER NOT NULL, PRIMARY KEY (topic, grp, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS scheduled (
+    skey TEXT PRIMARY KEY, due_ms INTEGER NOT NULL, topic TEXT NOT NULL, id TEXT NOT NULL,
+    kind TEXT NOT NULL, data BLOB NOT NULL, at_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS scheduled_by_due ON scheduled (due_ms);
+"""
+
+
+def open_connection(path: Path, busy_timeout_ms: int, *, writer: bool) -> sqlite3.Connection:
+    """Open ``path`` (creating its directory, the file and the schema if needed).
+
+    Raises:
+        ConfigError: the path cannot be created, opened or written, or is not a mesh.
+        MeshUnavailable: another process kept the file locked beyond the busy timeout.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the directory {path.parent} for the SQLite mesh {path}: "
+            f"{exc.strerror or exc}"
+        ) from exc
+    conn: sqlite3.Connection | None = None
+    try:
+        # isolation_level=None: no implicit BEGIN; transactions are written out explicitly.
+        conn = sqlite3.connect(
+            path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+        )
+        # busy_timeout: wait for another process's lock instead of failing at once.
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        # WAL: readers never block the writer nor the writer them, across processes.
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise ConfigError(f"the SQLite mesh {path} cannot use WAL (journal mode {mode!r})")
+        # NORMAL under WAL: a commit is atomic and survives a crash of the process; only a
+        # power loss may drop the last commits (never corrupting the file). FULL would
+        # fsync on every commit, which costs more than the whole rest of a write.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        _ensure_schema(conn, path)
+        if not writer:
+            conn.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in BUSY_CODES:
+            raise MeshUnavailable(
+                f"the SQLite mesh {path} stayed locked by another connection for longer than "
+                f"busy_timeout ({busy_timeout_ms} ms): {exc}"
+            ) from exc
+        raise ConfigError(f"cannot open the SQLite mesh {path}: {exc}") from exc
+    except ConfigError:
+        if conn is not None:
+            conn.close()
+        raise
+    return conn
+
+
+def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"the SQLite mesh {path} has schema version {version}, newer than this plait "
+            f"understands ({SCHEMA_VERSION}); upgrade plait"
+        )
+    # IMMEDIATE: processes opening a new file at once create the schema one at a time.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+# -- keys (reader) --------------------------------------------------------------------
+
+_GET = "SELECT value, version FROM kv WHERE key = ?"
+_VERSION = "SELECT version FROM kv WHERE key = ?"
+_SCAN = {
+    (False, False): "SELECT key, value, version FROM kv WHERE key >= ? ORDER BY key LIMIT ?",
+    (True, False): "SELECT key, value, version FROM kv WHERE key > ? ORDER BY key LIMIT ?",
+    (False, True): (
+        "SELECT key, value, version FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
+    ),
+    (True, True): (
+        "SELECT key, value, version FROM kv WHERE key > ? AND key < ? ORDER BY key LIMIT ?"
+    ),
+}
+
+
+def get(conn: sqlite3.Connection, key: str) -> tuple[bytes, int] | None:
+    """The stored (value, version) of ``key``."""
+    row: tuple[bytes, int] | None = conn.execute(_GET, (key,)).fetchone()
+    return row
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string above every string starting with ``prefix`` (None: no bound).
+
+    A range on the primary key instead of ``LIKE``: exact whatever characters the prefix
+    holds, and an index seek. Text compares as UTF-8 bytes, which is code point order.
+    """
+    while prefix:
+        last = ord(prefix[-1]) + 1
+        if 0xD800 <= last <= 0xDFFF:
+            last = 0xE000  # surrogates cannot be stored, so skip over them
+        if last <= 0x10FFFF:
+            return prefix[:-1] + chr(last)
+        prefix = prefix[:-1]
+    return None
+
+
+def scan_page(
+    conn: sqlite3.Connection, low: str, after: bool, high: str | None, limit: int
+) -> list[tuple[str, bytes, int]]:
+    """Up to ``limit`` rows with key from ``low`` (exclusive if ``after``) below ``high``."""
+    sql = _SCAN[after, high is not None]
+    params = (low, high, limit) if high is not None else (low, limit)
+    rows: list[tuple[str, bytes, int]] = conn.execute(sql, params).fetchall()
+    return rows
+
+
+# -- keys (writer) --------------------------------------------------------------------
+
+_UPSERT = (
+    "INSERT INTO kv (key, value, version) VALUES (?, ?, 1) ON CONFLICT (key) "
+    "DO UPDATE SET value = excluded.value, version = kv.version + 1 RETURNING version"
+)
+_CREATE = "INSERT INTO kv (key, value, version) VALUES (?, ?, 1) ON CONFLICT (key) DO NOTHING"
+_UPDATE = "UPDATE kv SET value = ?, version = version + 1 WHERE key = ? AND version = ?"
+_DELETE = "DELETE FROM kv WHERE key = ?"
+_DELETE_IF = "DELETE FROM kv WHERE key = ? AND version = ?"
+
+
+def _version(conn: sqlite3.Connection, key: str) -> int:
+    row = conn.execute(_VERSION, (key,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def put(conn: sqlite3.Connection, key: str, data: bytes, if_version: int | None) -> int:
+    """Write ``data`` at ``key`` and return the new version; CAS on ``if_version``.
+
+    The version check and the write are one statement, so a conflict writes nothing and
+    needs no rollback; the current version is read only to report the conflict.
+    """
+    if if_version is None:
+        return int(conn.execute(_UPSERT, (key, data)).fetchone()[0])
+    if if_version == 0:
+        if conn.execute(_CREATE, (key, data)).rowcount == 1:
+            return 1
+    elif conn.execute(_UPDATE, (data, key, if_version)).rowcount == 1:
+        return if_version + 1
+    raise VersionConflict(key, if_version, _version(conn, key))
+
+
+def delete(conn: sqlite3.Connection, key: str, if_version: int | None) -> bool:
+    """Delete ``key``; True if it existed. CAS on ``if_version`` (missing = version 0)."""
+    if if_version is None:
+        return conn.execute(_DELETE, (key,)).rowcount > 0
+    if if_version > 0 and conn.execute(_DELETE_IF, (key, if_version)).rowcount == 1:
+        return True
+    actual = _version(conn, key)
+    if actual != if_version:
+        raise VersionConflict(key, if_version, actual)
+    return False
+
+
+# -- transactions and topics (writer) -------------------------------------------------
+
+_APPEND = "INSERT INTO events (topic, id, kind, data, at_ms) VALUES (?, ?, ?, ?, ?)"
+_SCHEDULE = (
+    "INSERT OR REPLACE INTO scheduled (skey, due_ms, topic, id, kind, data, at_ms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_CANCEL = "DELETE FROM scheduled WHERE skey = ?"
+_ACK = "DELETE FROM pending WHERE topic = ? AND grp = ? AND seq = ?"
+
+
+def schedule_key(key: str) -> str:
+    """The ``scheduled.skey`` of a publish key; unkeyed events use ``"e" + event id``."""
+    return "k" + key
+
+
+def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> list[int]:
+    """Apply ``ops`` in order; return the version each put produced, in order.
+
+    A conflict raises midway: the writer rolls this request's savepoint back, so
+    nothing of the batch remains.
+    """
+    versions: list[int] = []
+    for op in ops:
+        if isinstance(op, PutOp):
+            versions.append(put(conn, op.key, op.data, op.if_version))
+        elif isinstance(op, DeleteOp):
+            delete(conn, op.key, op.if_version)
+        elif isinstance(op, PublishOp):
+            if op.after_ms == 0 and op.key is None:
+                conn.execute(_APPEND, (op.topic, op.event_id, op.kind, op.data, op.at_ms))
+            else:
+                skey = schedule_key(op.key) if op.key is not None else "e" + op.event_id
+                row = (skey, op.at_ms + op.after_ms, op.topic, op.event_id, op.kind)
+                conn.execute(_SCHEDULE, (*row, op.data, op.at_ms))
+        elif isinstance(op, CancelOp):
+            conn.execute(_CANCEL, (schedule_key(op.key),))
+        elif isinstance(op, AckOp):
+            d = op.delivery
+            conn.execute(_ACK, (d.topic, d.group, d.position))
+    return versions
+
+
+def ack(conn: sqlite3.Connection, topic: str, group: str, seq: Any) -> None:
+    """Forget a pending delivery (nothing happens if it is already gone)."""
+    conn.execute(_ACK, (topic, group, seq))
+
+
+_CREATE_GROUP = (
+    "INSERT INTO consumer_groups (topic, grp, cursor) "
+    "VALUES (?, ?, CASE WHEN ? THEN 0 ELSE (SELECT coalesce(max(seq), 0) FROM events) END) "
+    "ON CONFLICT (topic, grp) DO NOTHING"
+)
+
+
+def create_groups(
+    conn: sqlite3.Connection, topics: Sequence[str], group: str, start: StartFrom
+) -> None:
+    """Create ``group`` on each topic where it does not exist yet."""
+    for topic in topics:
+        conn.execute(_CREATE_GROUP, (topic, group, start == "begin"))
+
+
+__all__ = [
+    "BUSY_CODES",
+    "SCHEMA_VERSION",
+    "ack",
+    "commit",
+    "create_groups",
+    "delete",
+    "get",
+    "open_connection",
+    "prefix_end",
+    "put",
+    "scan_page",
+    "schedule_key",
+]

@@ -1,0 +1,227 @@
+"""The SQLite mesh: one file shared by the processes of one machine (``sqlite:///PATH``).
+
+The file is in WAL mode, so readers and the writer never block each other, and every
+write is a ``BEGIN IMMEDIATE`` transaction, so writers from several processes queue on
+SQLite's lock (for up to ``busy_timeout``) instead of failing halfway. Within one mesh
+object, a writer thread commits concurrent requests together (group commit) and a
+reader thread serves reads on a second connection; no sqlite3 call runs on the event
+loop. See :mod:`plait.mesh._sqlite_worker`, :mod:`plait.mesh._sqlite_ops` and
+:mod:`plait.mesh._sqlite_delivery`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from plait.errors import ConfigError, InvalidKey, MeshUnavailable
+from plait.mesh import _sqlite_ops as ops
+from plait.mesh._base import (
+    DEFAULT_VISIBILITY_TIMEOUT_MS,
+    Delivery,
+    Entry,
+    Mesh,
+    Op,
+    PublishOp,
+    PutOp,
+    StartFrom,
+    Subscription,
+    TransactionResult,
+    _check_version,
+)
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
+from plait.mesh._sqlite_delivery import SqliteSubscription
+from plait.mesh._sqlite_worker import Worker
+
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+"""How long a write waits for another process's lock before :class:`MeshUnavailable`."""
+
+DEFAULT_POLL_INTERVAL_MS = 50
+"""How often an idle subscription looks for events written by other processes."""
+
+_SCAN_PAGE = 256
+
+
+class SqliteMesh(Mesh):
+    """A mesh in a SQLite file (URL ``sqlite:///PATH``).
+
+    Args:
+        path: the database file, relative to the working directory unless absolute;
+            its directory is created if needed.
+        max_value_bytes: the largest encoded value or event payload accepted.
+        busy_timeout: milliseconds a write waits for a lock held by another process.
+        poll_interval_ms: how often an idle subscription checks for other processes'
+            events (writes through this object wake it at once).
+
+    Raises:
+        ConfigError: an option is out of range. A path that cannot be created or
+            written raises :class:`ConfigError` from :meth:`open` (or the first call).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        busy_timeout: int = DEFAULT_BUSY_TIMEOUT_MS,
+        poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
+    ) -> None:
+        for name, value in (("busy_timeout", busy_timeout), ("poll_interval_ms", poll_interval_ms)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"the SQLite option {name} must be an int >= 0, got {value!r}")
+        if not os.fspath(path):
+            raise ConfigError("the SQLite mesh needs a file path, e.g. sqlite:///.plait/mesh.db")
+        self.url = f"sqlite:///{os.fspath(path)}"
+        self.path = Path(path).absolute()
+        self.max_value_bytes = max_value_bytes
+        self.busy_timeout = busy_timeout
+        self._poll_s = max(poll_interval_ms, 1) / 1000
+        self._writer: Worker | None = None
+        self._reader: Worker | None = None
+        self._closed = False
+        self._subs: set[SqliteSubscription] = set()
+        self._stop_workers: weakref.finalize[Any, SqliteMesh] | None = None
+
+    # lifecycle ----------------------------------------------------------------------
+
+    def _start(self) -> tuple[Worker, Worker]:
+        if self._closed:
+            raise MeshUnavailable(f"the SQLite mesh {self.path} is closed")
+        if self._writer is None or self._reader is None:
+            self._writer = Worker(self.path, self.busy_timeout, writer=True)
+            self._reader = Worker(self.path, self.busy_timeout, writer=False)
+            # A mesh dropped without close() still lets its threads end.
+            self._stop_workers = weakref.finalize(self, _stop, self._writer, self._reader)
+        return self._writer, self._reader
+
+    def _write(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        writer = self._writer or self._start()[0]
+        return writer.submit(fn, *args)
+
+    def _read(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        reader = self._reader or self._start()[1]
+        return reader.submit(fn, *args)
+
+    async def open(self) -> None:
+        """Create or open the file and check it can be written.
+
+        Raises:
+            ConfigError: the path cannot be created, opened or written (the message
+                names the path and the reason).
+            MeshUnavailable: another process kept the file locked beyond busy_timeout.
+        """
+        await self._write(_noop)
+        await self._read(_noop)
+
+    async def close(self) -> None:
+        """End every subscription, finish queued requests, stop the threads; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for sub in list(self._subs):
+            await sub.close()
+        workers = [w for w in (self._writer, self._reader) if w is not None]
+        self._writer = self._reader = None
+        if self._stop_workers is not None:
+            self._stop_workers()
+            await asyncio.to_thread(_join, workers)
+
+    # keys ---------------------------------------------------------------------------
+
+    async def get(self, key: str) -> Entry | None:
+        check_key(key)
+        row = await self._read(ops.get, key)
+        return None if row is None else Entry(key, decode(row[0]), row[1])
+
+    async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
+        check_key(key)
+        _check_version(if_version)
+        data = encode(key, value, self.max_value_bytes)
+        version = await self._write(ops.put, key, data, if_version)
+        return Entry(key, decode(data), version)
+
+    async def delete(self, key: str, if_version: int | None = None) -> bool:
+        check_key(key)
+        _check_version(if_version)
+        existed: bool = await self._write(ops.delete, key, if_version)
+        return existed
+
+    async def scan(self, prefix: str = "") -> AsyncIterator[Entry]:
+        if not isinstance(prefix, str):
+            raise InvalidKey(f"a scan prefix must be a str, got {type(prefix).__name__}")
+        high = ops.prefix_end(prefix)
+        low, after = prefix, False
+        while True:
+            rows = await self._read(ops.scan_page, low, after, high, _SCAN_PAGE)
+            for key, data, version in rows:
+                yield Entry(key, decode(data), version)
+            if len(rows) < _SCAN_PAGE:
+                return
+            low, after = rows[-1][0], True
+
+    # transactions -------------------------------------------------------------------
+
+    async def _commit(self, ops_: Sequence[Op]) -> TransactionResult:
+        batch = list(ops_)
+        versions: list[int] = await self._write(ops.commit, batch) if batch else []
+        entries: dict[str, Entry] = {}
+        event_ids: list[str] = []
+        put_versions = iter(versions)
+        for op in batch:
+            if isinstance(op, PutOp):
+                entries[op.key] = Entry(op.key, decode(op.data), next(put_versions))
+            elif isinstance(op, PublishOp):
+                event_ids.append(op.event_id)
+        if event_ids:
+            self._notify()
+        return TransactionResult(entries, event_ids)
+
+    # topics -------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: str | Sequence[str],
+        group: str,
+        consumer: str,
+        *,
+        start: StartFrom = "new",
+        visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
+    ) -> Subscription:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        for name in names:
+            check_key(name, "topic")
+        check_key(group, "group")
+        check_key(consumer, "consumer")
+        sub = SqliteSubscription(
+            self, names, group, consumer, start, visibility_timeout_ms, self._poll_s
+        )
+        self._subs.add(sub)
+        return sub
+
+    async def _ack(self, delivery: Delivery) -> None:
+        await self._write(ops.ack, delivery.topic, delivery.group, delivery.position)
+
+    def _notify(self) -> None:
+        for sub in self._subs:
+            sub.wake()
+
+
+def _noop(conn: object) -> None:
+    """A request that only makes its worker open the connection."""
+
+
+def _stop(writer: Worker, reader: Worker) -> None:
+    writer.stop()
+    reader.stop()
+
+
+def _join(workers: list[Worker]) -> None:
+    for worker in workers:
+        worker.join()
+
+
+__all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "DEFAULT_POLL_INTERVAL_MS", "SqliteMesh"]
