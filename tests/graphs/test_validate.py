@@ -228,7 +228,7 @@ def test_id_problems() -> None:
 
 
 def test_node_level_problems() -> None:
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"id": "t", "type": "tool", "tool": "search", "on_indeterminate": "verify", "next": "h"},
         {
             "id": "h",
