@@ -69,13 +69,16 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
     trusted = turn.trusted
     for _ in range(turn.max_rounds):
         reply = await turn.model.complete(
-            out.messages, tools=specs, context=turn.context,
+            out.messages,
+            tools=specs,
+            context=turn.context,
             response_format=turn.response_format,
         )
         out.usage = out.usage + reply.usage
         out.dollars += cost_of(turn.model.spec, reply.usage, env.prices)
-        out.messages.append(Message(role="assistant", content=reply.text,
-                                    tool_calls=reply.tool_calls))
+        out.messages.append(
+            Message(role="assistant", content=reply.text, tool_calls=reply.tool_calls)
+        )
         if not reply.tool_calls:
             out.text = reply.text
             return out
@@ -101,8 +104,9 @@ async def _call_tool(
     try:
         if name not in turn.tools:
             raise ToolNotPermitted(f"tool {name!r} is not available to this node")
-        tool = check_allowed(name, turn.profile, registry=env.tools,
-                             read_only_only=turn.read_only_only)
+        tool = check_allowed(
+            name, turn.profile, registry=env.tools, read_only_only=turn.read_only_only
+        )
         args = env.tools.validate_args(name, args)
     except ToolError as exc:
         return f"error: {exc}", False, None
@@ -146,8 +150,9 @@ def parse_structured(text: str, schema: dict[str, Any]) -> Any:
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=str)
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(root)"
-        raise ModelError(f"the reply does not match the response_format at {where}: "
-                         f"{errors[0].message}")
+        raise ModelError(
+            f"the reply does not match the response_format at {where}: {errors[0].message}"
+        )
     return value
 
 

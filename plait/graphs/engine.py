@@ -74,7 +74,9 @@ def start(
     """The initial state of a run of ``spec``: its entry node ready."""
     return RunState(
         run_id=run_id,
-        graph=GraphRef(agent=spec.agent, name=spec.name, version=spec.version, sha256=spec.sha256()),
+        graph=GraphRef(
+            agent=spec.agent, name=spec.name, version=spec.version, sha256=spec.sha256()
+        ),
         input=input,
         ready=[spec.entry_id],
         created_at=now,
@@ -150,8 +152,15 @@ def complete(
         if result.waiting.decision_id:
             s.decisions[key] = result.waiting.decision_id
         s.status = "waiting_approval" if result.waiting.kind == "approval" else "waiting_human"
-        events.append({"type": "node.waiting", "node": key, "visit": visit,
-                       "ask": result.waiting.ask, "decision_id": result.waiting.decision_id})
+        events.append(
+            {
+                "type": "node.waiting",
+                "node": key,
+                "visit": visit,
+                "ask": result.waiting.ask,
+                "decision_id": result.waiting.decision_id,
+            }
+        )
         return s, events
 
     _remove_ready(s, key)
@@ -159,8 +168,13 @@ def complete(
     s.usage.steps += 1
     s.visits[key] = visit
     s.outputs[key] = NodeOutput(
-        value=result.value, error=result.error, visit=visit, seq=s.seq,
-        verdict=result.verdict, tainted=result.tainted, at=now,
+        value=result.value,
+        error=result.error,
+        visit=visit,
+        seq=s.seq,
+        verdict=result.verdict,
+        tainted=result.tainted,
+        at=now,
     )
     events.append(_committed_event(key, visit, s.seq, result))
 
@@ -220,8 +234,11 @@ def limits(spec: GraphSpec, state: RunState) -> dict[str, float | None]:
     """The run's budget limits: the graph's budget plus any raise a person granted."""
     b = spec.budget
     base: dict[str, float | None] = {
-        "steps": b.steps, "tokens": b.tokens, "dollars": b.dollars,
-        "wall_seconds": b.wall_seconds, "retries": b.retries,
+        "steps": b.steps,
+        "tokens": b.tokens,
+        "dollars": b.dollars,
+        "wall_seconds": b.wall_seconds,
+        "retries": b.retries,
     }
     return {
         name: (None if value is None else value + state.budget_extra.get(name, 0.0))
@@ -232,8 +249,12 @@ def limits(spec: GraphSpec, state: RunState) -> dict[str, float | None]:
 def exhausted(spec: GraphSpec, state: RunState, *, starting: bool) -> str | None:
     """Which budget is spent, if any; ``starting`` also refuses a visit past the steps."""
     u = state.usage
-    spent = {"tokens": u.tokens, "dollars": u.dollars, "wall_seconds": u.wall_seconds,
-             "retries": u.retries}
+    spent = {
+        "tokens": u.tokens,
+        "dollars": u.dollars,
+        "wall_seconds": u.wall_seconds,
+        "retries": u.retries,
+    }
     for name, limit in limits(spec, state).items():
         if limit is None:
             continue
@@ -250,8 +271,11 @@ def exhausted(spec: GraphSpec, state: RunState, *, starting: bool) -> str | None
 
 def _exhaust(spec: GraphSpec, s: RunState, reason: str, now: float) -> RunState:
     if spec.budget.on_exhausted == "escalate":
-        s.waiting = Waiting(node="budget", kind="budget",
-                            ask=f"The run's budget is exhausted ({reason}). Raise it to go on?")
+        s.waiting = Waiting(
+            node="budget",
+            kind="budget",
+            ask=f"The run's budget is exhausted ({reason}). Raise it to go on?",
+        )
         s.status = "waiting_human"
         s.updated_at = now
         return s
@@ -270,11 +294,19 @@ def _add_ready(s: RunState, key: str) -> None:
 
 def _committed_event(key: str, visit: int, seq: int, r: NodeResult) -> Event:
     return {
-        "type": "node.committed", "node": key, "visit": visit, "seq": seq,
-        "verdict": r.verdict, "error": r.error,
-        "usage": {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
-                  "dollars": r.dollars},
-        "started_at": r.started_at, "ended_at": r.ended_at,
+        "type": "node.committed",
+        "node": key,
+        "visit": visit,
+        "seq": seq,
+        "verdict": r.verdict,
+        "error": r.error,
+        "usage": {
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+            "dollars": r.dollars,
+        },
+        "started_at": r.started_at,
+        "ended_at": r.ended_at,
     }
 
 
@@ -315,7 +347,8 @@ def _spawn(s: RunState, key: str, node: FanOutNode, result: NodeResult) -> None:
             for index in range(count):
                 instance = f"{target}[{index}]"
                 fanout.instances[instance] = InstancePlan(
-                    target=target, index=index,
+                    target=target,
+                    index=index,
                     item_index=index if spec_.kind == "map" else None,
                 )
                 s.outputs.pop(instance, None)
@@ -331,7 +364,7 @@ def _targets(spec_: FanOutSpec, result: NodeResult) -> list[tuple[str, int]]:
     if spec_.kind == "broadcast":
         return [(spec_.target_node_id or "", spec_.count or 0)]
     if spec_.kind == "tee":
-        return [(target, 1) for target in spec_.targets]
+        return [(target, 1) for target in spec_.targets or []]
     target = spec_.target_node_id or ""
     return [(target, len(result.items.get(target, [])))]
 
@@ -343,7 +376,8 @@ def _fanout_of(s: RunState, key: str) -> FanOutState:
 def _siblings_done(s: RunState, fanout: FanOutState, target: str) -> bool:
     return all(
         k in s.outputs and k not in s.ready and k not in s.attempts
-        for k, p in fanout.instances.items() if p.target == target
+        for k, p in fanout.instances.items()
+        if p.target == target
     )
 
 
@@ -351,8 +385,11 @@ def _instance_done(spec: GraphSpec, s: RunState, key: str, plan: InstancePlan, n
     fanout = _fanout_of(s, key)
     if not _siblings_done(s, fanout, plan.target):
         return
-    failed = [k for k, p in fanout.instances.items()
-              if p.target == plan.target and s.outputs[k].error is not None]
+    failed = [
+        k
+        for k, p in fanout.instances.items()
+        if p.target == plan.target and s.outputs[k].error is not None
+    ]
     if failed and fanout.policies.get(plan.target) == "drain_then_fail":
         errors = "; ".join(f"{k}: {s.outputs[k].error}" for k in failed)
         _end_failed(s, "fanin_upstream_failed", errors, now)
@@ -408,8 +445,12 @@ def _settle(s: RunState) -> None:
 def _status_events(before: RunState, after: RunState) -> list[Event]:
     if after.status == before.status or after.status in ("ready", "running"):
         return []
-    event: Event = {"type": f"run.{after.status.split('_')[0]}", "status": after.status,
-                    "ended_detail": after.ended_detail, "error": after.error}
+    event: Event = {
+        "type": f"run.{after.status.split('_')[0]}",
+        "status": after.status,
+        "ended_detail": after.ended_detail,
+        "error": after.error,
+    }
     if after.waiting is not None:
         event["waiting"] = after.waiting.model_dump()
     return [event]

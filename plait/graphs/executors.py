@@ -64,8 +64,9 @@ class Visit:
     values: Mapping[str, Any]
 
 
-async def execute(env: ExecEnv, state: RunState, key: str, visit: int,
-                  values: Mapping[str, Any]) -> NodeResult:
+async def execute(
+    env: ExecEnv, state: RunState, key: str, visit: int, values: Mapping[str, Any]
+) -> NodeResult:
     """Run one visit of ``key`` and report it; failures come back as ``error``."""
     v = Visit(key, node_of(env.spec, state, key), visit, values)
     started = time.time()
@@ -133,46 +134,72 @@ async def _model_node(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateCont
     prompt = render(node.prompt, ctx, node=v.key)
     profile = env.profile(node.agent)
     plan = state.instance_of(v.key)
-    call = CallContext(node=plan.target if plan else v.key, visit=v.visit,
-                       instance=v.key if plan else None, run_id=env.run_id, prompt=prompt)
+    call = CallContext(
+        node=plan.target if plan else v.key,
+        visit=v.visit,
+        instance=v.key if plan else None,
+        run_id=env.run_id,
+        prompt=prompt,
+    )
     history = await env.histories.load(v.key)
-    messages = ([Message(role="system", content=profile.system_prompt)]
-                if profile.system_prompt and not history else [])
+    messages = (
+        [Message(role="system", content=profile.system_prompt)]
+        if profile.system_prompt and not history
+        else []
+    )
     messages += [*history, Message(role="user", content=prompt)]
-    is_agent = isinstance(node, AgentNode)
-    tools = list(node.tools if is_agent and node.tools is not None else profile.tools)
-    turn = Turn(env=env, profile=profile, model=env.model_for(profile), context=call,
-                tools=tools if is_agent else [], trusted=_trusted(env, state, node),
-                max_rounds=node.max_rounds if is_agent else 1,
-                response_format=node.response_format if is_agent else None)
+    agent = node if isinstance(node, AgentNode) else None
+    tools = list(agent.tools if agent and agent.tools is not None else profile.tools)
+    turn = Turn(
+        env=env,
+        profile=profile,
+        model=env.model_for(profile),
+        context=call,
+        tools=tools if agent else [],
+        trusted=_trusted(env, state, node),
+        max_rounds=agent.max_rounds if agent else 1,
+        response_format=agent.response_format if agent else None,
+    )
     result = await run_turn(turn, messages)
     usage, dollars = result.usage, result.dollars
     out = NodeResult(prompt=prompt, tainted=result.used_external, history=result.messages)
     if result.waiting is not None:
         out.waiting = result.waiting
     elif isinstance(node, AgentNode):
-        out.value = (parse_structured(result.text, node.response_format)
-                     if node.response_format else result.text)
+        out.value = (
+            parse_structured(result.text, node.response_format)
+            if node.response_format
+            else result.text
+        )
     else:
         verdict, tries = find_verdict(result.text, node.verdicts), 1
         while verdict is None and tries < node.max_attempts:
             tries += 1
             words = ", ".join(node.verdicts)
-            retry = [*result.messages, Message(
-                role="user",
-                content=f"End your reply with a last line holding exactly one of: {words}.")]
+            retry = [
+                *result.messages,
+                Message(
+                    role="user",
+                    content=f"End your reply with a last line holding exactly one of: {words}.",
+                ),
+            ]
             result = await run_turn(turn, retry)
             usage, dollars = usage + result.usage, dollars + result.dollars
             verdict = find_verdict(result.text, node.verdicts)
         out.history = result.messages
         if verdict is None:
             last = next((ln for ln in reversed(result.text.splitlines()) if ln.strip()), "")
-            out.error = (f"no valid verdict after {tries} tries: the last line {last!r} holds "
-                         f"none or several of {sorted(node.verdicts)}")
+            out.error = (
+                f"no valid verdict after {tries} tries: the last line {last!r} holds "
+                f"none or several of {sorted(node.verdicts)}"
+            )
             out.detail = "no_valid_verdict"
         out.value, out.verdict = result.text, verdict
     out.input_tokens, out.output_tokens, out.dollars = (
-        usage.input_tokens, usage.output_tokens, dollars)
+        usage.input_tokens,
+        usage.output_tokens,
+        dollars,
+    )
     return out
 
 
@@ -180,9 +207,15 @@ async def _human(env: ExecEnv, v: Visit, ctx: TemplateContext) -> NodeResult:
     node = v.node
     assert isinstance(node, HumanNode)
     ask = render(node.ask, ctx, node=v.key)
-    answer = await env.human.ask(key=v.key, visit=v.visit, ask=ask, options=node.options,
-                                 expires_after_s=node.expires_after_s, default=node.default,
-                                 on_expire=node.on_expire)
+    answer = await env.human.ask(
+        key=v.key,
+        visit=v.visit,
+        ask=ask,
+        options=node.options,
+        expires_after_s=node.expires_after_s,
+        default=node.default,
+        on_expire=node.on_expire,
+    )
     if isinstance(answer, Waiting):
         return NodeResult(waiting=answer, prompt=ask)
     assert isinstance(answer, Answer)
@@ -202,8 +235,9 @@ async def _tool(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -
             return NodeResult(waiting=verdict)
         if not verdict:
             raise ToolRejected(node.tool)
-    value = await env.tools.call(node.tool, args, ToolContext(run_id=env.run_id, node=v.key,
-                                                              cwd=env.cwd))
+    value = await env.tools.call(
+        node.tool, args, ToolContext(run_id=env.run_id, node=v.key, cwd=env.cwd)
+    )
     return NodeResult(value=value, prompt=as_text(args), tainted=tool.external)
 
 
@@ -228,10 +262,22 @@ async def _parallel(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContex
     async def work(index: int, task: Any) -> None:
         async with limiter:
             prompt = render(node.prompt, TemplateContext(ctx.input, ctx.outputs, task), node=v.key)
-            call = CallContext(node=v.key, visit=v.visit, instance=f"{v.key}[{index}]",
-                               run_id=env.run_id, prompt=prompt)
-            turn = Turn(env=env, profile=profile, model=model, context=call, tools=tools,
-                        trusted=trusted, read_only_only=True)
+            call = CallContext(
+                node=v.key,
+                visit=v.visit,
+                instance=f"{v.key}[{index}]",
+                run_id=env.run_id,
+                prompt=prompt,
+            )
+            turn = Turn(
+                env=env,
+                profile=profile,
+                model=model,
+                context=call,
+                tools=tools,
+                trusted=trusted,
+                read_only_only=True,
+            )
             result = await run_turn(turn, [Message(role="user", content=prompt)])
             answers[index] = result.text
             spent.input_tokens += result.usage.input_tokens
@@ -244,7 +290,8 @@ async def _parallel(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContex
             tg.start_soon(work, index, task)
     spent.value = "\n\n".join(
         f"## Task {i + 1}: {as_text(task)}\n{answer}"
-        for i, (task, answer) in enumerate(zip(tasks, answers, strict=True)))
+        for i, (task, answer) in enumerate(zip(tasks, answers, strict=True))
+    )
     return spent
 
 
@@ -258,18 +305,25 @@ def _fan_out(v: Visit, ctx: TemplateContext) -> NodeResult:
             source = spec_.source_node_id or ""
             if source not in ctx.outputs:
                 raise TemplateError(v.key, source, "the map's source node has no output yet")
-            found = resolve_path(ctx.outputs[source], spec_.source_path or "", node=v.key,
-                                 key=f"{source}.{spec_.source_path}".rstrip("."))
+            found = resolve_path(
+                ctx.outputs[source],
+                spec_.source_path or "",
+                node=v.key,
+                key=f"{source}.{spec_.source_path}".rstrip("."),
+            )
             if not isinstance(found, list):
-                raise TemplateError(v.key, f"{source}.{spec_.source_path}",
-                                    f"is a {type(found).__name__}, not a list to map over")
+                raise TemplateError(
+                    v.key,
+                    f"{source}.{spec_.source_path}",
+                    f"is a {type(found).__name__}, not a list to map over",
+                )
             target = spec_.target_node_id or ""
             items[target] = found
             counts[target] = len(found)
         elif spec_.kind == "broadcast":
             counts[spec_.target_node_id or ""] = spec_.count or 0
         else:
-            counts.update({t: 1 for t in spec_.targets})
+            counts.update({t: 1 for t in spec_.targets or []})
     return NodeResult(value={"instances": counts}, items=items)
 
 
@@ -281,8 +335,9 @@ def _fan_in(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -> No
     combined: list[Any] = []
     for pred in env.spec.predecessors(v.key):
         value = ctx.outputs.get(pred)
-        is_fanned = any(p.target == pred for f in state.fanouts.values()
-                        for p in f.instances.values())
+        is_fanned = any(
+            p.target == pred for f in state.fanouts.values() for p in f.instances.values()
+        )
         combined.extend(value if is_fanned and isinstance(value, list) else [value])
     return NodeResult(value=combined)
 
@@ -291,10 +346,13 @@ async def _subgraph(env: ExecEnv, v: Visit, ctx: TemplateContext) -> NodeResult:
     node = v.node
     assert isinstance(node, SubgraphNode)
     if env.subgraphs is None:
-        raise GraphError(f"node {v.key!r}: no graph store is available to run subgraph {node.graph!r}")
+        raise GraphError(
+            f"node {v.key!r}: no graph store is available to run subgraph {node.graph!r}"
+        )
     child_input = render_value(node.input, ctx, node=v.key)
-    value = await env.subgraphs(node.agent or env.spec.agent, node.graph, node.version,
-                                child_input, v.key)
+    value = await env.subgraphs(
+        node.agent or env.spec.agent, node.graph, node.version, child_input, v.key
+    )
     return NodeResult(value=value)
 
 

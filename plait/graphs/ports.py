@@ -86,9 +86,7 @@ class AnswersUpFront:
     A question with no answer here parks the run; resume it with the answer added.
     """
 
-    def __init__(
-        self, answers: Mapping[str, str] | None = None, approve_all: bool = False
-    ) -> None:
+    def __init__(self, answers: Mapping[str, str] | None = None, approve_all: bool = False) -> None:
         self.answers = dict(answers or {})
         self.approve_all = approve_all
 
@@ -117,8 +115,13 @@ class AnswersUpFront:
             return answer.strip().lower() in ("yes", "y", "approve", "approved", "true")
         if self.approve_all:
             return True
-        return Waiting(node=key, kind="approval", ask=f"Approve calling {tool} with {args}?",
-                       options=["approve", "reject"], tool=tool)
+        return Waiting(
+            node=key,
+            kind="approval",
+            ask=f"Approve calling {tool} with {args}?",
+            options=["approve", "reject"],
+            tool=tool,
+        )
 
 
 @dataclass

@@ -121,9 +121,17 @@ async def run_graph(
         model = load_model(os.environ["PLAIT_MODEL"])
     run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
     answered = AnswersUpFront(answers, approve_all=approve_tools)
-    env = ExecEnv(spec=spec, run_id=run_id, model=model, profiles=dict(profiles or {}),
-                  tools=tools or default_registry(), human=answered, approvals=answered,
-                  histories=MemoryHistories(), cwd=cwd or Path.cwd())
+    env = ExecEnv(
+        spec=spec,
+        run_id=run_id,
+        model=model,
+        profiles=dict(profiles or {}),
+        tools=tools or default_registry(),
+        human=answered,
+        approvals=answered,
+        histories=MemoryHistories(),
+        cwd=cwd or Path.cwd(),
+    )
     session = _Session(spec, env, answered, max_concurrency, on_step, dict(graphs or {}))
     env.subgraphs = _subgraph_runner(session)
     state = engine.start(spec, run_id, input, now=time.time())
@@ -153,13 +161,25 @@ async def resume_graph(run: GraphRun, answer: str, **options: Any) -> GraphRun:
     if isinstance(model, str):
         model = load_model(model)
     answered = AnswersUpFront(answers, approve_all=options.pop("approve_tools", False))
-    env = ExecEnv(spec=spec, run_id=run.run_id, model=model,
-                  profiles=dict(options.pop("profiles", None) or {}),
-                  tools=options.pop("tools", None) or default_registry(),
-                  human=answered, approvals=answered, cwd=options.pop("cwd", None) or Path.cwd())
-    session = _Session(spec, env, answered, options.pop("max_concurrency", 16),
-                       options.pop("on_step", None), dict(options.pop("graphs", None) or {}),
-                       trajectory=list(run.trajectory))
+    env = ExecEnv(
+        spec=spec,
+        run_id=run.run_id,
+        model=model,
+        profiles=dict(options.pop("profiles", None) or {}),
+        tools=options.pop("tools", None) or default_registry(),
+        human=answered,
+        approvals=answered,
+        cwd=options.pop("cwd", None) or Path.cwd(),
+    )
+    session = _Session(
+        spec,
+        env,
+        answered,
+        options.pop("max_concurrency", 16),
+        options.pop("on_step", None),
+        dict(options.pop("graphs", None) or {}),
+        trajectory=list(run.trajectory),
+    )
     env.subgraphs = _subgraph_runner(session)
     return await _loop(session, engine.resume(state, now=time.time()))
 
@@ -168,7 +188,8 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
     spec, env = session.spec, session.env
     values: dict[str, Any] = {k: out.value for k, out in state.outputs.items()}
     send, receive = anyio.create_memory_object_stream[tuple[str, engine.NodeResult]](
-        max_buffer_size=1_000_000)
+        max_buffer_size=1_000_000
+    )
     in_flight = 0
 
     async def run_one(key: str, visit: int, snapshot: RunState) -> None:
@@ -180,8 +201,9 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
             for key in engine.claimable(state):
                 if in_flight >= session.max_concurrency:
                     break
-                state, attempt = engine.claim(spec, state, key, nonce=uuid.uuid4().hex,
-                                              now=time.time())
+                state, attempt = engine.claim(
+                    spec, state, key, nonce=uuid.uuid4().hex, now=time.time()
+                )
                 if attempt is None:
                     break
                 in_flight += 1
@@ -206,18 +228,32 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
     output = None
     if state.status == "done" and state.output_node is not None:
         output = state.outputs[state.output_node].value
-    return GraphRun(run_id=state.run_id, status=state.status, output=output,
-                    ended_detail=state.ended_detail, error=state.error, waiting=state.waiting,
-                    trajectory=session.trajectory, usage=state.usage, state=state)
+    return GraphRun(
+        run_id=state.run_id,
+        status=state.status,
+        output=output,
+        ended_detail=state.ended_detail,
+        error=state.error,
+        waiting=state.waiting,
+        trajectory=session.trajectory,
+        usage=state.usage,
+        state=state,
+    )
 
 
-def _record(session: _Session, event: dict[str, Any], result: engine.NodeResult,
-            state: RunState) -> None:
+def _record(
+    session: _Session, event: dict[str, Any], result: engine.NodeResult, state: RunState
+) -> None:
     step = TrajectoryStep(
-        node=event["node"], visit=event["visit"], prompt=result.prompt,
-        output=state.outputs[event["node"]].value, verdict=result.verdict,
-        usage=StepUsage(**event["usage"]), started_at=result.started_at,
-        ended_at=result.ended_at, error=result.error,
+        node=event["node"],
+        visit=event["visit"],
+        prompt=result.prompt,
+        output=state.outputs[event["node"]].value,
+        verdict=result.verdict,
+        usage=StepUsage(**event["usage"]),
+        started_at=result.started_at,
+        ended_at=result.ended_at,
+        error=result.error,
     )
     session.trajectory.append(step)
     if session.on_step is not None:
@@ -225,22 +261,33 @@ def _record(session: _Session, event: dict[str, Any], result: engine.NodeResult,
 
 
 def _subgraph_runner(session: _Session) -> Any:
-    async def run_child(agent: str, name: str, version: int | None, child_input: Any,
-                        parent: str) -> Any:
+    async def run_child(
+        agent: str, name: str, version: int | None, child_input: Any, parent: str
+    ) -> Any:
         child_spec = session.graphs.get(name)
         if child_spec is None:
-            raise GraphNotFound(f"subgraph {name!r} is not among the graphs given "
-                                f"({', '.join(sorted(session.graphs)) or 'none'})")
-        child = await run_graph(child_spec, child_input, model=session.env.model,
-                                answers=session.answers.answers,
-                                approve_tools=session.answers.approve_all,
-                                profiles=session.env.profiles, tools=session.env.tools,
-                                graphs=session.graphs, cwd=session.env.cwd)
+            raise GraphNotFound(
+                f"subgraph {name!r} is not among the graphs given "
+                f"({', '.join(sorted(session.graphs)) or 'none'})"
+            )
+        child = await run_graph(
+            child_spec,
+            child_input,
+            model=session.env.model,
+            answers=session.answers.answers,
+            approve_tools=session.answers.approve_all,
+            profiles=session.env.profiles,
+            tools=session.env.tools,
+            graphs=session.graphs,
+            cwd=session.env.cwd,
+        )
         for step in child.trajectory:
             session.trajectory.append(step.model_copy(update={"parent": step.parent or parent}))
         if child.status != "done":
-            raise GraphError(f"subgraph {name!r} ended {child.status}: "
-                             f"{child.ended_detail or ''} {child.error or ''}".strip())
+            raise GraphError(
+                f"subgraph {name!r} ended {child.status}: "
+                f"{child.ended_detail or ''} {child.error or ''}".strip()
+            )
         return child.output
 
     return run_child
