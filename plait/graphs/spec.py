@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
@@ -343,6 +344,33 @@ def on_indeterminate_policy(node: Node, tool_is_read_only: bool = False) -> Inde
     return node.on_indeterminate or default_on_indeterminate(node, tool_is_read_only)
 
 
+@dataclass
+class _Index:
+    """Lookups the engine makes on every step, built once per node and edge list."""
+
+    nodes: list[Node]
+    edges: list[Edge]
+    by_id: dict[str, Node] = field(default_factory=dict)
+    succ: dict[str, list[str]] = field(default_factory=dict)
+    pred: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, nodes: list[Node], edges: list[Edge]) -> _Index:
+        index = cls(nodes, edges)
+        for node in nodes:
+            index.by_id.setdefault(node.id, node)
+            index.succ.setdefault(node.id, [])
+            index.pred.setdefault(node.id, [])
+        links = [(n.id, n.next) for n in nodes if n.next is not None]
+        links += [(e.source, e.target) for e in edges]
+        for source, target in links:
+            succ = index.succ.setdefault(source, [])
+            if target not in succ:
+                succ.append(target)
+                index.pred.setdefault(target, []).append(source)
+        return index
+
+
 class GraphSpec(_Model):
     """A graph: its name, agent, entry, budget, nodes and edges.
 
@@ -360,9 +388,7 @@ class GraphSpec(_Model):
     nodes: list[Node]
     edges: list[Edge] = Field(default_factory=list)
 
-    _by_id: dict[str, Node] = PrivateAttr(default_factory=dict)
-    _succ: dict[str, list[str]] = PrivateAttr(default_factory=dict)
-    _pred: dict[str, list[str]] = PrivateAttr(default_factory=dict)
+    _index: _Index | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -372,24 +398,17 @@ class GraphSpec(_Model):
             return {k: v for k, v in data.items() if k != "$schema"}
         return data
 
-    def model_post_init(self, context: Any, /) -> None:
-        """Index nodes and adjacency once; the engine asks on every step."""
-        for node in self.nodes:
-            self._by_id.setdefault(node.id, node)
-            self._succ.setdefault(node.id, [])
-            self._pred.setdefault(node.id, [])
-        links = [(n.id, n.next) for n in self.nodes if n.next is not None]
-        links += [(e.source, e.target) for e in self.edges]
-        for source, target in links:
-            succ = self._succ.setdefault(source, [])
-            if target not in succ:
-                succ.append(target)
-                self._pred.setdefault(target, []).append(source)
+    def _indexed(self) -> _Index:
+        # Built on first use and again whenever model_copy(update=...) swapped the lists.
+        index = self._index
+        if index is None or index.nodes is not self.nodes or index.edges is not self.edges:
+            index = self._index = _Index.build(self.nodes, self.edges)
+        return index
 
     def node(self, node_id: str) -> Node:
         """The node with this id; raises KeyError if there is none."""
         try:
-            return self._by_id[node_id]
+            return self._indexed().by_id[node_id]
         except KeyError:
             raise KeyError(f"graph {self.name!r} has no node {node_id!r}") from None
 
@@ -411,12 +430,12 @@ class GraphSpec(_Model):
     def successors(self, node_id: str) -> list[str]:
         """The node's ``next`` and every edge target from it (verdict routes excluded)."""
         self.node(node_id)
-        return list(self._succ[node_id])
+        return list(self._indexed().succ[node_id])
 
     def predecessors(self, node_id: str) -> list[str]:
         """Every node whose ``next`` or edge leads here (verdict routes excluded)."""
         self.node(node_id)
-        return list(self._pred[node_id])
+        return list(self._indexed().pred[node_id])
 
     def canonical_json(self) -> str:
         """The spec as JSON with sorted keys, no whitespace and every default filled in."""

@@ -206,3 +206,13 @@ def test_entry_id_without_entry_or_begin_raises() -> None:
     spec = GraphSpec.model_validate({"name": "g", "nodes": [{"id": "a", "type": "end"}]})
     with pytest.raises(GraphValidationError, match="no entry"):
         _ = spec.entry_id
+
+
+def test_lookups_follow_a_copy_with_other_nodes() -> None:
+    spec = load_graph(EXAMPLES / "research_and_verify.json")
+    assert spec.successors("review_human") == ["publish"]
+    trimmed = spec.model_copy(update={"nodes": spec.nodes[:3]})
+    assert trimmed.node_ids == ["draft", "verify", "review_human"]
+    with pytest.raises(KeyError):
+        trimmed.node("publish")
+    assert spec.node("publish").id == "publish"
