@@ -420,6 +420,15 @@ class Mesh(abc.ABC):
                 goes to a consumer of the group again.
         """
 
+    async def extend(self, delivery: Delivery) -> None:
+        """Restart the visibility timeout of a delivery its consumer is still handling.
+
+        A consumer that works on an event for longer than the visibility timeout calls
+        this periodically, so the event is not handed to another consumer while its
+        first one is alive. Extending an acked delivery does nothing.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot extend deliveries yet")
+
     # transactions -------------------------------------------------------------------
 
     def transact(self) -> Transaction:

@@ -190,6 +190,13 @@ class MemoryMesh(Mesh):
         if group is not None:
             group.pending.pop(delivery.position, None)
 
+    async def extend(self, delivery: Delivery) -> None:
+        topic = self._topics.get(delivery.topic)
+        group = topic.groups.get(delivery.group) if topic else None
+        pending = group.pending.get(delivery.position) if group else None
+        if pending is not None and pending.consumer == delivery.consumer:
+            pending.delivered_ms = now_ms()
+
     async def _ack(self, delivery: Delivery) -> None:
         self._ack_now(delivery)
 

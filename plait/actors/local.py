@@ -1,0 +1,315 @@
+"""The local actor runtime: actors as asyncio tasks in this process (the embedded default).
+
+One subscription to the mailbox topic, as a consumer of the group every runtime on the
+mesh shares, feeds every actor this process hosts. A message activates its actor (its
+record is read, its handler resolved); the activation holds a task only while it has
+messages, so idle actors cost their records and nothing else. Each actor handles at
+most ``config["max_concurrency"]`` messages at once (default 1, in mailbox order).
+
+When a process dies, the messages it had taken but not acked are delivered to another
+runtime of the group once the visibility timeout passes (10 s by default); a message
+that keeps failing is moved to :data:`DEAD_LETTER_TOPIC` after ``max_attempts``.
+While a handler runs, the runtime keeps its message's visibility extended, so a slow
+handler in a live process is never mistaken for a dead one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from anyio.abc import TaskGroup
+
+from plait.actors._base import (
+    MAIL_KIND,
+    MAILBOX_TOPIC,
+    ActorContext,
+    ActorRecord,
+    Handler,
+    Mail,
+    actor_key,
+    mail_data,
+    new_host_id,
+    resolve_kind,
+)
+from plait.errors import ActorError, ActorNotFound, PlaitError, VersionConflict
+from plait.mesh import Delivery, Mesh, Subscription
+
+log = logging.getLogger("plait.actors")
+
+DEAD_LETTER_TOPIC = "actors.dead"
+"""Where messages go that failed ``max_attempts`` times."""
+
+DEFAULT_VISIBILITY_TIMEOUT_MS = 10_000
+"""How long a message a dead process took waits before another runtime takes it."""
+
+
+@dataclass(eq=False)
+class _Activation:
+    record: ActorRecord
+    handler: Handler
+    queue: deque[Mail] = field(default_factory=deque)
+    running: int = 0
+    last_used: float = 0.0
+
+    @property
+    def max_concurrency(self) -> int:
+        return max(1, int(self.record.config.get("max_concurrency", 1)))
+
+
+class LocalRuntime:
+    """Hosts actors of a mesh in this process.
+
+    Use as ``async with LocalRuntime(mesh) as runtime:``; it serves messages until the
+    block ends, then drains: it stops taking messages and waits (up to
+    ``drain_timeout_s``) for the handlers in flight.
+
+    Args:
+        mesh: the mesh holding actor records and mailboxes.
+        host: this runtime's id (default: hostname, pid and a random suffix).
+        group: the consumer group shared by every runtime serving the same actors.
+        visibility_timeout_ms: how long an unacked message waits before another
+            runtime may take it (the takeover time after a crash).
+        idle_s: how long an idle actor's record stays cached.
+        max_attempts: deliveries after which a failing message is dead-lettered.
+        max_in_flight: messages taken but not finished, at most.
+        handlers: handlers by kind, overriding import by reference.
+    """
+
+    def __init__(
+        self,
+        mesh: Mesh,
+        *,
+        host: str | None = None,
+        group: str = "actors",
+        visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
+        idle_s: float = 30.0,
+        max_attempts: int = 25,
+        max_in_flight: int = 512,
+        drain_timeout_s: float = 30.0,
+        handlers: Mapping[str, Handler] | None = None,
+    ) -> None:
+        self.mesh = mesh
+        self.host = host or new_host_id()
+        self.group = group
+        self.visibility_timeout_ms = visibility_timeout_ms
+        self.idle_s = idle_s
+        self.max_attempts = max_attempts
+        self.drain_timeout_s = drain_timeout_s
+        self._handlers = dict(handlers or {})
+        self._activations: OrderedDict[str, _Activation] = OrderedDict()
+        self._slots = anyio.Semaphore(max_in_flight)
+        self._in_flight: dict[int, Delivery] = {}
+        self._tg: TaskGroup | None = None
+        self._sub: Subscription | None = None
+        self._stack = contextlib.AsyncExitStack()
+        self._idle = anyio.Event()
+        self._idle.set()
+        self.handled = 0
+        """Messages handled (acked) by this runtime so far."""
+
+    # -- actor management --------------------------------------------------------------
+
+    async def create(
+        self,
+        actor_id: str,
+        kind: str,
+        *,
+        topics: list[str] | None = None,
+        config: dict[str, Any] | None = None,
+        exist_ok: bool = False,
+    ) -> ActorRecord:
+        """Create an actor's record; with ``exist_ok`` an existing one is returned."""
+        record = ActorRecord(id=actor_id, kind=kind, topics=topics or [],
+                             config=config or {}, created_at=time.time())
+        try:
+            await self.mesh.put(actor_key(actor_id), record.model_dump(), if_version=0)
+        except VersionConflict:
+            if not exist_ok:
+                raise ActorError(f"actor {actor_id!r} already exists") from None
+            return await self.get(actor_id)
+        return record
+
+    async def get(self, actor_id: str) -> ActorRecord:
+        """An actor's record."""
+        entry = await self.mesh.get(actor_key(actor_id))
+        if entry is None:
+            raise ActorNotFound(f"no actor {actor_id!r}")
+        return ActorRecord.model_validate(entry.value)
+
+    async def tell(
+        self, actor_id: str, body: Any, *, after_ms: int = 0, key: str | None = None
+    ) -> str:
+        """Send ``body`` to an actor's mailbox (optionally later, with a schedule key)."""
+        return await self.mesh.publish(MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body),
+                                       after_ms=after_ms, key=key)
+
+    async def stop(self, actor_id: str) -> None:
+        """Mark an actor stopped; its later messages are dropped."""
+        while True:
+            entry = await self.mesh.get(actor_key(actor_id))
+            if entry is None:
+                raise ActorNotFound(f"no actor {actor_id!r}")
+            record = ActorRecord.model_validate(entry.value)
+            record.stopped = True
+            try:
+                await self.mesh.put(actor_key(actor_id), record.model_dump(),
+                                    if_version=entry.version)
+            except VersionConflict:
+                continue
+            self._activations.pop(actor_id, None)
+            return
+
+    @property
+    def active_tasks(self) -> int:
+        """Activations holding a task right now (an idle actor holds none)."""
+        return sum(1 for a in self._activations.values() if a.running)
+
+    # -- serving -----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Start serving the mailbox."""
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+        self._sub = self.mesh.subscribe(MAILBOX_TOPIC, self.group, self.host,
+                                        visibility_timeout_ms=self.visibility_timeout_ms)
+        self._tg.start_soon(self._dispatch)
+        self._tg.start_soon(self._keep_visible)
+
+    async def close(self) -> None:
+        """Stop taking messages, wait for handlers in flight, then stop."""
+        if self._tg is None:
+            return
+        if self._sub is not None:
+            await self._sub.close()
+        with anyio.move_on_after(self.drain_timeout_s):
+            await self._idle.wait()
+        self._tg.cancel_scope.cancel()
+        await self._stack.aclose()
+        self._tg = None
+
+    async def wait_idle(self) -> None:
+        """Wait until no message is in flight."""
+        await self._idle.wait()
+
+    async def _dispatch(self) -> None:
+        assert self._sub is not None and self._tg is not None
+        async for delivery in self._sub:
+            await self._slots.acquire()
+            self._in_flight[id(delivery)] = delivery
+            self._idle = anyio.Event()
+            try:
+                await self._route(delivery)
+            except PlaitError:
+                log.exception("cannot route mailbox message %s", delivery.id)
+                self._finish(delivery)
+
+    async def _route(self, delivery: Delivery) -> None:
+        data = delivery.data if isinstance(delivery.data, dict) else {}
+        actor_id = data.get("to")
+        if not isinstance(actor_id, str):
+            log.error("dropping mailbox message %s without an addressee", delivery.id)
+            await self._drop(delivery, "no addressee")
+            return
+        if delivery.attempt > self.max_attempts:
+            await self._drop(delivery, f"failed {delivery.attempt - 1} times")
+            return
+        activation = await self._activate(actor_id)
+        if activation is None:
+            await self._drop(delivery, "no such actor, or stopped")
+            return
+        activation.queue.append(Mail(actor_id, data.get("body"), delivery))
+        activation.last_used = time.monotonic()
+        assert self._tg is not None
+        while activation.running < activation.max_concurrency and activation.queue:
+            activation.running += 1
+            self._tg.start_soon(self._work, activation)
+
+    async def _activate(self, actor_id: str) -> _Activation | None:
+        activation = self._activations.get(actor_id)
+        if activation is not None:
+            self._activations.move_to_end(actor_id)
+            return activation
+        entry = await self.mesh.get(actor_key(actor_id))
+        if entry is None:
+            return None
+        record = ActorRecord.model_validate(entry.value)
+        if record.stopped:
+            return None
+        handler = self._handlers.get(record.kind) or resolve_kind(record.kind)
+        activation = _Activation(record, handler, last_used=time.monotonic())
+        self._activations[actor_id] = activation
+        self._evict_idle()
+        return activation
+
+    def _evict_idle(self) -> None:
+        cutoff = time.monotonic() - self.idle_s
+        for actor_id, activation in list(self._activations.items()):
+            if activation.last_used >= cutoff:
+                break
+            if not activation.running and not activation.queue:
+                del self._activations[actor_id]
+
+    async def _work(self, activation: _Activation) -> None:
+        try:
+            while activation.queue:
+                mail = activation.queue.popleft()
+                ctx = ActorContext(activation.record, self.mesh, self)
+                try:
+                    await activation.handler(ctx, mail)
+                    if not mail.acked:
+                        await mail.ack()
+                    self.handled += 1
+                except Exception:
+                    # Left unacked: the mesh delivers it again after the visibility
+                    # timeout, and dead-letters it after max_attempts.
+                    log.exception("actor %s failed on message %s (attempt %d)",
+                                  activation.record.id, mail.delivery.id, mail.delivery.attempt)
+                finally:
+                    self._finish(mail.delivery)
+                activation.last_used = time.monotonic()
+        finally:
+            activation.running -= 1
+
+    def _finish(self, delivery: Delivery) -> None:
+        if self._in_flight.pop(id(delivery), None) is not None:
+            self._slots.release()
+        if not self._in_flight:
+            self._idle.set()
+
+    async def _drop(self, delivery: Delivery, reason: str) -> None:
+        async with self.mesh.transact() as tx:
+            tx.publish(DEAD_LETTER_TOPIC, "dead", {"event": delivery.id, "data": delivery.data,
+                                                   "reason": reason, "host": self.host})
+            tx.ack(delivery)
+        self._finish(delivery)
+
+    async def _keep_visible(self) -> None:
+        """Extend the visibility of messages whose handlers are still running."""
+        period = max(0.05, self.visibility_timeout_ms / 3000)
+        while True:
+            await anyio.sleep(period)
+            for delivery in list(self._in_flight.values()):
+                with contextlib.suppress(PlaitError, NotImplementedError):
+                    await self.mesh.extend(delivery)
+
+
+__all__ = ["DEAD_LETTER_TOPIC", "DEFAULT_VISIBILITY_TIMEOUT_MS", "LocalRuntime"]
