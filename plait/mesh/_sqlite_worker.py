@@ -7,8 +7,11 @@ queued by coroutines, resolving their futures through ``call_soon_threadsafe``.
 The writer commits in groups. It takes every request queued since its last commit and
 runs them in one ``BEGIN IMMEDIATE`` transaction, each inside a ``SAVEPOINT`` of its own
 when there are several, so a request that fails (a CAS conflict) is rolled back alone
-while the others commit together. One commit, and so one WAL append, then serves the
-whole batch: concurrent writers pay for a commit together instead of one each.
+while the others commit together. A request of one write statement (a put, a delete)
+skips the savepoint: its version check is part of the statement, so a conflict has
+written nothing, and SQLite undoes a failed statement whole. One commit, and so one WAL
+append, then serves the whole batch: concurrent writers pay for a commit together
+instead of one each.
 
 Every ``sqlite3`` exception is translated here, before it reaches a caller.
 """
@@ -26,8 +29,10 @@ from typing import Any
 from plait.errors import ConfigError, InvalidKey, MeshError, MeshUnavailable, PlaitError
 from plait.mesh._sqlite_ops import BUSY_CODES, open_connection
 
-Request = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any] | None"]
-"""A function run as ``fn(conn, *args)``, its arguments, and the caller's future."""
+Request = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any] | None", bool]
+"""``fn`` run as ``fn(conn, *args)``, ``args``, the caller's future, and whether ``fn``
+needs a savepoint of its own (False when it makes at most one write statement, which
+SQLite applies or undoes whole)."""
 
 Outcome = tuple[bool, Any]
 """``(True, result)`` or ``(False, exception)``."""
@@ -77,10 +82,16 @@ class Worker:
         )
         self._thread.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
-        """Queue ``fn(conn, *args)`` and return a future of its result (on this loop)."""
+    def submit(
+        self, fn: Callable[..., Any], *args: Any, savepoint: bool = True
+    ) -> asyncio.Future[Any]:
+        """Queue ``fn(conn, *args)`` and return a future of its result (on this loop).
+
+        Pass ``savepoint=False`` only for a ``fn`` that writes with at most one
+        statement and raises only before or after it: a batch then skips the savepoint.
+        """
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.put((fn, args, future))
+        self._queue.put((fn, args, future, savepoint))
         return future
 
     def stop(self) -> None:
@@ -150,14 +161,17 @@ class Worker:
                 return [outcome]
             outcomes = []
             for request in batch:
-                conn.execute("SAVEPOINT request")
+                savepoint = request[3]
+                if savepoint:
+                    conn.execute("SAVEPOINT request")
                 outcome = self._call(conn, request)
-                if not outcome[0]:
-                    if not conn.in_transaction:
-                        # SQLite rolled the whole transaction back (disk full, I/O error).
-                        return [outcome] * len(batch)
-                    conn.execute("ROLLBACK TO request")
-                conn.execute("RELEASE request")
+                if not outcome[0] and not conn.in_transaction:
+                    # SQLite rolled the whole transaction back (disk full, I/O error).
+                    return [outcome] * len(batch)
+                if savepoint:
+                    if not outcome[0]:
+                        conn.execute("ROLLBACK TO request")
+                    conn.execute("RELEASE request")
                 outcomes.append(outcome)
             conn.execute("COMMIT")
             return outcomes

@@ -98,9 +98,11 @@ class SqliteMesh(Mesh):
             self._stop_workers = weakref.finalize(self, _stop, self._writer, self._reader)
         return self._writer, self._reader
 
-    def _write(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    def _write(
+        self, fn: Callable[..., Any], *args: Any, savepoint: bool = True
+    ) -> asyncio.Future[Any]:
         writer = self._writer or self._start()[0]
-        return writer.submit(fn, *args)
+        return writer.submit(fn, *args, savepoint=savepoint)
 
     def _read(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         reader = self._reader or self._start()[1]
@@ -141,13 +143,13 @@ class SqliteMesh(Mesh):
         check_key(key)
         _check_version(if_version)
         data = encode(key, value, self.max_value_bytes)
-        version = await self._write(ops.put, key, data, if_version)
+        version = await self._write(ops.put, key, data, if_version, savepoint=False)
         return Entry(key, decode(data), version)
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         check_key(key)
         _check_version(if_version)
-        existed: bool = await self._write(ops.delete, key, if_version)
+        existed: bool = await self._write(ops.delete, key, if_version, savepoint=False)
         return existed
 
     async def scan(self, prefix: str = "") -> AsyncIterator[Entry]:
@@ -167,7 +169,9 @@ class SqliteMesh(Mesh):
 
     async def _commit(self, ops_: Sequence[Op]) -> TransactionResult:
         batch = list(ops_)
-        versions: list[int] = await self._write(ops.commit, batch) if batch else []
+        versions: list[int] = []
+        if batch:
+            versions = await self._write(ops.commit, batch, savepoint=len(batch) > 1)
         entries: dict[str, Entry] = {}
         event_ids: list[str] = []
         put_versions = iter(versions)
@@ -203,7 +207,9 @@ class SqliteMesh(Mesh):
         return sub
 
     async def _ack(self, delivery: Delivery) -> None:
-        await self._write(ops.ack, delivery.topic, delivery.group, delivery.position)
+        await self._write(
+            ops.ack, delivery.topic, delivery.group, delivery.position, savepoint=False
+        )
 
     def _notify(self) -> None:
         for sub in self._subs:
