@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from plait.cli.graph import graph_app
 from plait.cli.mesh import mesh_app
 
 app = typer.Typer(
@@ -13,6 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(mesh_app, name="mesh")
+app.add_typer(graph_app, name="graph")
 
 
 def main() -> None:

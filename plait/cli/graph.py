@@ -1,0 +1,197 @@
+"""``plait graph``: validate, import, list and show graphs, and print their schema."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from plait.cli._common import MeshOption, console, err_console, fail, print_json, run
+from plait.errors import GraphNotFound, GraphValidationError
+from plait.graphs.loader import load_graph_file
+from plait.graphs.mermaid import to_mermaid
+from plait.graphs.spec import GraphSpec, graph_json_schema
+from plait.graphs.store import (
+    GraphSummary,
+    StoredGraph,
+    get_graph,
+    import_graph,
+    list_graphs,
+    name_problems,
+)
+from plait.graphs.validate import ValidationReport, validate_graph
+from plait.mesh import Mesh, open_mesh
+from plait.tools import default_registry
+from plait.tools.profiles import list_profiles
+
+graph_app = typer.Typer(help="Validate, import and inspect graphs.", no_args_is_help=True)
+
+FileArgument = Annotated[
+    Path, typer.Argument(metavar="FILE", help="A graph file (.json, .yaml or .yml).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+async def _check(mesh: Mesh, file: Path) -> ValidationReport:
+    """Load and validate ``file`` against the mesh's agents and the built-in tools."""
+    try:
+        data = load_graph_file(file)
+    except GraphValidationError as exc:
+        return ValidationReport(None, exc.problems)
+    agents = {profile.name: profile for profile in await list_profiles(mesh)}
+    registry = default_registry()
+    report = validate_graph(data, agents=agents, tool_is_known=registry.__contains__)
+    agent, name = data.get("agent", "assistant"), data.get("name")
+    if isinstance(agent, str) and isinstance(name, str) and name:
+        report.problems.extend(name_problems(agent, name))
+    return report
+
+
+def _say(line: str, *, stderr: bool = False, style: str | None = None) -> None:
+    """Print user-supplied text as written (no markup, no highlighting)."""
+    out = err_console if stderr else console
+    out.print(line, markup=False, highlight=False, soft_wrap=True, style=style)
+
+
+def _print_report(file: Path, report: ValidationReport, *, stderr: bool) -> None:
+    for warning in report.warnings:
+        _say(f"warning: {warning}", stderr=True, style="yellow")
+    if report.problems:
+        _say(f"{file}: {len(report.problems)} problem(s):", stderr=stderr, style="bold red")
+        for problem in report.problems:
+            _say(f"  {problem}", stderr=stderr)
+
+
+def _short(sha256: str) -> str:
+    return f"{sha256[:12]}…"
+
+
+@graph_app.command("validate")
+def validate(file: FileArgument, as_json: JsonOption = False, mesh: MeshOption = None) -> None:
+    """Check FILE and list every problem with its path (exit 1 if there is any)."""
+
+    async def main() -> ValidationReport:
+        async with open_mesh(mesh) as m:
+            return await _check(m, file)
+
+    report = run(main)
+    if as_json:
+        print_json({"ok": report.ok, "problems": report.problems, "warnings": report.warnings})
+    else:
+        _print_report(file, report, stderr=False)
+        if report.ok and report.spec is not None:
+            s = report.spec
+            _say(f"{file}: ok ({s.agent}/{s.name} version {s.version})", style="green")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@graph_app.command("import")
+def import_(file: FileArgument, mesh: MeshOption = None) -> None:
+    """Validate FILE and store it as its agent's graph, at the version it names."""
+
+    async def main() -> tuple[ValidationReport, StoredGraph | None, bool]:
+        async with open_mesh(mesh) as m:
+            report = await _check(m, file)
+            if not report.ok or report.spec is None:
+                return report, None, False
+            existed = await _is_stored(m, report.spec)
+            return report, await import_graph(m, report.spec), existed
+
+    report, stored, existed = run(main)
+    _print_report(file, report, stderr=True)
+    if stored is None:
+        fail(f"{file} was not imported")
+    note = ", already stored and unchanged" if existed else ""
+    _say(
+        f"imported {stored.agent}/{stored.name} version {stored.version} "
+        f"(sha256 {_short(stored.sha256)}{note})"
+    )
+
+
+async def _is_stored(mesh: Mesh, spec: GraphSpec) -> bool:
+    try:
+        await get_graph(mesh, spec.agent, spec.name, spec.version)
+    except GraphNotFound:
+        return False
+    return True
+
+
+@graph_app.command("list")
+def list_(
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's graphs.")] = None,
+    as_json: JsonOption = False,
+    mesh: MeshOption = None,
+) -> None:
+    """List stored graphs with their newest version and every version."""
+
+    async def main() -> list[GraphSummary]:
+        async with open_mesh(mesh) as m:
+            return await list_graphs(m, agent)
+
+    graphs = run(main)
+    if as_json:
+        print_json([g.model_dump(mode="json") for g in graphs])
+        return
+    if not graphs:
+        whose = f" for agent {agent!r}" if agent else ""
+        _say(f"no graphs stored{whose} (import one with: plait graph import FILE)")
+        return
+    table = Table("agent", "name", "latest", "versions", "description")
+    for g in graphs:
+        versions = ", ".join(str(v) for v in g.versions)
+        cells = (g.agent, g.name, str(g.latest), versions, g.description)
+        table.add_row(*(Text(cell) for cell in cells))
+    console.print(table)
+
+
+@graph_app.command("show")
+def show(
+    agent: Annotated[str, typer.Argument(help="The agent the graph belongs to.")],
+    name: Annotated[str, typer.Argument(help="The graph's name.")],
+    version: Annotated[
+        int | None, typer.Option("--version", min=1, help="This version (default: newest).")
+    ] = None,
+    mermaid: Annotated[bool, typer.Option("--mermaid", help="Print a Mermaid flowchart.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the stored record as one line of JSON.")
+    ] = False,
+    mesh: MeshOption = None,
+) -> None:
+    """Print a stored graph: its spec as JSON, or a Mermaid flowchart with --mermaid."""
+    if mermaid and as_json:
+        fail("choose one of --mermaid and --json")
+
+    async def main() -> StoredGraph:
+        async with open_mesh(mesh) as m:
+            return await get_graph(m, agent, name, version)
+
+    stored = run(main)
+    if mermaid:
+        sys.stdout.write(to_mermaid(stored.spec).rstrip("\n") + "\n")
+    elif as_json:
+        print_json(stored.model_dump(mode="json"))
+    else:
+        when = datetime.fromtimestamp(stored.imported_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        _say(
+            f"{stored.agent}/{stored.name} version {stored.version} "
+            f"(sha256 {_short(stored.sha256)}, imported {when})",
+            stderr=True,
+            style="bold",
+        )
+        console.print_json(json.dumps(stored.spec.model_dump(mode="json")))
+
+
+@graph_app.command("schema")
+def schema() -> None:
+    """Print the JSON Schema of graph files (point a file's "$schema" at it)."""
+    sys.stdout.write(json.dumps(graph_json_schema(), indent=2, ensure_ascii=False) + "\n")
+
+
+__all__ = ["graph_app"]
