@@ -40,7 +40,14 @@ from plait.graphs.spec import (
     VerifierNode,
 )
 from plait.graphs.state import RunState, Waiting
-from plait.graphs.template import MISSING, TemplateContext, render, render_value, resolve_path
+from plait.graphs.template import (
+    MISSING,
+    TemplateContext,
+    parse_path,
+    render,
+    render_value,
+    resolve_path,
+)
 from plait.models import CallContext, Message
 from plait.tools import ToolContext, check_allowed, gate, runs_trusted
 
@@ -245,8 +252,14 @@ async def _parallel(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContex
     node = v.node
     assert isinstance(node, ParallelNode)
     if isinstance(node.tasks, str):
-        ref, _, path = node.tasks.partition(".")
-        tasks = resolve_path(ctx.outputs.get(ref), path, node=v.key, key=node.tasks)
+        head, *path = parse_path(node.tasks)
+        if head == "input":
+            source = ctx.input
+        elif head in ctx.outputs:
+            source = ctx.outputs[str(head)]
+        else:
+            raise TemplateError(v.key, node.tasks, f"node {head!r} has no output yet")
+        tasks = resolve_path(source, path, node=v.key, key=node.tasks)
         if not isinstance(tasks, list):
             raise TemplateError(v.key, node.tasks, "is not a list of tasks")
     else:

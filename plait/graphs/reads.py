@@ -21,7 +21,7 @@ from plait.graphs.spec import (
     ToolNode,
     VerifierNode,
 )
-from plait.graphs.template import references
+from plait.graphs.template import parse_path, references
 
 _NOT_OUTPUTS = frozenset({"input", "item"})
 _CACHE: OrderedDict[int, tuple[GraphSpec, dict[str, frozenset[str]]]] = OrderedDict()
@@ -82,7 +82,9 @@ def _strings(value: object) -> Iterator[str]:
 def _reads(spec: GraphSpec, node: Node) -> set[str]:
     names = {ref.name for t in _templates(node) for ref in references(t)} - _NOT_OUTPUTS
     if isinstance(node, ParallelNode) and isinstance(node.tasks, str):
-        names.add(node.tasks.partition(".")[0])
+        head = parse_path(node.tasks)[0]
+        if head not in _NOT_OUTPUTS:
+            names.add(str(head))
     if isinstance(node, FanOutNode):
         names.update(s.source_node_id for s in node.specs if s.source_node_id)
     if isinstance(node, FanInNode) or node.type == "end":
