@@ -33,7 +33,6 @@ KEPT_HEADERS = ("content-type", "content-length", "content-encoding", "last-modi
 """The response headers ``http_get`` returns (lower-case)."""
 
 _PIPE_DRAIN_S = 0.5  # how long output may keep flowing after the shell exits
-_POLL_S = 0.01
 _CHUNK = 64 * 1024
 
 _MAX_BYTES_SCHEMA: dict[str, Any] = {
@@ -179,12 +178,14 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     after ``timeout_s`` (at most the call's own limit) is killed with its whole process
     group; ``exit_code`` is then negative (the signal) and ``timed_out`` true.
     Background jobs that still hold the command's output open once the shell has
-    exited are killed too; nothing the call started outlives it unless it detaches
-    (``setsid``) and redirects its output.
+    exited are killed with its process group; one whose output is redirected
+    elsewhere (``nohup server > log 2>&1 &``) keeps running.
     """
     timeout = min(float(args.get("timeout_s", ctx.timeout_s)), ctx.timeout_s)
+    loop = asyncio.get_running_loop()
     try:
-        proc = await asyncio.create_subprocess_shell(
+        transport, proc = await loop.subprocess_shell(
+            _Process,
             args["command"],
             cwd=ctx.cwd,
             stdin=asyncio.subprocess.DEVNULL,
@@ -194,32 +195,27 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         )
     except OSError as exc:
         raise ToolError(f"tool 'bash': cannot start the shell: {exc}") from exc
-    out, err = _Capture(), _Capture()
-    timed_out = False
+    pid = transport.get_pid()
     try:
-        async with anyio.create_task_group() as tg:
-            assert proc.stdout is not None and proc.stderr is not None
-            tg.start_soon(_drain, proc.stdout, out)
-            tg.start_soon(_drain, proc.stderr, err)
-            with anyio.move_on_after(timeout) as scope:
-                await _exited(proc)
-            timed_out = scope.cancelled_caught
-            if timed_out:
-                _kill_group(proc)
-                await _exited(proc)
-            if not await _closed_within(_PIPE_DRAIN_S, out, err):
-                _kill_group(proc)  # background jobs still hold the pipes: they end too
-            tg.cancel_scope.deadline = anyio.current_time() + _PIPE_DRAIN_S
+        with anyio.move_on_after(timeout) as scope:
+            await proc.exited.wait()
+        if scope.cancelled_caught:
+            _kill_group(pid)
+            await proc.exited.wait()
+        if not await _within(_PIPE_DRAIN_S, proc.pipes_closed):
+            _kill_group(pid)  # background jobs still hold the output: they end too
+            await _within(_PIPE_DRAIN_S, proc.pipes_closed)
     finally:
-        if proc.returncode is None:  # cancelled from outside: leave nothing running
-            _kill_group(proc)
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_PIPE_DRAIN_S):
-                await _exited(proc)
+        if transport.get_returncode() is None:  # cancelled from outside
+            _kill_group(pid)
+            with anyio.CancelScope(shield=True):
+                await _within(_PIPE_DRAIN_S, proc.exited)
+        transport.close()
     return {
-        "exit_code": proc.returncode,
-        "stdout": _clip(bytes(out.data), out.truncated),
-        "stderr": _clip(bytes(err.data), err.truncated),
-        "timed_out": timed_out,
+        "exit_code": transport.get_returncode(),
+        "stdout": _clip(bytes(proc.out.data), proc.out.truncated),
+        "stderr": _clip(bytes(proc.err.data), proc.err.truncated),
+        "timed_out": scope.cancelled_caught,
     }
 
 
@@ -227,36 +223,51 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 class _Capture:
     data: bytearray = field(default_factory=bytearray)
     truncated: bool = False
-    closed: anyio.Event = field(default_factory=anyio.Event)
+
+    def add(self, chunk: bytes) -> None:
+        # Everything is read, even past the limit: a child blocked on a full pipe
+        # would never exit.
+        room = MAX_OUTPUT_BYTES - len(self.data)
+        self.data += chunk[:room]
+        self.truncated = self.truncated or len(chunk) > room
 
 
-async def _drain(stream: asyncio.StreamReader, into: _Capture) -> None:
-    # Keep reading past the limit: a child blocked on a full pipe would never exit.
-    while chunk := await stream.read(_CHUNK):
-        room = MAX_OUTPUT_BYTES - len(into.data)
-        into.data += chunk[:room]
-        into.truncated = into.truncated or len(chunk) > room
-    into.closed.set()
+class _Process(asyncio.SubprocessProtocol):
+    """Collects a shell's output and says when it exits and when its pipes close.
+
+    asyncio's high-level ``Process.wait()`` waits for the pipes as well as the exit,
+    and a background job can hold the pipes open for ever; this protocol keeps the
+    two apart.
+    """
+
+    def __init__(self) -> None:
+        self.out = _Capture()
+        self.err = _Capture()
+        self.exited = asyncio.Event()
+        self.pipes_closed = asyncio.Event()
+        self._open = {1, 2}
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        (self.out if fd == 1 else self.err).add(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open:
+            self.pipes_closed.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
 
 
-async def _closed_within(seconds: float, *captures: _Capture) -> bool:
+async def _within(seconds: float, event: asyncio.Event) -> bool:
     with anyio.move_on_after(seconds):
-        for capture in captures:
-            await capture.closed.wait()
-        return True
-    return False
+        await event.wait()
+    return event.is_set()
 
 
-async def _exited(proc: asyncio.subprocess.Process) -> None:
-    # Process.wait() also waits for the output pipes to close, which a background job
-    # can hold open for ever; returncode is set as soon as the shell itself exits.
-    while proc.returncode is None:  # noqa: ASYNC110 -- asyncio offers no exit-only event
-        await anyio.sleep(_POLL_S)
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
+def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
 
 
 BUILTIN_TOOLS: tuple[Tool, ...] = (http_get, read_file, bash)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -259,3 +261,14 @@ async def test_bash_background_jobs_holding_the_output_end_with_the_command(
     with anyio.fail_after(2):
         while _alive(child):
             await anyio.sleep(0.01)
+
+
+async def test_bash_background_job_with_redirected_output_keeps_running(
+    registry: ToolRegistry, ctx: ToolContext
+) -> None:
+    result = await registry.call("bash", {"command": "sleep 30 > /dev/null 2>&1 & echo $!"}, ctx)
+    child = int(result["stdout"])
+    try:
+        assert _alive(child)
+    finally:
+        os.kill(child, signal.SIGKILL)
