@@ -271,8 +271,18 @@ async def _parallel(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContex
     answers: list[str] = [""] * len(tasks)
     spent = NodeResult()
     limiter = anyio.CapacityLimiter(max(1, node.max_concurrency))
+    # The first worker that fails or must wait for an approval stops its siblings: the
+    # node fails (or parks and runs again) as a whole.
+    stopped: list[PlaitError | ToolRejected] = []
 
-    async def work(index: int, task: Any) -> None:
+    async def work(index: int, task: Any, scope: anyio.CancelScope) -> None:
+        try:
+            await one(index, task)
+        except (PlaitError, ToolRejected) as exc:
+            stopped.append(exc)
+            scope.cancel()
+
+    async def one(index: int, task: Any) -> None:
         async with limiter:
             prompt = render(node.prompt, TemplateContext(ctx.input, ctx.outputs, task), node=v.key)
             call = CallContext(
@@ -297,15 +307,31 @@ async def _parallel(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContex
             spent.output_tokens += result.usage.output_tokens
             spent.dollars += result.dollars
             spent.tainted = spent.tainted or result.used_external
+            if result.waiting is not None:
+                raise _WorkerWaits(result.waiting)
 
     async with anyio.create_task_group() as tg:
         for index, task in enumerate(tasks):
-            tg.start_soon(work, index, task)
+            tg.start_soon(work, index, task, tg.cancel_scope)
+    if stopped:
+        first = stopped[0]
+        if isinstance(first, _WorkerWaits):
+            spent.waiting = first.waiting
+            return spent
+        raise first
     spent.value = "\n\n".join(
         f"## Task {i + 1}: {as_text(task)}\n{answer}"
         for i, (task, answer) in enumerate(zip(tasks, answers, strict=True))
     )
     return spent
+
+
+class _WorkerWaits(PlaitError):
+    """A parallel worker's tool call waits for a person's approval."""
+
+    def __init__(self, waiting: Waiting) -> None:
+        self.waiting = waiting
+        super().__init__(waiting.ask)
 
 
 def _fan_out(v: Visit, ctx: TemplateContext) -> NodeResult:
