@@ -1,0 +1,265 @@
+"""What only the SQLite mesh has: its file, WAL, group commit and its error boundary."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from plait.errors import ConfigError, MeshError, MeshUnavailable, VersionConflict
+from plait.mesh import Mesh, open_mesh
+from plait.mesh import _sqlite_worker as worker_module
+from plait.mesh.sqlite import SqliteMesh
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "mesh.db"
+
+
+@pytest.fixture
+async def mesh(db_path: Path) -> AsyncIterator[SqliteMesh]:
+    async with SqliteMesh(db_path) as opened:
+        yield opened
+
+
+@pytest.fixture
+def batch_sizes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int]]]:
+    """Records (requests, failed requests) of every batch the writer commits."""
+    seen: list[tuple[int, int]] = []
+    write = worker_module.Worker._write
+
+    def recording(self: Any, conn: sqlite3.Connection, batch: Any) -> Any:
+        outcomes = write(self, conn, batch)
+        seen.append((len(batch), sum(not ok for ok, _ in outcomes)))
+        return outcomes
+
+    monkeypatch.setattr(worker_module.Worker, "_write", recording)
+    yield seen
+
+
+# -- the file -----------------------------------------------------------------------
+
+
+async def test_creates_the_file_and_its_directories(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "mesh.db"
+    async with open_mesh(f"sqlite:///{path}") as mesh:
+        await mesh.put("k", 1)
+    assert path.is_file()
+
+
+async def test_relative_path_is_under_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PLAIT_MESH", raising=False)
+    async with open_mesh("sqlite:///state/mesh.db") as mesh:
+        assert mesh.url == "sqlite:///state/mesh.db"
+        await mesh.put("k", 1)
+    async with open_mesh() as default:
+        await default.put("k", 1)
+    assert (tmp_path / "state" / "mesh.db").is_file()
+    assert (tmp_path / ".plait" / "mesh.db").is_file()
+
+
+async def test_wal_is_on(mesh: SqliteMesh, db_path: Path) -> None:
+    await mesh.put("k", 1)
+    conn = sqlite3.connect(db_path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
+async def test_path_that_cannot_be_created_says_which_and_why(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    path = blocker / "mesh.db"
+    with pytest.raises(ConfigError) as info:
+        async with open_mesh(f"sqlite:///{path}"):
+            pass
+    assert str(path) in str(info.value) and "directory" in str(info.value)
+    lazy = SqliteMesh(path)
+    with pytest.raises(ConfigError):
+        await lazy.put("k", 1)  # no open(): the first call reports it
+    await lazy.close()
+
+
+async def test_directory_or_foreign_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        await SqliteMesh(tmp_path).open()
+    assert str(tmp_path) in str(info.value) and "unable to open" in str(info.value)
+    foreign = tmp_path / "notes.txt"
+    foreign.write_bytes(b"these are not the tables you are looking for" * 100)
+    with pytest.raises(ConfigError) as info:
+        await SqliteMesh(foreign).open()
+    assert "not a database" in str(info.value)
+
+
+def test_bad_options_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        open_mesh(f"sqlite:///{tmp_path}/m.db", busy_timeout=-1)
+    with pytest.raises(ConfigError):
+        SqliteMesh(tmp_path / "m.db", poll_interval_ms=1.5)  # type: ignore[arg-type]
+
+
+# -- group commit -------------------------------------------------------------------
+
+
+async def test_a_conflict_in_a_batch_leaves_the_others_alone(
+    mesh: SqliteMesh, db_path: Path, batch_sizes: list[tuple[int, int]]
+) -> None:
+    for i in range(4):
+        await mesh.put(f"taken/{i}", "old")  # version 1
+    await mesh.put("tx/a", 1)
+    # Another connection holds the write lock while every request queues up, so the
+    # writer takes them all as one batch once it is released.
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    batch_sizes.clear()
+
+    async def bad_transaction() -> None:
+        async with mesh.transact() as tx:
+            tx.put("tx/new", "never", if_version=0)  # applied, then rolled back
+            tx.put("tx/a", 2, if_version=7)  # conflicts
+
+    async def good_transaction() -> None:
+        async with mesh.transact() as tx:
+            tx.put("tx/b", "b", if_version=0)
+            tx.put("tx/a", 2, if_version=1)
+
+    calls: list[Any] = [mesh.put(f"fresh/{i}", i, if_version=0) for i in range(64)]
+    calls += [mesh.put(f"taken/{i}", "new", if_version=0) for i in range(2)]
+    calls += [mesh.put(f"taken/{i}", "new", if_version=5) for i in range(2, 4)]
+    calls += [bad_transaction(), good_transaction(), mesh.delete("taken/0", if_version=9)]
+    running = asyncio.gather(*calls, return_exceptions=True)
+    await asyncio.sleep(0.2)
+    blocker.execute("COMMIT")
+    blocker.close()
+    results: list[Any] = list(await running)
+
+    assert [r.version for r in results[:64]] == [1] * 64
+    conflicts = [*results[64:68], results[68], results[70]]
+    assert all(isinstance(r, VersionConflict) for r in conflicts)
+    assert [(c.key, c.expected, c.actual) for c in conflicts] == [
+        ("taken/0", 0, 1),
+        ("taken/1", 0, 1),
+        ("taken/2", 5, 1),
+        ("taken/3", 5, 1),
+        ("tx/a", 7, 1),
+        ("taken/0", 9, 1),
+    ]
+    assert results[69] is None
+    assert max(size for size, _ in batch_sizes) >= 60
+    assert any(failed >= 2 for _, failed in batch_sizes)
+    assert [e.key async for e in mesh.scan("fresh/")] == sorted(f"fresh/{i}" for i in range(64))
+    assert [(e.value, e.version) async for e in mesh.scan("taken/")] == [("old", 1)] * 4
+    assert await mesh.get("tx/new") is None
+    a, b = await mesh.get("tx/a"), await mesh.get("tx/b")
+    assert a is not None and (a.value, a.version) == (2, 2)
+    assert b is not None and b.value == "b"
+
+
+# -- the error boundary -------------------------------------------------------------
+
+
+async def test_a_lock_held_beyond_busy_timeout_is_mesh_unavailable(db_path: Path) -> None:
+    async with SqliteMesh(db_path, busy_timeout=50) as mesh:
+        await mesh.put("k", 1)
+        blocker = sqlite3.connect(db_path, isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")
+        try:
+            with pytest.raises(MeshUnavailable) as info:
+                await mesh.put("k", 2)
+            assert not isinstance(info.value, sqlite3.Error)
+            assert info.value.retryable
+            assert str(db_path) in str(info.value) and "busy_timeout (50 ms)" in str(info.value)
+            with pytest.raises(MeshUnavailable):
+                await mesh.publish("t", "kind", 1)
+            got = await mesh.get("k")  # WAL: readers are not blocked by the writer's lock
+            assert got is not None and got.value == 1
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        again = await mesh.put("k", 2, if_version=1)  # retrying works once the lock is gone
+        assert again.version == 2
+
+
+async def test_only_plait_errors_escape(mesh: SqliteMesh, db_path: Path) -> None:
+    await mesh.put("k", 1)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        conn.execute("DROP TABLE kv")
+    finally:
+        conn.close()
+    with pytest.raises(MeshError) as info:
+        await mesh.put("k", 2)
+    assert not isinstance(info.value, sqlite3.Error)
+    with pytest.raises(MeshError):
+        await mesh.get("k")
+
+
+async def test_close_is_idempotent_and_final(db_path: Path) -> None:
+    mesh = SqliteMesh(db_path)
+    await mesh.open()
+    sub = mesh.subscribe("t", "g", "c")
+    got: list[Any] = []
+
+    async def consume() -> None:
+        async for d in sub:
+            got.append(d)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(consume)
+        await anyio.sleep(0.1)
+        await mesh.close()
+    await mesh.close()
+    assert got == []
+    with pytest.raises(MeshUnavailable, match="closed"):
+        await mesh.get("k")
+
+
+# -- keys and topics ----------------------------------------------------------------
+
+
+async def test_scan_prefix_with_like_wildcards(mesh: Mesh) -> None:
+    for key in ["a%b", "a_b", "axb", "a\\b", "z\U0010ffff", "z\U0010ffff\U0010ffff/1", "zz"]:
+        await mesh.put(key, key)
+    assert [e.key async for e in mesh.scan("a%")] == ["a%b"]
+    assert [e.key async for e in mesh.scan("a_")] == ["a_b"]
+    assert [e.key async for e in mesh.scan("a\\")] == ["a\\b"]
+    assert [e.key async for e in mesh.scan("z\U0010ffff")] == [
+        "z\U0010ffff",
+        "z\U0010ffff\U0010ffff/1",
+    ]
+
+
+async def test_two_mesh_objects_on_one_file_share_a_group(db_path: Path) -> None:
+    async with SqliteMesh(db_path) as one, SqliteMesh(db_path) as two:
+        a = one.subscribe("jobs", "workers", "a")
+        b = two.subscribe("jobs", "workers", "b")
+        await anyio.sleep(0.1)  # both have joined the group before anything is published
+        ids = [await one.publish("jobs", "job", i) for i in range(40)]
+        seen: dict[str, list[str]] = {"a": [], "b": []}
+
+        async def consume(name: str, sub: Any) -> None:
+            while True:
+                with anyio.move_on_after(0.5):
+                    d = await sub.__anext__()
+                    seen[name].append(d.id)
+                    await d.ack()
+                    continue
+                return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume, "a", a)
+            tg.start_soon(consume, "b", b)
+        assert sorted(seen["a"] + seen["b"]) == sorted(ids)
+        assert seen["b"], "the second object never received anything"
