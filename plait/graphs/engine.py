@@ -312,7 +312,7 @@ def _committed_event(key: str, visit: int, seq: int, r: NodeResult) -> Event:
 
 def _route(spec: GraphSpec, s: RunState, key: str, node: Node, result: NodeResult) -> None:
     if isinstance(node, FanOutNode):
-        _spawn(s, key, node, result)
+        _spawn(spec, s, key, node, result)
         return
     if isinstance(node, VerifierNode):
         assert result.verdict is not None, "a verifier result carries its verdict"
@@ -337,7 +337,7 @@ def _inputs_complete(spec: GraphSpec, s: RunState, target: str) -> bool:
     )
 
 
-def _spawn(s: RunState, key: str, node: FanOutNode, result: NodeResult) -> None:
+def _spawn(spec: GraphSpec, s: RunState, key: str, node: FanOutNode, result: NodeResult) -> None:
     fanout = FanOutState(node=key)
     for spec_ in node.specs:
         for target, count in _targets(spec_, result):
@@ -357,7 +357,9 @@ def _spawn(s: RunState, key: str, node: FanOutNode, result: NodeResult) -> None:
         _add_ready(s, instance)
     for target in fanout.policies:
         if not any(p.target == target for p in fanout.instances.values()):
-            _aggregate(s, fanout, target, s.updated_at)  # an empty map: nothing to wait for
+            # An empty map: nothing to wait for, so the target is done with no outputs.
+            _aggregate(s, fanout, target, s.updated_at)
+            _route(spec, s, target, spec.node(target), NodeResult())
 
 
 def _targets(spec_: FanOutSpec, result: NodeResult) -> list[tuple[str, int]]:

@@ -374,9 +374,7 @@ def _fan_in(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -> No
     combined: list[Any] = []
     for pred in env.spec.predecessors(v.key):
         value = ctx.outputs.get(pred)
-        is_fanned = any(
-            p.target == pred for f in state.fanouts.values() for p in f.instances.values()
-        )
+        is_fanned = any(pred in f.policies for f in state.fanouts.values())
         combined.extend(value if is_fanned and isinstance(value, list) else [value])
     return NodeResult(value=combined)
 
