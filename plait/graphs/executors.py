@@ -171,7 +171,9 @@ async def _model_node(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateCont
     usage, dollars = result.usage, result.dollars
     out = NodeResult(prompt=prompt, tainted=result.used_external, history=result.messages)
     if result.waiting is not None:
-        out.waiting = result.waiting
+        # The visit runs again from its start once the person answered; a conversation
+        # cut off at an unanswered tool call is no history to carry on from.
+        out.waiting, out.history = result.waiting, None
     elif isinstance(node, AgentNode):
         out.value = (
             parse_structured(result.text, node.response_format)
