@@ -1,0 +1,111 @@
+"""The audit chain: one event per committed transition, each hash covering the last.
+
+An event's hash is the sha256 of the previous event's hash and the event's canonical
+JSON, so editing, dropping or reordering any event breaks every hash after it, and the
+record's ``last_hash`` pins the newest one (a dropped tail is caught too).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from plait.errors import AuditChainBroken
+from plait.mesh import Mesh, Transaction
+from plait.runs.record import RunRecord, audit_key, audit_prefix
+
+
+class AuditEvent(BaseModel):
+    """One audit event.
+
+    Attributes:
+        seq: 1-based position in the run's chain.
+        type: ``run.started``, ``node.committed``, ``node.waiting``, ``run.done``...
+        node, visit: the node visit it records, if any.
+        verdict, error: a verifier's verdict; a failure's message.
+        usage: tokens and dollars the visit spent.
+        output_ref: the mesh key holding the visit's output and rendered prompt.
+        detail: anything else (ended_detail, what a waiting node asks).
+        actor: the host that committed it.
+        at: epoch seconds.
+        prev: the previous event's hash ("" for the first).
+        hash: this event's hash.
+    """
+
+    seq: int
+    type: str
+    node: str | None = None
+    visit: int | None = None
+    verdict: str | None = None
+    error: str | None = None
+    usage: dict[str, float] = Field(default_factory=dict)
+    output_ref: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+    actor: str = ""
+    at: float = 0.0
+    prev: str = ""
+    hash: str = ""
+
+
+def event_hash(event: AuditEvent) -> str:
+    """The hash an event must carry: over its previous hash and its content."""
+    body = event.model_dump(mode="json", exclude={"hash"})
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
+    """Chain ``event`` after the record's newest one and add its write to ``tx``.
+
+    Updates ``record.audit_seq`` and ``record.last_hash`` in place; the caller writes
+    the record in the same transaction.
+    """
+    event.seq = record.audit_seq + 1
+    event.prev = record.last_hash
+    event.hash = event_hash(event)
+    tx.put(audit_key(record.run_id, event.seq), event.model_dump(mode="json"), if_version=0)
+    record.audit_seq, record.last_hash = event.seq, event.hash
+    return event
+
+
+async def read_events(mesh: Mesh, run_id: str) -> list[AuditEvent]:
+    """Every audit event of a run, in chain order."""
+    return [AuditEvent.model_validate(entry.value)
+            async for entry in mesh.scan(audit_prefix(run_id))]
+
+
+async def verify(mesh: Mesh, record: RunRecord) -> int:
+    """Check a run's whole chain; return how many events it holds.
+
+    Raises:
+        AuditChainBroken: naming the first event that is edited, missing, out of place,
+            or the record's pin that does not match the newest event.
+    """
+    prev, expected = "", 1
+    async for entry in mesh.scan(audit_prefix(record.run_id)):
+        event = AuditEvent.model_validate(entry.value)
+        if entry.key != audit_key(record.run_id, event.seq):
+            raise AuditChainBroken(record.run_id, event.seq,
+                                   f"stored under {entry.key}, not under its own seq")
+        if event.seq != expected:
+            raise AuditChainBroken(record.run_id, expected,
+                                   f"missing: the next event found is {event.seq}")
+        if event.prev != prev:
+            raise AuditChainBroken(record.run_id, event.seq,
+                                   "does not follow the event before it (reordered or "
+                                   "an event before it was replaced)")
+        if event_hash(event) != event.hash:
+            raise AuditChainBroken(record.run_id, event.seq,
+                                   "its content does not match its hash (edited)")
+        prev, expected = event.hash, expected + 1
+    if expected - 1 != record.audit_seq or prev != record.last_hash:
+        raise AuditChainBroken(record.run_id, expected,
+                               f"the record pins {record.audit_seq} events ending in "
+                               f"{record.last_hash[:12] or '-'}, the chain has {expected - 1}")
+    return expected - 1
+
+
+__all__ = ["AuditEvent", "append", "event_hash", "read_events", "verify"]

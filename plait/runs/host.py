@@ -1,0 +1,231 @@
+"""What one process needs to serve runs: settings, caches, and the mesh I/O of a step.
+
+A :class:`RunHost` belongs to one actor runtime. It keeps what a warm host may keep —
+the record it last wrote per run (a stale one only costs a CAS retry), pinned graph
+specs, output values and agent conversations (immutable per key once written) — so a
+transition on a warm host reads nothing it wrote itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, ClassVar
+
+from plait.actors import LocalRuntime
+from plait.decisions import Agent, DecisionBoard
+from plait.errors import GraphError
+from plait.graphs.engine import NodeResult, node_of
+from plait.graphs.ports import ExecEnv
+from plait.graphs.reads import node_reads
+from plait.graphs.spec import GraphSpec
+from plait.graphs.store import get_graph
+from plait.mesh import Transaction
+from plait.models import Model, load_model
+from plait.runs.ports import MeshHistories, RunDecisions, decision_id, wake_notify
+from plait.runs.record import RunRecord, load, output_key, owner_id, record_key
+from plait.tools import ToolContext, ToolRegistry, default_registry, profiles_map
+
+_CACHE_SIZE = 10_000
+
+
+class _Lru(OrderedDict[str, Any]):
+    def __init__(self, size: int = _CACHE_SIZE) -> None:
+        super().__init__()
+        self.size = size
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+class RunHost:
+    """Serves the runs of one runtime.
+
+    Args:
+        runtime: the actor runtime whose run owners this host serves.
+        model: a model answering for every agent of every run that names none.
+        tools: the tool registry (default: the built-in tools).
+        cwd: working directory of file and shell tools.
+        tick_ms: how often a parked run re-checks its decision as a fallback.
+    """
+
+    _hosts: ClassVar[weakref.WeakKeyDictionary[LocalRuntime, RunHost]] = (
+        weakref.WeakKeyDictionary())
+
+    def __init__(self, runtime: LocalRuntime, *, model: Model | None = None,
+                 tools: ToolRegistry | None = None, cwd: Path | None = None,
+                 tick_ms: int = 60_000) -> None:
+        self.runtime = runtime
+        self.mesh = runtime.mesh
+        self.id = runtime.host
+        self.model = model
+        self.tools = tools or default_registry()
+        self.cwd = cwd or Path.cwd()
+        self.tick_ms = tick_ms
+        self.board = DecisionBoard(self.mesh)
+        self.records: _Lru = _Lru()
+        self.specs: dict[tuple[str, str, int], GraphSpec] = {}
+        self.values: _Lru = _Lru()
+        self.histories: _Lru = _Lru()
+        self._models: dict[str, Model] = {}
+        self._hosts[runtime] = self
+
+    @classmethod
+    def of(cls, runtime: LocalRuntime) -> RunHost:
+        """The host installed on ``runtime`` (one with defaults if none was)."""
+        host = cls._hosts.get(runtime)
+        if host is None:
+            model = os.environ.get("PLAIT_MODEL")
+            host = cls(runtime, model=load_model(model) if model else None)
+        return host
+
+    def principal(self, run_id: str) -> Agent:
+        """Who a run's owner acts as: never a human."""
+        return Agent(owner_id(run_id))
+
+    # -- records and specs -------------------------------------------------------------
+
+    async def record(self, run_id: str, *, fresh: bool = False) -> tuple[RunRecord | None, int]:
+        """The run's record and version: this host's last write unless ``fresh``."""
+        if not fresh:
+            cached = self.records.get(run_id)
+            if cached is not None:
+                return cached  # type: ignore[no-any-return]
+        entry = await self.mesh.get(record_key(run_id))
+        if entry is None:
+            return None, 0
+        rec = load(entry.value)
+        self.records[run_id] = (rec, entry.version)
+        return rec, entry.version
+
+    def remember(self, rec: RunRecord, version: int) -> None:
+        """Cache the record this host just wrote."""
+        if rec.terminal:
+            self.records.pop(rec.run_id, None)
+        else:
+            self.records[rec.run_id] = (rec, version)
+
+    async def spec(self, rec: RunRecord) -> GraphSpec:
+        """The graph version the run is pinned to; refuses a spec whose hash moved."""
+        ref = rec.graph
+        key = (ref.agent, ref.name, ref.version)
+        spec = self.specs.get(key)
+        if spec is None:
+            stored = await get_graph(self.mesh, ref.agent, ref.name, ref.version)
+            if stored.sha256 != ref.sha256:
+                raise GraphError(f"run {rec.run_id} is pinned to {ref.agent}/{ref.name} "
+                                 f"v{ref.version} sha256 {ref.sha256[:12]}, but the store "
+                                 f"holds {stored.sha256[:12]}")
+            spec = self.specs[key] = stored.spec
+        return spec
+
+    async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
+        """The executor environment of one run."""
+        agents = {spec.agent} | {a for n in spec.nodes
+                                 if isinstance(a := getattr(n, "agent", None), str)}
+        profiles = await profiles_map(self.mesh, sorted(a for a in agents if a))
+        decisions = RunDecisions(self.board, rec.run_id)
+        return ExecEnv(spec=spec, run_id=rec.run_id, model=self._model(rec.model),
+                       profiles=profiles, tools=self.tools, human=decisions,
+                       approvals=decisions,
+                       histories=MeshHistories(self.mesh, rec.run_id, self.histories),
+                       cwd=self.cwd)
+
+    def _model(self, spec: str | None) -> Model | None:
+        if spec is None:
+            return self.model
+        model = self._models.get(spec)
+        if model is None:
+            model = self._models[spec] = load_model(spec)
+        return model
+
+    # -- output values -----------------------------------------------------------------
+
+    async def value(self, ref: str) -> Any:
+        """The output value stored at ``ref``."""
+        if ref in self.values:
+            return self.values[ref]
+        entry = await self.mesh.get(ref)
+        value = entry.value.get("value") if entry is not None else None
+        self.values[ref] = value
+        return value
+
+    async def values_for(self, spec: GraphSpec, rec: RunRecord, key: str) -> dict[str, Any]:
+        """The output values ``key``'s node reads."""
+        out: dict[str, Any] = {}
+        for name in node_reads(spec, node_of(spec, rec, key)):
+            found = rec.outputs.get(name)
+            if found is not None:
+                out[name] = await self.value(found.ref) if found.ref else found.value
+        return out
+
+    async def hydrate(self, spec: GraphSpec, rec: RunRecord, key: str) -> RunRecord:
+        """A copy of ``rec`` with the values a fan-in of ``key``'s siblings needs."""
+        plan = rec.instance_of(key)
+        if plan is None:
+            return rec
+        fanout = next(f for f in rec.fanouts.values() if key in f.instances)
+        siblings = [k for k, p in fanout.instances.items() if p.target == plan.target]
+        if any(k != key and k not in rec.outputs for k in siblings):
+            return rec
+        copy = rec.model_copy(deep=True)
+        for k in siblings:
+            found = copy.outputs.get(k)
+            if found is not None and found.ref:
+                found.value = await self.value(found.ref)
+        return copy
+
+    def store_outputs(self, tx: Transaction, new: RunRecord, key: str | None,
+                      result: NodeResult | None) -> dict[str, str]:
+        """Move the values of this transition's outputs under their own keys in ``tx``.
+
+        Returns the output key written per node (for the audit event's reference).
+        """
+        refs: dict[str, str] = {}
+        for name, out in new.outputs.items():
+            if out.seq == new.seq and out.ref is None and (out.value is not None or name == key):
+                ref = output_key(new.run_id, name, out.visit)
+                payload: dict[str, Any] = {"value": out.value}
+                if name == key and result is not None:
+                    payload.update(prompt=result.prompt, error=result.error)
+                tx.put(ref, payload)
+                self.values[ref] = out.value
+                out.ref = ref
+                refs[name] = ref
+            out.value = None
+        return refs
+
+    # -- policies ----------------------------------------------------------------------
+
+    async def verify_effect(self, spec: GraphSpec, rec: RunRecord, key: str,
+                            visit: int) -> NodeResult | None:
+        """Run the node's ``verify`` check; a result if the effect is already there."""
+        check = getattr(node_of(spec, rec, key), "verify", None)
+        if not check:
+            return None
+        started = time.time()
+        found = await self.tools.call(check, {"run_id": rec.run_id, "node": key, "visit": visit},
+                                      ToolContext(run_id=rec.run_id, node=key, cwd=self.cwd))
+        if isinstance(found, dict) and found.get("done"):
+            return NodeResult(value=found.get("value"), started_at=started,
+                              ended_at=time.time())
+        return None
+
+    async def raise_budget_decision(self, rec: RunRecord) -> str:
+        """Raise the decision a person answers to raise an exhausted budget."""
+        did = decision_id(rec.run_id, "budget", "run", rec.seq)
+        ask = rec.waiting.ask if rec.waiting else "The run's budget is exhausted."
+        await self.board.raise_(ask, "choice", ["raise", "stop"], id=did, run_id=rec.run_id,
+                                node="budget", data={"usage": rec.usage.model_dump()},
+                                notify=wake_notify(rec.run_id, "budget"),
+                                by=self.principal(rec.run_id))
+        return did
+
+
+__all__ = ["RunHost"]

@@ -1,0 +1,301 @@
+"""The run owner: a durable actor that runs one node per mailbox message.
+
+Every message (a wake) goes the same way, whatever it says — the record decides what
+runs, never the message:
+
+1. read the record (a warm host keeps it from its own last write); stop if terminal;
+   a parked run re-checks its decision and stays parked or resumes;
+2. claim one ready node with a compare-and-swap of ``attempts[node]`` holding a fresh
+   nonce (an attempt left by a host that died is indeterminate: the node's
+   ``on_indeterminate`` policy decides);
+3. execute it outside any lock;
+4. commit in ONE mesh transaction: the output under its own key, the record (only if
+   this claim's nonce still holds it), the audit events, the next wakes, the progress
+   event and the ack of this message. All or none: a crash can never leave a record
+   without its event or a run without its next wake.
+
+A conflict at commit means another wake changed the record meanwhile (a sibling fan-out
+instance committed): the transition is recomputed on the fresh record as long as this
+claim's nonce is still there; if it is not, this wake lost its node and stops.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+from plait.actors import ActorContext, Mail, tell_in
+from plait.errors import DecisionNotFound, VersionConflict
+from plait.graphs import engine
+from plait.graphs.engine import NodeResult
+from plait.graphs.executors import execute
+from plait.graphs.spec import GraphSpec, default_on_indeterminate
+from plait.graphs.state import Attempt, RunState, Waiting
+from plait.mesh import Transaction
+from plait.runs import audit
+from plait.runs.host import RunHost
+from plait.runs.ports import decision_id, wake_notify
+from plait.runs.record import (
+    RunRecord,
+    dump,
+    events_topic,
+    history_key,
+    index_key,
+    output_key,
+    owner_id,
+    record_key,
+    summary_of,
+    tick_key,
+)
+
+OWNER_KIND = "plait.runs.owner:handle"
+"""The actor kind of run owners."""
+
+_CLAIM_TRIES = 50
+
+
+async def handle(ctx: ActorContext, mail: Mail) -> None:
+    """The run owner's handler: one node per wake."""
+    body = mail.body if isinstance(mail.body, dict) else {}
+    run_id = body.get("run") or ctx.id.removeprefix("run:")
+    await _Wake(RunHost.of(ctx.runtime), run_id, mail).run()
+
+
+def listing_status(status: str) -> str:
+    """The status shown in listings: ``ready`` and ``running`` are both ``running``."""
+    return "running" if status in ("ready", "running") else status
+
+
+class _Wake:
+    def __init__(self, host: RunHost, run_id: str, mail: Mail) -> None:
+        self.host = host
+        self.run_id = run_id
+        self.mail = mail
+        self.mesh = host.mesh
+
+    async def run(self) -> None:
+        rec, version = await self.host.record(self.run_id)
+        if rec is not None and (rec.waiting is not None or rec.terminal):
+            rec, version = await self.host.record(self.run_id, fresh=True)
+        if rec is None or rec.terminal:
+            return
+        spec = await self.host.spec(rec)
+        unparked = False
+        if rec.waiting is not None:
+            resumed = await self._recheck(rec)
+            if resumed is None:
+                await self._park(rec, version)
+                return
+            if resumed.terminal:
+                await self._write(rec, resumed, version, [])
+                return
+            rec, unparked = resumed, True
+        policy = "retry"
+        for _ in range(_CLAIM_TRIES):
+            crashed = next((a for a in rec.attempts.values() if a.wake == self.mail.delivery.id),
+                           None)
+            if crashed is not None:
+                policy = await self._indeterminate(spec, rec, crashed)
+                if policy == "escalate":
+                    await self._escalate(rec, version, crashed)
+                    return
+                key = crashed.node
+            else:
+                keys = engine.claimable(rec)
+                if not keys:
+                    if unparked:
+                        await self._write(rec, rec, version, [])
+                    return
+                key = keys[0]
+            claimed, attempt = engine.claim(spec, rec, key, nonce=uuid.uuid4().hex,
+                                            now=time.time(), host=self.host.id,
+                                            wake=self.mail.delivery.id)
+            claimed = _as_record(claimed)
+            if attempt is None:  # the budget ended or parked the run
+                await self._write(rec, claimed, version, [{"type": "run.budget"}])
+                return
+            tx = self.mesh.transact()
+            tx.put(record_key(self.run_id), dump(claimed), if_version=version)
+            tx.publish(events_topic(self.run_id), "started",
+                       {"node": key, "visit": attempt.visit, "status": "running",
+                        "at": attempt.started_at})
+            if unparked:
+                tx.put(index_key(self.run_id), summary_of(claimed).model_dump())
+            try:
+                result = await tx.commit()
+            except VersionConflict:
+                rec, version = await self.host.record(self.run_id, fresh=True)
+                if rec is None or rec.terminal:
+                    return
+                unparked = False
+                continue
+            version = result.entries[record_key(self.run_id)].version
+            self.host.remember(claimed, version)
+            verify = crashed is not None and policy == "verify"
+            await self._execute_and_commit(spec, claimed, version, key, attempt, verify)
+            return
+
+    # -- parked runs -------------------------------------------------------------------
+
+    async def _recheck(self, rec: RunRecord) -> RunRecord | None:
+        """The record after a parked run's decision closed, or None while it is open."""
+        waiting = rec.waiting
+        assert waiting is not None
+        if waiting.decision_id is None:
+            return None
+        try:
+            decision = await self.host.board.get(waiting.decision_id)
+        except DecisionNotFound:
+            return None
+        if decision.status == "open":
+            return None
+        now = time.time()
+        if waiting.kind in ("human", "approval"):
+            return _as_record(engine.resume(rec, now=now))
+        if waiting.kind == "indeterminate" and decision.value == "retry":
+            return _as_record(engine.resume(rec, now=now))
+        if waiting.kind == "indeterminate":
+            return _as_record(engine.fail(rec, "indeterminate",
+                                          f"{waiting.node}: a person chose not to retry", now=now))
+        return _as_record(engine.fail(rec, "budget_exhausted",
+                                      "the budget decision closed without a raise", now=now))
+
+    async def _park(self, rec: RunRecord, version: int) -> None:
+        """Stay parked: schedule the fallback tick and ack, nothing else."""
+        tx = self.mesh.transact()
+        await self._tick(tx, rec)
+        self.mail.ack_in(tx)
+        await tx.commit()
+
+    async def _tick(self, tx: Transaction, rec: RunRecord) -> None:
+        """Schedule the fallback re-check: one per run (stable key), at expiry if sooner."""
+        after_ms = self.host.tick_ms
+        if rec.waiting is not None and rec.waiting.decision_id is not None:
+            try:
+                expires = (await self.host.board.get(rec.waiting.decision_id)).expires_at
+            except DecisionNotFound:
+                expires = None
+            if expires is not None:
+                after_ms = max(10, min(after_ms, int((expires - time.time()) * 1000) + 50))
+        tell_in(tx, owner_id(rec.run_id), {"run": rec.run_id, "why": "tick"},
+                after_ms=after_ms, key=tick_key(rec.run_id))
+
+    # -- indeterminate attempts --------------------------------------------------------
+
+    async def _indeterminate(self, spec: GraphSpec, rec: RunRecord, crashed: Attempt) -> str:
+        node = engine.node_of(spec, rec, crashed.node)
+        policy = node.on_indeterminate
+        if policy is None:
+            tool = getattr(node, "tool", None)
+            read_only = bool(tool and tool in self.host.tools and
+                             self.host.tools.get(tool).read_only)
+            policy = default_on_indeterminate(node, read_only)
+        return policy
+
+    async def _escalate(self, rec: RunRecord, version: int, crashed: Attempt) -> None:
+        did = decision_id(self.run_id, "interrupted", crashed.node, crashed.visit)
+        ask = (f"Node {crashed.node} (visit {crashed.visit}) was interrupted mid-flight and "
+               "its effect is unknown. Retry it?")
+        await self.host.board.raise_(
+            ask, "choice", ["retry", "fail"], id=did, run_id=self.run_id, node=crashed.node,
+            notify=wake_notify(self.run_id, "decision"), by=self.host.principal(self.run_id))
+        parked = rec.model_copy(deep=True)
+        parked.attempts.pop(crashed.node, None)
+        parked.waiting = Waiting(node=crashed.node, kind="indeterminate", ask=ask,
+                                 decision_id=did, options=["retry", "fail"])
+        parked.status = "waiting_human"
+        await self._write(rec, parked, version, [{"type": "node.indeterminate",
+                                                  "node": crashed.node,
+                                                  "visit": crashed.visit}])
+
+    # -- execute and commit ------------------------------------------------------------
+
+    async def _execute_and_commit(self, spec: GraphSpec, rec: RunRecord, version: int, key: str,
+                                  attempt: Attempt, verify: bool) -> None:
+        env = await self.host.env(spec, rec)
+        result: NodeResult | None = None
+        if verify:
+            result = await self.host.verify_effect(spec, rec, key, attempt.visit)
+        if result is None:
+            values = await self.host.values_for(spec, rec, key)
+            result = await execute(env, rec, key, attempt.visit, values)
+        base, base_version = rec, version
+        while True:
+            hydrated = await self.host.hydrate(spec, base, key)
+            new_state, events = engine.complete(spec, hydrated, key, result, now=time.time())
+            new = _as_record(new_state)
+            if (new.waiting is not None and new.waiting.kind == "budget"
+                    and new.waiting.decision_id is None):
+                new.waiting.decision_id = await self.host.raise_budget_decision(new)
+            try:
+                await self._write(base, new, base_version, events, key=key, result=result)
+                return
+            except VersionConflict:
+                fresh, fresh_version = await self.host.record(self.run_id, fresh=True)
+                mine = fresh.attempts.get(key) if fresh is not None else None
+                if fresh is None or mine is None or mine.nonce != attempt.nonce:
+                    await self.mail.ack()  # fenced out: another wake owns this node now
+                    return
+                base, base_version = fresh, fresh_version
+
+    async def _write(self, before: RunRecord, new: RunRecord, version: int,
+                     events: list[dict[str, Any]], *, key: str | None = None,
+                     result: NodeResult | None = None) -> None:
+        """Commit a transition atomically; raises VersionConflict if the record moved."""
+        tx = self.mesh.transact()
+        new = new.model_copy(deep=True)
+        outputs = self.host.store_outputs(tx, new, key, result)
+        for event in events:
+            audit.append(tx, new, self._audit_event(event, result, outputs))
+        tx.put(record_key(new.run_id), dump(new), if_version=version)
+        if result is not None and result.history is not None and key is not None:
+            history = [m.model_dump(mode="json") for m in result.history]
+            tx.put(history_key(new.run_id, key), history)
+            self.host.histories[history_key(new.run_id, key)] = history
+        for _ in engine.claimable(new):
+            tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "next"})
+        if new.waiting is not None:
+            await self._tick(tx, new)
+        elif new.terminal:
+            tx.cancel(tick_key(new.run_id))
+        if listing_status(new.status) != listing_status(before.status):
+            tx.put(index_key(new.run_id), summary_of(new).model_dump())
+        tx.publish(events_topic(new.run_id), "progress", _progress(new, key, result, events))
+        self.mail.ack_in(tx)
+        committed = await tx.commit()
+        self.host.remember(new, committed.entries[record_key(new.run_id)].version)
+
+    def _audit_event(self, event: dict[str, Any], result: NodeResult | None,
+                     outputs: dict[str, str]) -> audit.AuditEvent:
+        node = event.get("node")
+        detail = {k: v for k, v in event.items()
+                  if k not in ("type", "node", "visit", "verdict", "error", "usage", "seq")}
+        return audit.AuditEvent(
+            seq=0, type=event["type"], node=node, visit=event.get("visit"),
+            verdict=event.get("verdict"), error=event.get("error"),
+            usage=event.get("usage") or {}, output_ref=outputs.get(node or ""),
+            detail=detail, actor=self.host.id, at=time.time(),
+        )
+
+
+def _as_record(state: RunState) -> RunRecord:
+    return state if isinstance(state, RunRecord) else RunRecord.model_validate(
+        state.model_dump())
+
+
+def _progress(new: RunRecord, key: str | None, result: NodeResult | None,
+              events: list[dict[str, Any]]) -> dict[str, Any]:
+    committed = next((e for e in events if e["type"] == "node.committed"), None)
+    return {
+        "node": key, "visit": committed["visit"] if committed else None,
+        "status": new.status, "error": result.error if result else None,
+        "verdict": result.verdict if result else None,
+        "elapsed": (result.ended_at - result.started_at) if result else None,
+        "ended_detail": new.ended_detail,
+        "waiting": new.waiting.model_dump() if new.waiting else None,
+    }
+
+
+__all__ = ["OWNER_KIND", "handle", "listing_status", "output_key"]

@@ -1,0 +1,123 @@
+"""The executor ports of a durable run, answered from the mesh.
+
+Human questions and tool approvals become decisions whose ids derive from the run,
+the node (or instance) and the visit, so a node that runs again after a crash finds the
+decision it raised before instead of raising a second one. Each decision carries a
+``notify`` event that wakes the run's owner the moment a person answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections import OrderedDict
+from typing import Any
+
+from plait.actors import MAILBOX_TOPIC
+from plait.actors._base import MAIL_KIND, mail_data
+from plait.decisions import Agent, Decision, DecisionBoard, Notify
+from plait.errors import DecisionClosed
+from plait.graphs.ports import Answer
+from plait.graphs.state import Waiting
+from plait.mesh import Mesh
+from plait.models import Message
+from plait.runs.record import history_key, owner_id
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -> str:
+    """The stable id of the decision a node visit raises."""
+    safe = _UNSAFE.sub("_", key).strip("_")
+    return f"{kind}_{run_id}_{safe}_{visit}" + (f"_{extra}" if extra else "")
+
+
+def wake_notify(run_id: str, why: str) -> Notify:
+    """The event that wakes a run's owner when a decision closes."""
+    return Notify(topic=MAILBOX_TOPIC, kind=MAIL_KIND,
+                  data=mail_data(owner_id(run_id), {"run": run_id, "why": why}))
+
+
+class RunDecisions:
+    """Human answers and tool approvals of one durable run, as decisions."""
+
+    def __init__(self, board: DecisionBoard, run_id: str) -> None:
+        self.board = board
+        self.run_id = run_id
+        self.principal = Agent(owner_id(run_id))
+
+    async def ask(
+        self,
+        *,
+        key: str,
+        visit: int,
+        ask: str,
+        options: list[str] | None,
+        expires_after_s: float | None,
+        default: str | None,
+        on_expire: str,
+    ) -> Answer | Waiting:
+        """See :class:`plait.graphs.ports.HumanPort`."""
+        did = decision_id(self.run_id, "ask", key, visit)
+        decision = await self.board.raise_(
+            ask, "choice" if options else "text", options, id=did,
+            expires_at=time.time() + expires_after_s if expires_after_s else None,
+            on_expire="default" if on_expire == "default" else "fail", default=default,
+            run_id=self.run_id, node=key, notify=wake_notify(self.run_id, "decision"),
+            by=self.principal,
+        )
+        return _answer_or_wait(decision, key, "human", ask, options)
+
+    async def approve(
+        self, *, key: str, visit: int, tool: str, args: dict[str, Any]
+    ) -> bool | Waiting:
+        """See :class:`plait.graphs.ports.ApprovalPort`."""
+        digest = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode())
+        did = decision_id(self.run_id, "approve", key, visit, f"{tool}_{digest.hexdigest()[:8]}")
+        ask = f"Approve calling {tool} with {json.dumps(args, default=str)}?"
+        decision = await self.board.raise_(
+            ask, "choice", ["approve", "reject"], id=did, run_id=self.run_id, node=key,
+            data={"tool": tool, "args": args}, notify=wake_notify(self.run_id, "approval"),
+            by=self.principal,
+        )
+        answer = _answer_or_wait(decision, key, "approval", ask, ["approve", "reject"])
+        if isinstance(answer, Waiting):
+            answer.tool = tool
+            return answer
+        return answer.text == "approve"
+
+
+def _answer_or_wait(
+    decision: Decision, key: str, kind: str, ask: str, options: list[str] | None
+) -> Answer | Waiting:
+    if decision.status == "answered" and decision.answer is not None:
+        return Answer(str(decision.value), by=decision.answer.by)
+    if decision.status == "expired" and decision.on_expire == "default" and decision.default:
+        return Answer(decision.default, by="expiry")
+    if decision.status != "open":
+        raise DecisionClosed(f"decision {decision.id} was {decision.status} without an answer")
+    return Waiting(node=key, kind="approval" if kind == "approval" else "human", ask=ask,
+                   decision_id=decision.id, options=options)
+
+
+class MeshHistories:
+    """Agent conversations stored under ``runs/<id>/hist/<key>``, cached in this process."""
+
+    def __init__(self, mesh: Mesh, run_id: str, cache: OrderedDict[str, list[Any]]) -> None:
+        self.mesh = mesh
+        self.run_id = run_id
+        self.cache = cache
+
+    async def load(self, key: str) -> list[Message]:
+        """See :class:`plait.graphs.ports.HistoryPort`."""
+        hkey = history_key(self.run_id, key)
+        raw = self.cache.get(hkey)
+        if raw is None:
+            entry = await self.mesh.get(hkey)
+            raw = entry.value if entry is not None else []
+        return [Message.model_validate(m) for m in raw]
+
+
+__all__ = ["MeshHistories", "RunDecisions", "decision_id", "wake_notify"]

@@ -1,0 +1,132 @@
+"""The durable run record and where a run's data lives in the mesh.
+
+::
+
+    runs/<run_id>                      the record (RunRecord): small, CAS-written
+    runs/<run_id>/out/<key>/<visit>    a visit's output, prompt and error
+    runs/<run_id>/hist/<key>           an agent node's conversation, for its next visit
+    runs/<run_id>/audit/<seq>          the audit chain, one event per key
+    runindex/<run_id>                  a summary for listing runs, written on status change
+
+The record never holds output values, so a commit writes the same few bytes on step 5
+and on step 5,000.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from plait.graphs.state import RunState, RunStatus
+
+RUN_ID_PREFIX = "grun_"
+
+
+def record_key(run_id: str) -> str:
+    """The mesh key of a run's record."""
+    return f"runs/{run_id}"
+
+
+def output_key(run_id: str, key: str, visit: int) -> str:
+    """The mesh key of one visit's output."""
+    return f"runs/{run_id}/out/{key}/{visit}"
+
+
+def history_key(run_id: str, key: str) -> str:
+    """The mesh key of a node's conversation."""
+    return f"runs/{run_id}/hist/{key}"
+
+
+def audit_prefix(run_id: str) -> str:
+    """The key prefix of a run's audit events (in seq order under scan)."""
+    return f"runs/{run_id}/audit/"
+
+
+def audit_key(run_id: str, seq: int) -> str:
+    """The mesh key of audit event ``seq``."""
+    return f"{audit_prefix(run_id)}{seq:010d}"
+
+
+def index_key(run_id: str) -> str:
+    """The mesh key of a run's listing summary."""
+    return f"runindex/{run_id}"
+
+
+def events_topic(run_id: str) -> str:
+    """The topic a run's progress events are published on."""
+    return f"runs/{run_id}/events"
+
+
+def owner_id(run_id: str) -> str:
+    """The id of the durable actor that owns a run."""
+    return f"run:{run_id}"
+
+
+def tick_key(run_id: str) -> str:
+    """The schedule key of a run's fallback tick (stable, so a tick is never doubled)."""
+    return f"tick:{run_id}"
+
+
+class RunRecord(RunState):
+    """The run state plus what a durable run needs to be served by any process.
+
+    Attributes:
+        model: the model spec answering for every agent (``--model``), or None for
+            each agent profile's own.
+        audit_seq: audit events written so far.
+    """
+
+    model: str | None = None
+    audit_seq: int = 0
+
+
+class RunSummary(BaseModel):
+    """A run as listed by ``plait graph runs``."""
+
+    run_id: str
+    agent: str
+    graph: str
+    version: int
+    status: RunStatus
+    created_at: float
+    updated_at: float
+    ended_detail: str | None = None
+
+
+def summary_of(record: RunState) -> RunSummary:
+    """The listing summary of a record."""
+    return RunSummary(
+        run_id=record.run_id, agent=record.graph.agent, graph=record.graph.name,
+        version=record.graph.version, status=record.status, created_at=record.created_at,
+        updated_at=record.updated_at, ended_detail=record.ended_detail,
+    )
+
+
+def dump(record: RunRecord) -> dict[str, Any]:
+    """The record as stored."""
+    return record.model_dump(mode="python", exclude_defaults=False)
+
+
+def load(value: Any) -> RunRecord:
+    """A stored record."""
+    return RunRecord.model_validate(value)
+
+
+__all__ = [
+    "RUN_ID_PREFIX",
+    "RunRecord",
+    "RunSummary",
+    "audit_key",
+    "audit_prefix",
+    "dump",
+    "events_topic",
+    "history_key",
+    "index_key",
+    "load",
+    "output_key",
+    "owner_id",
+    "record_key",
+    "summary_of",
+    "tick_key",
+]

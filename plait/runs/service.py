@@ -1,0 +1,229 @@
+"""Durable runs as a service: start, watch, resume, cancel, list and inspect runs.
+
+Everything goes through the mesh, so a run started in one process can be inspected,
+resumed and finished from another. Starting a run writes its record, its owner actor,
+its first audit event and its first wake in one transaction; some process hosting a
+:class:`~plait.actors.LocalRuntime` (``plait worker``, or ``plait graph run`` itself)
+then serves it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from plait.actors import ActorRecord, actor_key, tell_in
+from plait.decisions import DecisionDesk, Human, Principal, require_human
+from plait.errors import RunNotFound, RunNotWaiting, VersionConflict
+from plait.graphs import engine
+from plait.graphs.store import get_graph
+from plait.mesh import Mesh
+from plait.runs import audit
+from plait.runs.owner import OWNER_KIND, listing_status
+from plait.runs.record import (
+    RUN_ID_PREFIX,
+    RunRecord,
+    RunSummary,
+    dump,
+    events_topic,
+    index_key,
+    load,
+    owner_id,
+    record_key,
+    summary_of,
+    tick_key,
+)
+
+OWNER_CONCURRENCY = 8
+"""How many wakes of one run (fan-out instances) may run at once."""
+
+
+class Runs:
+    """Start and manage durable runs on a mesh."""
+
+    def __init__(self, mesh: Mesh) -> None:
+        self.mesh = mesh
+        self.desk = DecisionDesk(mesh)
+
+    async def start(self, agent: str, name: str, input: Any = None, *,
+                    version: int | None = None, model: str | None = None,
+                    run_id: str | None = None) -> RunRecord:
+        """Start a run of the newest (or the given) version of a stored graph."""
+        stored = await get_graph(self.mesh, agent, name, version)
+        run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
+        state = engine.start(stored.spec, run_id, input, now=time.time())
+        rec = RunRecord(**state.model_dump(), model=model)
+        owner = ActorRecord(id=owner_id(run_id), kind=OWNER_KIND,
+                            topics=[events_topic(run_id)],
+                            config={"max_concurrency": OWNER_CONCURRENCY},
+                            created_at=rec.created_at)
+        tx = self.mesh.transact()
+        audit.append(tx, rec, audit.AuditEvent(
+            seq=0, type="run.started", detail={"input": input, "graph": rec.graph.model_dump(),
+                                               "model": model}, at=rec.created_at))
+        tx.put(record_key(run_id), dump(rec), if_version=0)
+        tx.put(index_key(run_id), summary_of(rec).model_dump())
+        tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
+        tell_in(tx, owner.id, {"run": run_id, "why": "start"})
+        await tx.commit()
+        return rec
+
+    async def get(self, run_id: str) -> RunRecord:
+        """A run's record."""
+        entry = await self.mesh.get(record_key(run_id))
+        if entry is None:
+            raise RunNotFound(f"no run {run_id!r} in {self.mesh.url}")
+        return load(entry.value)
+
+    async def list(self, *, agent: str | None = None,
+                   status: str | None = None) -> list[RunSummary]:
+        """Runs, newest first, filtered by agent and listing status."""
+        found = []
+        async for entry in self.mesh.scan("runindex/"):
+            summary = RunSummary.model_validate(entry.value)
+            summary.status = listing_status(summary.status)  # type: ignore[assignment]
+            if agent and summary.agent != agent:
+                continue
+            if status and summary.status != status:
+                continue
+            found.append(summary)
+        return sorted(found, key=lambda s: s.created_at, reverse=True)
+
+    async def wait(self, run_id: str, *, timeout: float | None = None,
+                   on_progress: Callable[[dict[str, Any]], None] | None = None,
+                   since: RunRecord | None = None) -> RunRecord:
+        """Wait until the run is done, failed, cancelled or waiting on a person.
+
+        Args:
+            run_id: the run.
+            timeout: seconds to wait at most (TimeoutError after).
+            on_progress: called with each progress event of the run.
+            since: a record that waited on a decision just answered; waiting on that
+                same decision does not count as settled.
+        """
+        answered = since.waiting.decision_id if since and since.waiting else None
+        sub = self.mesh.subscribe(events_topic(run_id), f"watch-{uuid.uuid4().hex}", "w",
+                                  start="begin")
+        try:
+            with anyio.fail_after(timeout):
+                while True:
+                    rec = await self.get(run_id)
+                    if rec.terminal or (rec.waiting is not None
+                                        and rec.waiting.decision_id != answered):
+                        return rec
+                    with anyio.move_on_after(0.5):
+                        async for delivery in sub:
+                            await delivery.ack()
+                            if on_progress is not None:
+                                on_progress(delivery.data)
+                            if delivery.data.get("status") not in ("ready", "running"):
+                                break
+        finally:
+            await sub.close()
+
+    async def resume(self, run_id: str, answer: str, *, by: Principal) -> RunRecord:
+        """Answer what the run waits on; its owner wakes at once through the mesh."""
+        rec = await self.get(run_id)
+        waiting = rec.waiting
+        if waiting is None or waiting.decision_id is None:
+            raise RunNotWaiting(f"run {run_id} is {rec.status}: it waits on no answer")
+        if waiting.kind == "budget":
+            raise RunNotWaiting(f"run {run_id} waits on a budget raise: use raise_budget")
+        options = waiting.options
+        if waiting.kind == "approval":
+            lowered = answer.strip().lower()
+            answer = "approve" if lowered in ("yes", "y", "approve", "approved") else (
+                "reject" if lowered in ("no", "n", "reject", "rejected") else answer)
+        if options:
+            await self.desk.answer(waiting.decision_id, option=answer, by=by)
+        else:
+            await self.desk.answer(waiting.decision_id, text=answer, by=by)
+        return rec
+
+    async def cancel(self, run_id: str, *, by: Principal) -> RunRecord:
+        """Cancel a run: nothing of it runs again."""
+        require_human(by, "cancel a run")
+        while True:
+            entry = await self.mesh.get(record_key(run_id))
+            if entry is None:
+                raise RunNotFound(f"no run {run_id!r} in {self.mesh.url}")
+            rec = load(entry.value)
+            if rec.terminal:
+                return rec
+            new = RunRecord(**engine.cancel(rec, now=time.time()).model_dump())
+            tx = self.mesh.transact()
+            audit.append(tx, new, audit.AuditEvent(seq=0, type="run.cancelled",
+                                                   actor=by.name, at=time.time()))
+            tx.put(record_key(run_id), dump(new), if_version=entry.version)
+            tx.put(index_key(run_id), summary_of(new).model_dump())
+            tx.cancel(tick_key(run_id))
+            tx.publish(events_topic(run_id), "progress",
+                       {"node": None, "status": "cancelled", "ended_detail": "cancelled"})
+            try:
+                await tx.commit()
+            except VersionConflict:
+                continue
+            return new
+
+    async def raise_budget(self, run_id: str, extra: dict[str, float], *,
+                           by: Principal) -> RunRecord:
+        """Raise a run's budget (a person only) and wake it if it waited on that."""
+        human: Human = require_human(by, "raise a budget")
+        while True:
+            entry = await self.mesh.get(record_key(run_id))
+            if entry is None:
+                raise RunNotFound(f"no run {run_id!r} in {self.mesh.url}")
+            rec = load(entry.value)
+            new = RunRecord(**engine.raise_budget(rec, extra, now=time.time()).model_dump())
+            tx = self.mesh.transact()
+            audit.append(tx, new, audit.AuditEvent(seq=0, type="budget.raised", actor=human.name,
+                                                   detail={"extra": extra}, at=time.time()))
+            tx.put(record_key(run_id), dump(new), if_version=entry.version)
+            tx.put(index_key(run_id), summary_of(new).model_dump())
+            tell_in(tx, owner_id(run_id), {"run": run_id, "why": "budget"})
+            try:
+                await tx.commit()
+            except VersionConflict:
+                continue
+            waiting = rec.waiting
+            if waiting is not None and waiting.kind == "budget" and waiting.decision_id:
+                await self.desk.answer(waiting.decision_id, option="raise", by=human)
+            return new
+
+    async def trajectory(self, run_id: str) -> builtins.list[dict[str, Any]]:
+        """Committed visits in commit order: node, visit, prompt, output, verdict, usage."""
+        steps = []
+        for event in await audit.read_events(self.mesh, run_id):
+            if event.type != "node.committed":
+                continue
+            stored = await self.mesh.get(event.output_ref) if event.output_ref else None
+            payload = stored.value if stored is not None else {}
+            steps.append({
+                "node": event.node, "visit": event.visit, "prompt": payload.get("prompt"),
+                "output": payload.get("value"), "verdict": event.verdict,
+                "usage": event.usage, "started_at": event.detail.get("started_at"),
+                "ended_at": event.detail.get("ended_at"), "error": event.error,
+            })
+        return steps
+
+    async def output(self, rec: RunRecord) -> Any:
+        """The output of a finished run."""
+        if rec.status != "done" or rec.output_node is None:
+            return None
+        out = rec.outputs.get(rec.output_node)
+        if out is None or out.ref is None:
+            return None if out is None else out.value
+        entry = await self.mesh.get(out.ref)
+        return entry.value.get("value") if entry is not None else None
+
+    async def verify(self, run_id: str) -> int:
+        """Verify a run's audit chain; the number of events it holds."""
+        return await audit.verify(self.mesh, await self.get(run_id))
+
+
+__all__ = ["OWNER_CONCURRENCY", "Runs"]
