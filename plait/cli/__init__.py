@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import typer
 
+from plait.cli import runs as _runs  # noqa: F401  -- registers the run commands on graph_app
+from plait.cli.decisions import decisions_app
 from plait.cli.graph import graph_app
 from plait.cli.mesh import mesh_app
+from plait.cli.worker import worker_cmd
 
 app = typer.Typer(
     name="plait",
@@ -15,6 +18,8 @@ app = typer.Typer(
 )
 app.add_typer(mesh_app, name="mesh")
 app.add_typer(graph_app, name="graph")
+app.add_typer(decisions_app, name="decisions")
+app.command("worker")(worker_cmd)
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections import OrderedDict
 from typing import Any
 
 from plait.actors import ActorContext, Mail, tell_in

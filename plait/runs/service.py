@@ -94,7 +94,7 @@ class Runs:
             found.append(summary)
         return sorted(found, key=lambda s: s.created_at, reverse=True)
 
-    async def wait(self, run_id: str, *, timeout: float | None = None,
+    async def wait(self, run_id: str, *, timeout: float | None = None,  # noqa: ASYNC109
                    on_progress: Callable[[dict[str, Any]], None] | None = None,
                    since: RunRecord | None = None) -> RunRecord:
         """Wait until the run is done, failed, cancelled or waiting on a person.
