@@ -22,8 +22,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from plait.errors import ConfigError, MeshError, MeshUnavailable, VersionConflict
@@ -43,8 +44,9 @@ from plait.mesh._base import (
     StartFrom,
     Subscription,
     TransactionResult,
+    _check_version,
 )
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
 
 _SCAN_PAGE = 256
 _BLOCK_MS = 100  # longest blocking read: bounds how late a scheduled event can be
@@ -112,21 +114,39 @@ class RedisMesh(Mesh):
     def _stream(self, topic: str) -> str:
         return f"{self.prefix}t:{topic}"
 
+    def _error(self, exc: RedisError | OSError) -> MeshError:
+        """The plait error a redis-py error means, its message free of the password."""
+        text = str(exc) or type(exc).__name__
+        if self._password:
+            text = text.replace(self._password, "***")
+        if isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError):
+            return MeshUnavailable(f"cannot reach the Redis mesh at {self.url}: {text}")
+        return MeshError(f"the Redis mesh at {self.url} failed: {text}")
+
     @contextmanager
     def _translate(self) -> Iterator[None]:
-        """Turn a redis-py error into the plait error it means, with no password in it."""
         try:
             yield
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            raise MeshUnavailable(
-                f"cannot reach the Redis mesh at {self.url}: {self._scrub(exc)}"
-            ) from exc
-        except RedisError as exc:
-            raise MeshError(f"the Redis mesh at {self.url} failed: {self._scrub(exc)}") from exc
+        except (RedisError, OSError) as exc:
+            raise self._error(exc) from exc
 
-    def _scrub(self, exc: BaseException) -> str:
-        text = str(exc) or type(exc).__name__
-        return text.replace(self._password, "***") if self._password else text
+    async def _run(
+        self,
+        script: AsyncScript,
+        keys: list[str],
+        args: list[Any],
+        client: aioredis.Redis | None = None,
+    ) -> Any:
+        """Call ``script`` by EVALSHA, loading it once if the server lost it."""
+        client = client or self._client
+        try:
+            try:
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                script.sha = await client.script_load(script.script)
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
+        except (RedisError, OSError) as exc:
+            raise self._error(exc) from exc
 
     async def open(self) -> None:
         with self._translate():
@@ -143,15 +163,26 @@ class RedisMesh(Mesh):
 
     async def get(self, key: str) -> Entry | None:
         check_key(key)
-        with self._translate():
+        try:
             reply: list[Any] = await self._client.hmget(self._kv + key, ("v", "n"))
+        except (RedisError, OSError) as exc:
+            raise self._error(exc) from exc
         value, version = reply
         return None if value is None else Entry(key, decode(value), int(version))
 
     async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
-        tx = self.transact()
-        tx.put(key, value, if_version)
-        return (await tx.commit()).entries[key]
+        # the one-op case of _apply without its generality: this is the hot path
+        check_key(key)
+        _check_version(if_version)
+        data = encode(key, value, self.max_value_bytes)
+        reply = await self._run(
+            self._commit_script,
+            [self._index, self._sched, self._schedp, self._kv + key],
+            [1, "P", key, data, "" if if_version is None else if_version],
+        )
+        if reply[0] == b"conflict":
+            raise VersionConflict(key, int(reply[2]), int(reply[3]))
+        return Entry(key, decode(data), int(reply[1][0]))
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         tx = self.transact()
@@ -164,10 +195,9 @@ class RedisMesh(Mesh):
         low = b"[" + prefix.encode() if prefix else b"-"
         high = b"(" + prefix.encode() + b"\xff" if prefix else b"+"
         while True:
-            with self._translate():
-                reply = await self._scan_script(
-                    [self._index], [low, high, _SCAN_PAGE, self._kv], client=self._client
-                )
+            reply = await self._run(
+                self._scan_script, [self._index], [low, high, _SCAN_PAGE, self._kv]
+            )
             count, last, rows = int(reply[0]), reply[1], reply[2:]
             for i in range(0, len(rows), 3):
                 yield Entry(rows[i].decode(), decode(rows[i + 1]), int(rows[i + 2]))
@@ -207,8 +237,7 @@ class RedisMesh(Mesh):
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))
-        with self._translate():
-            reply = await self._commit_script(keys, args, client=self._client)
+        reply = await self._run(self._commit_script, keys, args)
         if reply[0] == b"conflict":
             raise VersionConflict(reply[1].decode(), int(reply[2]), int(reply[3]))
         results = [int(r) for r in reply[1]]
@@ -226,10 +255,7 @@ class RedisMesh(Mesh):
             await self._client.xack(self._stream(delivery.topic), delivery.group, delivery.position)
 
     async def _create_groups(self, streams: list[str], group: str, start: StartFrom) -> None:
-        with self._translate():
-            await self._groups_script(
-                streams, [group, "0" if start == "begin" else "$"], client=self._client
-            )
+        await self._run(self._groups_script, streams, [group, "0" if start == "begin" else "$"])
 
     def subscribe(
         self,
@@ -319,8 +345,7 @@ class _RedisSubscription(Subscription):
             self._client = mesh._new_client()  # its own connection: cancelling a read is safe
         keys = [mesh._sched, mesh._schedp, *self._streams]
         args = [self._group, self._consumer, self._visibility_ms, self._turn, *self._cursors]
-        with mesh._translate():
-            wait_us, hit, cursors, last = await mesh._poll_script(keys, args, client=self._client)
+        wait_us, hit, cursors, last = await mesh._run(mesh._poll_script, keys, args, self._client)
         self._turn += 1
         self._cursors = list(cursors)
         if hit:

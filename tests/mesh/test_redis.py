@@ -294,4 +294,5 @@ async def test_closing_the_mesh_ends_iteration_promptly(prefix: str) -> None:
         await anyio.sleep(0.3)
         closed_at = time.monotonic()
         await mesh.close()
-    assert ended_after and ended_after[0] < 0.1
+    # well under the socket timeout; the blocking read is interrupted, not waited out
+    assert ended_after and ended_after[0] < 0.5, f"iteration ended {ended_after} s after close"

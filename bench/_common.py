@@ -1,0 +1,143 @@
+"""Helpers shared by the benchmarks: timing loops and the output of figures.
+
+A benchmark measures figures (a value beside the baseline it is judged against) and
+prints them with :func:`report`: a readable table, or with ``--json`` one JSON object
+per figure per line: ``{"bench", "metric", "value", "unit", "baseline", "ratio"}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One measured figure.
+
+    Attributes:
+        bench: the benchmark's name (``"mesh_cas"``).
+        metric: what was measured (``"redis_cas_sequential"``).
+        value: the measurement.
+        unit: its unit (``"ops/s"``).
+        baseline: the figure it is judged against, measured in the same run or fixed.
+        target: the ratio ``value / baseline`` should reach, shown in the table only.
+        note: what the baseline is, shown in the table only.
+    """
+
+    bench: str
+    metric: str
+    value: float
+    unit: str
+    baseline: float
+    target: float = 1.0
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        """``value / baseline`` (0 when there is no baseline)."""
+        return self.value / self.baseline if self.baseline else 0.0
+
+    def as_json(self) -> str:
+        """The figure as one JSON line."""
+        return json.dumps(
+            {
+                "bench": self.bench,
+                "metric": self.metric,
+                "value": round(self.value, 1),
+                "unit": self.unit,
+                "baseline": round(self.baseline, 1),
+                "ratio": round(self.ratio, 3),
+            }
+        )
+
+
+def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The options every benchmark takes: ``--json`` and ``--seconds``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--json", action="store_true", help="print one JSON object per figure")
+    parser.add_argument(
+        "--seconds", type=float, default=1.0, help="how long each figure is measured"
+    )
+    return parser.parse_args(argv)
+
+
+Measure = Callable[[float], Awaitable[float]]
+"""Runs something for about the given seconds and returns its operations per second."""
+
+
+async def rate(op: Callable[[int], Awaitable[object]], seconds: float, *, tasks: int = 1) -> float:
+    """Operations per second of ``op(task)`` awaited in a loop by ``tasks`` concurrent tasks."""
+
+    async def loop(task: int, until: float) -> int:
+        n = 0
+        while time.perf_counter() < until:
+            await op(task)
+            n += 1
+        return n
+
+    started = time.perf_counter()
+    counts = await asyncio.gather(*(loop(t, started + seconds) for t in range(tasks)))
+    return sum(counts) / (time.perf_counter() - started)
+
+
+def rate_sync(op: Callable[[], object], seconds: float) -> float:
+    """Operations per second of ``op()`` called in a loop on this thread."""
+    n = 0
+    started = time.perf_counter()
+    until = started + seconds
+    while time.perf_counter() < until:
+        op()
+        n += 1
+    return n / (time.perf_counter() - started)
+
+
+async def best_of(
+    measures: Sequence[Measure], seconds: float, *, rounds: int = 5, warmup: float = 0.1
+) -> list[float]:
+    """The best rate of each measure over ``rounds`` interleaved slices of ``seconds`` in all.
+
+    Slices of the measures alternate, so a figure and its floor see the same machine
+    load; the best slice of each is the one least disturbed by anything else running.
+    """
+    for measure in measures:
+        await measure(warmup)
+    best = [0.0] * len(measures)
+    for _ in range(rounds):
+        for i, measure in enumerate(measures):
+            best[i] = max(best[i], await measure(seconds / rounds))
+    return best
+
+
+def report(figures: Sequence[Figure], *, as_json: bool, title: str = "") -> None:
+    """Print ``figures`` as JSON lines, or as a table."""
+    if as_json:
+        for figure in figures:
+            print(figure.as_json(), flush=True)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title or None)
+    for column in ("metric", "value", "baseline", "ratio", "target", "baseline is"):
+        table.add_column(column, justify="left" if column in ("metric", "baseline is") else "right")
+    for f in figures:
+        ok = f.ratio >= f.target
+        table.add_row(
+            f.metric,
+            f"{f.value:,.0f} {f.unit}",
+            f"{f.baseline:,.0f}",
+            f"[{'green' if ok else 'red'}]{f.ratio:.2f}[/]",
+            f">= {f.target:.2f}",
+            f.note,
+        )
+    console = Console()
+    console.width = max(console.width, 112)  # a pipe reports 80 columns: too narrow
+    console.print(table)
+
+
+__all__ = ["Figure", "Measure", "best_of", "parse_args", "rate", "rate_sync", "report"]

@@ -1,0 +1,183 @@
+"""CAS writes per second on each mesh backend, beside floors measured in the same run.
+
+A floor is the same write made with nothing of plait around it: for Redis the mesh's own
+Lua CAS script called straight through redis.asyncio; for SQLite a bare ``UPDATE ...
+WHERE key = ? AND version = ?`` committed per write, once through ``asyncio.to_thread``
+and once directly on one thread. ``ratio`` is value / baseline.
+
+Run: ``python bench/mesh_cas.py [--json] [--seconds 1.0]``. Redis is read from
+``PLAIT_BENCH_REDIS`` (default ``redis://127.0.0.1:6379/0``) under a fresh key prefix
+that is removed afterwards; its figures are skipped if it does not answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import redis.asyncio as aioredis
+from _common import Figure, Measure, best_of, parse_args, rate, rate_sync, report
+from redis.exceptions import RedisError
+
+from plait.mesh import Mesh, open_mesh
+from plait.mesh._codec import encode
+
+BENCH = "mesh_cas"
+UNIT = "CAS/s"
+TASKS = 64
+VALUE = {"status": "running", "ready": ["draft"], "visits": {"draft": 3}, "n": 12345}
+MEMORY_FLOOR = 200_000.0
+REDIS_URL = os.environ.get("PLAIT_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+_UPDATE = "UPDATE kv SET value = ?, version = version + 1 WHERE key = ? AND version = ?"
+
+
+async def mesh_cas(mesh: Mesh, tasks: int) -> Measure:
+    """CAS puts through the mesh by ``tasks`` tasks, each on a key of its own."""
+    versions = [(await mesh.put(f"bench/{t}", VALUE)).version for t in range(tasks)]
+
+    async def cas(task: int) -> None:
+        versions[task] = (await mesh.put(f"bench/{task}", VALUE, versions[task])).version
+
+    return lambda seconds: rate(cas, seconds, tasks=tasks)
+
+
+# -- Redis ----------------------------------------------------------------------------
+
+
+async def redis_figures(seconds: float) -> list[Figure]:
+    from plait.mesh._redis_scripts import COMMIT
+
+    prefix = f"plait-bench-{uuid.uuid4().hex[:12]}:"
+    client = aioredis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        await client.aclose()
+        print(f"skipping Redis: {REDIS_URL} does not answer ({exc})", file=sys.stderr)
+        return []
+    script = client.register_script(COMMIT)
+    data = encode("bench", VALUE)
+    fixed = [f"{prefix}keys", f"{prefix}sched", f"{prefix}schedp"]
+
+    def floor(tasks: int) -> Measure:
+        # the mesh's own CAS script, straight through redis.asyncio
+        versions = [0] * tasks
+
+        async def cas(task: int) -> None:
+            name = f"floor/{task}"
+            await script([*fixed, f"{prefix}kv:{name}"], [1, "P", name, data, versions[task]])
+            versions[task] += 1
+
+        return lambda seconds: rate(cas, seconds, tasks=tasks)
+
+    figures: list[Figure] = []
+    try:
+        async with open_mesh(f"{REDIS_URL}?prefix={prefix}") as mesh:
+            for metric, tasks in (("redis_cas_sequential", 1), ("redis_cas_concurrent", TASKS)):
+                value, base = await best_of([await mesh_cas(mesh, tasks), floor(tasks)], seconds)
+                note = f"bare script call, {tasks} task{'s' if tasks > 1 else ''}"
+                figures.append(Figure(BENCH, metric, value, UNIT, base, 0.8, note))
+    finally:
+        doomed = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if doomed:
+            await client.delete(*doomed)
+        await client.aclose()
+    return figures
+
+
+# -- SQLite ---------------------------------------------------------------------------
+
+
+def _read_synchronous(conn: sqlite3.Connection) -> int:
+    level: int = conn.execute("PRAGMA synchronous").fetchone()[0]
+    return level
+
+
+async def backend_synchronous(mesh: Mesh) -> int:
+    """The ``synchronous`` level the SQLite backend runs with, read from the backend."""
+    from plait.mesh import sqlite as backend
+
+    declared = getattr(backend, "SYNCHRONOUS", None)
+    if declared is not None:
+        return {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}.get(str(declared).upper(), 1)
+    level: int = await mesh._write(_read_synchronous)  # type: ignore[attr-defined]
+    return level
+
+
+class SqliteFloor:
+    """A bare sqlite3 CAS on one key of a WAL file, committed per write."""
+
+    def __init__(self, path: Path, synchronous: int) -> None:
+        self.conn = sqlite3.connect(path, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute(f"PRAGMA synchronous = {synchronous}")
+        self.conn.execute(
+            "CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
+            "version INTEGER NOT NULL) WITHOUT ROWID"
+        )
+        self.data = encode("floor", VALUE)
+        self.conn.execute("INSERT INTO kv VALUES ('floor', ?, 1)", (self.data,))
+        self.conn.commit()
+        self.version = 1
+
+    def cas(self) -> None:
+        if self.conn.execute(_UPDATE, (self.data, "floor", self.version)).rowcount != 1:
+            raise RuntimeError("the floor's CAS missed")
+        self.conn.commit()
+        self.version += 1
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+async def sqlite_figures(seconds: float, tmp: Path) -> list[Figure]:
+    async with open_mesh(f"sqlite:///{tmp / 'mesh.db'}") as mesh:
+        floor = SqliteFloor(tmp / "floor.db", await backend_synchronous(mesh))
+        try:
+
+            async def threaded(task: int) -> None:
+                await asyncio.to_thread(floor.cas)
+
+            async def direct(seconds: float) -> float:
+                return rate_sync(floor.cas, seconds)
+
+            sequential, to_thread = await best_of(
+                [await mesh_cas(mesh, 1), lambda seconds: rate(threaded, seconds)], seconds
+            )
+            concurrent, on_thread = await best_of([await mesh_cas(mesh, TASKS), direct], seconds)
+        finally:
+            floor.close()
+    return [
+        Figure(BENCH, "sqlite_cas_sequential", sequential, UNIT, to_thread, 0.8,
+               "bare UPDATE+commit in to_thread"),
+        Figure(BENCH, "sqlite_cas_concurrent", concurrent, UNIT, on_thread, 1.0,
+               "bare UPDATE+commit, one thread"),
+    ]  # fmt: skip
+
+
+# -- memory ---------------------------------------------------------------------------
+
+
+async def memory_figures(seconds: float) -> list[Figure]:
+    async with open_mesh("memory://") as mesh:
+        (value,) = await best_of([await mesh_cas(mesh, 1)], seconds)
+    return [Figure(BENCH, "memory_cas_sequential", value, UNIT, MEMORY_FLOOR, 1.0, "fixed")]
+
+
+async def main(argv: list[str] | None = None) -> None:
+    args = parse_args(__doc__.splitlines()[0] if __doc__ else BENCH, argv)
+    figures: list[Figure] = []
+    figures += await redis_figures(args.seconds)
+    with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
+        figures += await sqlite_figures(args.seconds, Path(tmp))
+    figures += await memory_figures(args.seconds)
+    report(figures, as_json=args.json, title="mesh CAS writes per second")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
