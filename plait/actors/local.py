@@ -189,7 +189,8 @@ class LocalRuntime:
     async def start(self) -> None:
         """Start serving the mailbox."""
         self._tg = await self._stack.enter_async_context(anyio.create_task_group())
-        self._sub = self.mesh.subscribe(MAILBOX_TOPIC, self.group, self.host,
+        # "begin": mail sent before any runtime ever served this mesh must not be lost.
+        self._sub = self.mesh.subscribe(MAILBOX_TOPIC, self.group, self.host, start="begin",
                                         visibility_timeout_ms=self.visibility_timeout_ms)
         self._tg.start_soon(self._dispatch)
         self._tg.start_soon(self._keep_visible)

@@ -162,7 +162,8 @@ class MemoryMesh(Mesh):
         self._topic(op.topic).log.append((op.event_id, op.kind, op.data, op.at_ms))
 
     def _schedule(self, op: PublishOp) -> None:
-        due = op.at_ms + op.after_ms
+        # at_ms is truncated to the millisecond; one more keeps delivery from being early.
+        due = op.at_ms + op.after_ms + (1 if op.after_ms else 0)
         skey = op.key if op.key is not None else f"\x00{op.event_id}"
         self._scheduled[skey] = (due, op)
         self._seq += 1
