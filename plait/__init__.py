@@ -1,7 +1,50 @@
-"""plait: a durable actor-mesh runtime for LLM agent graphs."""
+"""plait: a durable actor-mesh runtime for LLM agent graphs.
+
+- :func:`open_mesh` — versioned state with CAS, durable topics, transactions.
+- :func:`run_graph` / :func:`resume_graph` — run a graph in this process.
+- :class:`Runs` — durable runs, served by :class:`LocalRuntime` actors.
+- :class:`DecisionBoard` / :class:`DecisionDesk` — decisions people answer.
+"""
 
 from __future__ import annotations
 
-from plait.mesh import open_mesh
+from plait.actors import LocalRuntime
+from plait.decisions import Agent, Decision, DecisionBoard, DecisionDesk, Human
+from plait.errors import PlaitError, VersionConflict
+from plait.graphs import (
+    GraphRun,
+    GraphSpec,
+    load_graph,
+    resume_graph,
+    run_graph,
+    validate_graph,
+)
+from plait.mesh import Entry, Mesh, open_mesh
+from plait.models import Model, ScriptedModel, load_model
+from plait.runs import RunHost, RunRecord, Runs
 
-__all__ = ["open_mesh"]
+__all__ = [
+    "Agent",
+    "Decision",
+    "DecisionBoard",
+    "DecisionDesk",
+    "Entry",
+    "GraphRun",
+    "GraphSpec",
+    "Human",
+    "LocalRuntime",
+    "Mesh",
+    "Model",
+    "PlaitError",
+    "RunHost",
+    "RunRecord",
+    "Runs",
+    "ScriptedModel",
+    "VersionConflict",
+    "load_graph",
+    "load_model",
+    "open_mesh",
+    "resume_graph",
+    "run_graph",
+    "validate_graph",
+]
