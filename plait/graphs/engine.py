@@ -259,8 +259,12 @@ def exhausted(spec: GraphSpec, state: RunState, *, starting: bool) -> str | None
         if limit is None:
             continue
         if name == "steps":
-            if starting and u.steps >= limit:
-                return f"steps: {u.steps} of {limit:g} used"
+            # Visits in flight will commit steps too: count them, or N concurrent claims
+            # could all start on the last step left.
+            if starting and u.steps + len(state.attempts) >= limit:
+                return f"steps: {u.steps} of {limit:g} used" + (
+                    f", {len(state.attempts)} in flight" if state.attempts else ""
+                )
         elif spent[name] > limit:
             return f"{name}: {spent[name]:g} spent, limit {limit:g}"
     return None
