@@ -83,12 +83,22 @@ class MemoryHistories:
 class AnswersUpFront:
     """Human answers and tool approvals given before the run starts (in-session).
 
-    A question with no answer here parks the run; resume it with the answer added.
+    ``answers`` hold, by human node id, the answer to every visit of that node, and by
+    ``approve:<node>:<tool>`` a standing approval (``yes``/``approve``) or rejection.
+    ``once`` holds answers to one visit only, by ``(node or approval key, visit)``: what a
+    person said when a parked run resumed. A question with no answer parks the run.
     """
 
-    def __init__(self, answers: Mapping[str, str] | None = None, approve_all: bool = False) -> None:
+    def __init__(
+        self,
+        answers: Mapping[str, str] | None = None,
+        approve_all: bool = False,
+        *,
+        once: Mapping[tuple[str, int], str] | None = None,
+    ) -> None:
         self.answers = dict(answers or {})
         self.approve_all = approve_all
+        self.once = dict(once or {})
 
     async def ask(
         self,
@@ -102,15 +112,17 @@ class AnswersUpFront:
         on_expire: str,
     ) -> Answer | Waiting:
         """See :class:`HumanPort`."""
-        if key in self.answers:
-            return Answer(self.answers[key])
-        return Waiting(node=key, kind="human", ask=ask, options=options)
+        answer = self.once.get((key, visit), self.answers.get(key))
+        if answer is not None:
+            return Answer(answer)
+        return Waiting(node=key, kind="human", ask=ask, options=options, visit=visit)
 
     async def approve(
         self, *, key: str, visit: int, tool: str, args: dict[str, Any]
     ) -> bool | Waiting:
         """See :class:`ApprovalPort`."""
-        answer = self.answers.get(f"approve:{key}:{tool}")
+        name = f"approve:{key}:{tool}"
+        answer = self.once.get((name, visit), self.answers.get(name))
         if answer is not None:
             return answer.strip().lower() in ("yes", "y", "approve", "approved", "true")
         if self.approve_all:
@@ -121,6 +133,7 @@ class AnswersUpFront:
             ask=f"Approve calling {tool} with {args}?",
             options=["approve", "reject"],
             tool=tool,
+            visit=visit,
         )
 
 

@@ -13,21 +13,21 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from plait.errors import GraphError, GraphNotFound
+from plait.errors import ConfigError, GraphError, GraphNotFound
 from plait.graphs import engine
 from plait.graphs.executors import execute
 from plait.graphs.loader import load_graph
 from plait.graphs.ports import AnswersUpFront, ExecEnv, MemoryHistories
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, RunStatus, RunUsage, Waiting
-from plait.models import Model, load_model
+from plait.models import Message, Model, load_model
 from plait.tools import AgentProfile, ToolRegistry, default_registry
 
 
@@ -56,7 +56,11 @@ class TrajectoryStep(BaseModel):
 
 
 class GraphRun(BaseModel):
-    """The outcome of an in-session run (so far, if it waits)."""
+    """The outcome of an in-session run (so far, if it waits).
+
+    A waiting run remembers how it was started (graph, model, tools, answers, agent
+    conversations), so :func:`resume_graph` carries on with the same.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -70,16 +74,40 @@ class GraphRun(BaseModel):
     usage: RunUsage = Field(default_factory=RunUsage)
     state: RunState
 
+    _setup: _Setup | None = PrivateAttr(default=None)
+    _histories: dict[str, list[Message]] = PrivateAttr(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """How a run was started: what :func:`resume_graph` reuses unless told otherwise."""
+
+    spec: GraphSpec
+    model: Model | None
+    answers: Mapping[str, str]
+    approve_tools: bool
+    profiles: Mapping[str, AgentProfile]
+    tools: ToolRegistry
+    graphs: Mapping[str, GraphSpec]
+    max_concurrency: int
+    cwd: Path
+    on_step: Callable[[TrajectoryStep], None] | None
+    once: Mapping[tuple[str, int], str] = field(default_factory=dict)
+    """Answers to one visit each, given when a parked run resumed."""
+
 
 @dataclass
 class _Session:
-    spec: GraphSpec
+    setup: _Setup
     env: ExecEnv
-    answers: AnswersUpFront
-    max_concurrency: int
-    on_step: Callable[[TrajectoryStep], None] | None
-    graphs: Mapping[str, GraphSpec]
+    histories: MemoryHistories
     trajectory: list[TrajectoryStep] = field(default_factory=list)
+
+
+_OPTIONS = frozenset(
+    {"graph", "model", "answers", "approve_tools", "profiles", "tools", "graphs",
+     "max_concurrency", "cwd", "on_step", "raise_budget"}
+)  # fmt: skip
 
 
 async def run_graph(
@@ -114,78 +142,137 @@ async def run_graph(
         on_step: called with each committed visit, as it commits.
         run_id: the run's id (default: a fresh one).
     """
-    spec = graph if isinstance(graph, GraphSpec) else load_graph(graph)
-    if isinstance(model, str):
-        model = load_model(model)
-    elif model is None and os.environ.get("PLAIT_MODEL"):
-        model = load_model(os.environ["PLAIT_MODEL"])
-    run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
-    answered = AnswersUpFront(answers, approve_all=approve_tools)
-    env = ExecEnv(
-        spec=spec,
-        run_id=run_id,
-        model=model,
+    setup = _Setup(
+        spec=graph if isinstance(graph, GraphSpec) else load_graph(graph),
+        model=_model(model),
+        answers=dict(answers or {}),
+        approve_tools=approve_tools,
         profiles=dict(profiles or {}),
         tools=tools or default_registry(),
-        human=answered,
-        approvals=answered,
-        histories=MemoryHistories(),
+        graphs=dict(graphs or {}),
+        max_concurrency=max_concurrency,
         cwd=cwd or Path.cwd(),
+        on_step=on_step,
     )
-    session = _Session(spec, env, answered, max_concurrency, on_step, dict(graphs or {}))
-    env.subgraphs = _subgraph_runner(session)
-    state = engine.start(spec, run_id, input, now=time.time())
-    return await _loop(session, state)
+    run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
+    session = _session(setup, run_id, {}, [])
+    return await _loop(session, engine.start(setup.spec, run_id, input, now=time.time()))
 
 
 async def resume_graph(run: GraphRun, answer: str, **options: Any) -> GraphRun:
     """Continue a run that waits on a person, with their ``answer``.
 
-    ``options`` are those of :func:`run_graph` (the same model, graphs...); the
-    conversations of agent nodes start afresh in the resumed session.
+    The run carries on as it was started (same graph, model, tools, answers, and each
+    agent node's conversation so far); ``options`` are those of :func:`run_graph` and
+    replace what they name (``answers`` are added to the earlier ones). A run rebuilt
+    from its state alone needs ``graph=``.
+
+    A run parked on its budget (``waiting.kind == "budget"``) goes on only with
+    ``raise_budget={"steps": 10}`` (or ``tokens``, ``dollars``...), which a person
+    grants on top of the graph's budget; the raise may come with any other answer too.
+
+    Raises:
+        GraphError: the run waits on nothing, its graph is unknown, or it waits on its
+            budget and no raise is given.
+        ConfigError: an option is not one of :func:`run_graph`'s.
     """
-    if run.waiting is None:
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown resume_graph option(s) {unknown}; known: {sorted(_OPTIONS)}")
+    waiting = run.waiting
+    if waiting is None:
         raise GraphError(f"run {run.run_id} waits on no one (status {run.status})")
-    state = run.state
-    spec = options.pop("graph", None)
-    if spec is None:
-        raise GraphError("resume_graph needs graph=<the spec the run was started with>")
-    spec = spec if isinstance(spec, GraphSpec) else load_graph(spec)
-    answers = dict(options.pop("answers", None) or {})
-    key = run.waiting.node
-    if run.waiting.kind == "approval":
-        answers[f"approve:{key}:{run.waiting.tool}"] = answer
+    setup = run._setup
+    graph = options.pop("graph", None)
+    if graph is not None:
+        spec = graph if isinstance(graph, GraphSpec) else load_graph(graph)
+    elif setup is not None:
+        spec = setup.spec
     else:
-        answers[key] = answer
-    model = options.pop("model", None)
+        raise GraphError("resume_graph needs graph=<the spec the run was started with>")
+    if "model" in options:
+        options["model"] = _model(options["model"])
+    answers = dict(setup.answers if setup is not None else {})
+    answers.update(options.pop("answers", None) or {})
+    once = dict(setup.once if setup is not None else {})
+    if waiting.kind != "budget":
+        name = waiting.node
+        if waiting.kind == "approval":
+            name = f"approve:{waiting.node}:{waiting.tool}"
+        if waiting.visit is not None:
+            once[(name, waiting.visit)] = answer  # this visit's answer, not every visit's
+        else:
+            answers[name] = answer
+    extra = options.pop("raise_budget", None)
+    if waiting.kind == "budget" and not extra:
+        raise GraphError(
+            f"run {run.run_id} waits on its budget ({waiting.ask}); a person raises it "
+            'with raise_budget={"steps": 10} (or tokens, dollars, wall_seconds, retries)'
+        )
+    if setup is None:
+        setup = _Setup(
+            spec=spec,
+            model=_model(None),
+            answers={},
+            approve_tools=False,
+            profiles={},
+            tools=default_registry(),
+            graphs={},
+            max_concurrency=16,
+            cwd=Path.cwd(),
+            on_step=None,
+        )
+    defaults: dict[str, Callable[[Any], Any]] = {
+        "profiles": lambda v: dict(v or {}),
+        "graphs": lambda v: dict(v or {}),
+        "tools": lambda v: v or default_registry(),
+        "cwd": lambda v: v or Path.cwd(),
+    }
+    for name, fill in defaults.items():
+        if name in options:
+            options[name] = fill(options[name])
+    setup = replace(setup, spec=spec, answers=answers, once=once, **options)
+    session = _session(setup, run.run_id, run._histories, run.trajectory)
+    now = time.time()
+    state = engine.raise_budget(run.state, extra, now=now) if extra else run.state
+    return await _loop(session, engine.resume(state, now=now))
+
+
+def _model(model: Model | str | None) -> Model | None:
     if isinstance(model, str):
-        model = load_model(model)
-    answered = AnswersUpFront(answers, approve_all=options.pop("approve_tools", False))
+        return load_model(model)
+    if model is None and os.environ.get("PLAIT_MODEL"):
+        return load_model(os.environ["PLAIT_MODEL"])
+    return model
+
+
+def _session(
+    setup: _Setup,
+    run_id: str,
+    histories: Mapping[str, list[Message]],
+    trajectory: list[TrajectoryStep],
+) -> _Session:
+    answered = AnswersUpFront(setup.answers, approve_all=setup.approve_tools, once=setup.once)
+    memory = MemoryHistories()
+    memory.saved.update(histories)
     env = ExecEnv(
-        spec=spec,
-        run_id=run.run_id,
-        model=model,
-        profiles=dict(options.pop("profiles", None) or {}),
-        tools=options.pop("tools", None) or default_registry(),
+        spec=setup.spec,
+        run_id=run_id,
+        model=setup.model,
+        profiles=dict(setup.profiles),
+        tools=setup.tools,
         human=answered,
         approvals=answered,
-        cwd=options.pop("cwd", None) or Path.cwd(),
+        histories=memory,
+        cwd=setup.cwd,
     )
-    session = _Session(
-        spec,
-        env,
-        answered,
-        options.pop("max_concurrency", 16),
-        options.pop("on_step", None),
-        dict(options.pop("graphs", None) or {}),
-        trajectory=list(run.trajectory),
-    )
+    session = _Session(setup, env, memory, list(trajectory))
     env.subgraphs = _subgraph_runner(session)
-    return await _loop(session, engine.resume(state, now=time.time()))
+    return session
 
 
 async def _loop(session: _Session, state: RunState) -> GraphRun:
-    spec, env = session.spec, session.env
+    spec, env = session.setup.spec, session.env
     values: dict[str, Any] = {k: out.value for k, out in state.outputs.items()}
     send, receive = anyio.create_memory_object_stream[tuple[str, engine.NodeResult]](
         max_buffer_size=1_000_000
@@ -199,7 +286,7 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
     async with anyio.create_task_group() as tg, send, receive:
         while True:
             for key in engine.claimable(state):
-                if in_flight >= session.max_concurrency:
+                if in_flight >= session.setup.max_concurrency:
                     break
                 state, attempt = engine.claim(
                     spec, state, key, nonce=uuid.uuid4().hex, now=time.time()
@@ -208,14 +295,14 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
                     break
                 in_flight += 1
                 tg.start_soon(run_one, key, attempt.visit, state)
-            if in_flight == 0:
+            if in_flight == 0 or state.terminal:
+                tg.cancel_scope.cancel()  # a spent budget ends the run; stop what still runs
                 break
             key, result = await receive.receive()
             in_flight -= 1
             state, events = engine.complete(spec, state, key, result, now=time.time())
             if result.history is not None:
-                assert isinstance(env.histories, MemoryHistories)
-                env.histories.saved[key] = result.history
+                session.histories.saved[key] = result.history
             for name, out in state.outputs.items():
                 if out.seq == state.seq:
                     values[name] = out.value
@@ -228,7 +315,7 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
     output = None
     if state.status == "done" and state.output_node is not None:
         output = state.outputs[state.output_node].value
-    return GraphRun(
+    run = GraphRun(
         run_id=state.run_id,
         status=state.status,
         output=output,
@@ -239,6 +326,9 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
         usage=state.usage,
         state=state,
     )
+    run._setup = session.setup
+    run._histories = dict(session.histories.saved)
+    return run
 
 
 def _record(
@@ -255,34 +345,40 @@ def _record(
         ended_at=result.ended_at,
         error=result.error,
     )
+    _append(session, step)
+
+
+def _append(session: _Session, step: TrajectoryStep) -> None:
     session.trajectory.append(step)
-    if session.on_step is not None:
-        session.on_step(step)
+    if session.setup.on_step is not None:
+        session.setup.on_step(step)
 
 
 def _subgraph_runner(session: _Session) -> Any:
     async def run_child(
         agent: str, name: str, version: int | None, child_input: Any, parent: str
     ) -> Any:
-        child_spec = session.graphs.get(name)
+        setup = session.setup
+        child_spec = setup.graphs.get(name)
         if child_spec is None:
             raise GraphNotFound(
                 f"subgraph {name!r} is not among the graphs given "
-                f"({', '.join(sorted(session.graphs)) or 'none'})"
+                f"({', '.join(sorted(setup.graphs)) or 'none'})"
             )
         child = await run_graph(
             child_spec,
             child_input,
-            model=session.env.model,
-            answers=session.answers.answers,
-            approve_tools=session.answers.approve_all,
-            profiles=session.env.profiles,
-            tools=session.env.tools,
-            graphs=session.graphs,
-            cwd=session.env.cwd,
+            model=setup.model,
+            answers=setup.answers,
+            approve_tools=setup.approve_tools,
+            profiles=setup.profiles,
+            tools=setup.tools,
+            graphs=setup.graphs,
+            max_concurrency=setup.max_concurrency,
+            cwd=setup.cwd,
         )
         for step in child.trajectory:
-            session.trajectory.append(step.model_copy(update={"parent": step.parent or parent}))
+            _append(session, step.model_copy(update={"parent": step.parent or parent}))
         if child.status != "done":
             raise GraphError(
                 f"subgraph {name!r} ended {child.status}: "

@@ -116,6 +116,8 @@ class Waiting(BaseModel):
     options: list[str] | None = None
     tool: str | None = None
     """For an approval: the tool whose call waits."""
+    visit: int | None = None
+    """The visit of ``node`` that asks (None for a budget)."""
 
 
 class InstancePlan(BaseModel):
