@@ -80,7 +80,16 @@ def _strings(value: object) -> Iterator[str]:
 
 
 def _reads(spec: GraphSpec, node: Node) -> set[str]:
-    names = {ref.name for t in _templates(node) for ref in references(t)} - _NOT_OUTPUTS
+    named = {ref.name for t in _templates(node) for ref in references(t)}
+    names = named - _NOT_OUTPUTS
+    if "item" in named:  # a map instance's item is an element of its source's output
+        names.update(
+            s.source_node_id
+            for other in spec.nodes
+            if isinstance(other, FanOutNode)
+            for s in other.specs
+            if s.kind == "map" and s.target_node_id == node.id and s.source_node_id
+        )
     if isinstance(node, ParallelNode) and isinstance(node.tasks, str):
         head = parse_path(node.tasks)[0]
         if head not in _NOT_OUTPUTS:
