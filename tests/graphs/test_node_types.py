@@ -71,7 +71,7 @@ SCHEMA = {
 
 async def test_response_format_is_sent_parsed_and_validated() -> None:
     model = ScriptedModel([{"node": "r", "text": '```json\n{"urls": ["https://a"]}\n```'}])
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"id": "r", "type": "agent", "prompt": "List.", "response_format": SCHEMA, "next": "u"},
         {"id": "u", "type": "agent", "prompt": "First: {{r.urls[0]}}"},
     ]
@@ -112,7 +112,8 @@ async def test_a_tool_loop_and_its_history_carry_over_to_the_next_visit() -> Non
     profile = AgentProfile(name="assistant", tools=["lookup"], system_prompt="Be brief.")
     model = ScriptedModel(
         [
-            {"node": "a", "visit": 1, "round": 1, "tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]},
+            {"node": "a", "visit": 1, "round": 1,
+             "tool_calls": [{"name": "lookup", "arguments": {"q": "x"}}]},
             {"node": "a", "visit": 1, "round": 2, "text": "draft one"},
             {"node": "check", "visit": 1, "text": "too short\nfail"},
             {"node": "a", "visit": 2, "text": "draft two"},
@@ -120,7 +121,7 @@ async def test_a_tool_loop_and_its_history_carry_over_to_the_next_visit() -> Non
             {"node": "finish", "text": "published"},
         ]
     )  # fmt: skip
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"id": "a", "type": "agent", "prompt": "Write. Critique: {{check?}}", "next": "check"},
         {
             "id": "check",
@@ -173,7 +174,7 @@ async def test_an_agent_that_keeps_calling_tools_fails_after_max_rounds() -> Non
 # -- verifier ----------------------------------------------------------------------
 
 
-VERIFY = [
+VERIFY: list[dict[str, Any]] = [
     {"id": "draft", "type": "agent", "prompt": "Write {{input}}", "next": "verify"},
     {
         "id": "verify",
@@ -199,7 +200,7 @@ async def test_a_reply_without_one_valid_verdict_is_asked_again_then_fails(reply
     assert len(verify_calls) == 2
     reask = verify_calls[1].messages
     assert reask[-1].role == "user"
-    assert reask[-1].content == "End your reply with a last line holding exactly one of: pass, fail."
+    assert reask[-1].content.endswith("holding exactly one of: pass, fail.")
     assert reask[-2].content == reply
     assert [s.node for s in run.trajectory] == ["draft", "verify"]
     assert run.trajectory[-1].verdict is None
@@ -221,7 +222,7 @@ async def test_a_verdict_is_the_one_verdict_word_on_the_last_line() -> None:
 
 # -- human -------------------------------------------------------------------------
 
-HUMAN = [
+HUMAN: list[dict[str, Any]] = [
     {"id": "a", "type": "agent", "prompt": "Draft {{input}}", "next": "h"},
     {"id": "h", "type": "human", "ask": "Approve?\n\n{{a}}", "next": "b"},
     {"id": "b", "type": "agent", "prompt": "Final: {{a}} / {{h}}"},
@@ -289,7 +290,7 @@ def tool_setup(**flags: Any) -> tuple[Recorder, ToolRegistry, dict[str, AgentPro
     return rec, registry, {"assistant": profile}
 
 
-TOOL_NODES = [
+TOOL_NODES: list[dict[str, Any]] = [
     {
         "id": "count",
         "type": "agent",
@@ -297,7 +298,8 @@ TOOL_NODES = [
         "response_format": {"type": "object", "properties": {"n": {"type": "integer"}}},
         "next": "save",
     },
-    {"id": "save", "type": "tool", "tool": "record", "args": {"n": "{{count.n}}", "note": "n={{count.n}}"}},
+    {"id": "save", "type": "tool", "tool": "record",
+     "args": {"n": "{{count.n}}", "note": "n={{count.n}}"}},
 ]  # fmt: skip
 
 
@@ -415,7 +417,7 @@ async def test_parallel_tasks_from_a_path_into_an_upstream_output() -> None:
             {"node": "p", "text": "summary"},
         ]
     )
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"id": "r", "type": "agent", "prompt": "List", "response_format": SCHEMA, "next": "p"},
         {"id": "p", "type": "parallel", "tasks": "r.urls", "prompt": "Read {{item}}"},
     ]
@@ -504,7 +506,7 @@ CHILD = {
     ],
     "entry": "c1",
 }
-PARENT = [
+PARENT: list[dict[str, Any]] = [
     {"id": "a", "type": "agent", "prompt": "Start {{input}}", "next": "sub"},
     {"id": "sub", "type": "subgraph", "graph": "child", "input": "{{a}}", "next": "b"},
     {"id": "b", "type": "agent", "prompt": "Sub said {{sub}}"},
@@ -524,9 +526,7 @@ def family_model() -> ScriptedModel:
 
 async def test_a_subgraph_runs_its_child_to_completion() -> None:
     model = family_model()
-    run = await run_graph(
-        graph(PARENT), "x", model=model, graphs={"child": load_graph(CHILD)}
-    )
+    run = await run_graph(graph(PARENT), "x", model=model, graphs={"child": load_graph(CHILD)})
     assert run.status == "done", run.error
     assert run.output == "beta"
     assert [(s.node, s.parent) for s in run.trajectory] == [
@@ -556,7 +556,11 @@ async def test_a_failing_child_fails_the_parent() -> None:
     assert run.status == "failed"
     assert run.error is not None and "subgraph 'child' ended failed" in run.error
     assert "down" in run.error
-    assert [(s.node, s.parent) for s in run.trajectory] == [("a", None), ("c1", "sub"), ("sub", None)]
+    assert [(s.node, s.parent) for s in run.trajectory] == [
+        ("a", None),
+        ("c1", "sub"),
+        ("sub", None),
+    ]
 
 
 async def test_a_parallel_worker_tool_needing_approval_parks_the_node() -> None:

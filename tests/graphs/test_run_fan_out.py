@@ -167,9 +167,7 @@ async def test_collect_in_the_example_shape_renders_an_aggregate_template() -> N
     data["nodes"][4]["aggregate_template"] = "{{fetch}} | first: {{fetch[0]}}"
     run = await run_graph(data, "t", model=model)
     assert run.status == "done", run.error
-    assert run.output == (
-        '["page",{"instance":"fetch[1]","error":"HTTP 503"}] | first: page'
-    )
+    assert run.output == ('["page",{"instance":"fetch[1]","error":"HTTP 503"}] | first: page')
 
 
 async def test_a_fan_out_inside_a_loop_spawns_fresh_instances() -> None:

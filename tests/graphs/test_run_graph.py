@@ -40,7 +40,8 @@ async def test_the_revise_loop_feeds_the_critique_back_to_the_draft() -> None:
         [
             {"node": "draft", "visit": 1, "text": "Revenue rose 12%."},
             {"node": "verify", "visit": 1, "text": "The 12% has no source.\nfail"},
-            {"node": "draft", "visit": 2, "match": "has no source", "text": "Revenue rose 12% [1]."},
+            {"node": "draft", "visit": 2, "match": "has no source",
+             "text": "Revenue rose 12% [1]."},
             {"node": "verify", "visit": 2, "text": "Sourced now.\npass"},
             {"node": "publish", "text": "FINAL"},
         ]
@@ -165,15 +166,15 @@ async def test_a_template_reading_a_node_without_output_fails_naming_node_and_ke
     run = await run_graph(data, "x", model=model)
     assert run.status == "failed"
     assert run.ended_detail == "template_error"
-    assert run.error == "draft: node 'draft': template {{verify.notes}}: node 'verify' has no output yet"
+    assert run.error == (
+        "draft: node 'draft': template {{verify.notes}}: node 'verify' has no output yet"
+    )
     assert model.calls == []
     assert run.trajectory[0].node == "draft"
 
 
 async def test_a_missing_field_in_a_structured_output_fails_the_run() -> None:
-    model = ScriptedModel(
-        [{"node": "draft", "text": "d"}, {"node": "verify", "text": "ok\npass"}]
-    )
+    model = ScriptedModel([{"node": "draft", "text": "d"}, {"node": "verify", "text": "ok\npass"}])
     run = await run_graph(revise(publish_reads="{{draft.title}}"), "x", model=model)
     assert run.status == "failed"
     assert run.error is not None
@@ -252,7 +253,7 @@ async def test_research_and_verify_example_runs_in_session() -> None:
         ("publish", None),
     ]
     assert run.output.startswith("FINAL")
-    assert run.trajectory[-1].prompt.endswith("Human decision: yes, ship it")
+    assert str(run.trajectory[-1].prompt).endswith("Human decision: yes, ship it")
 
     upfront = await run_graph(
         load_graph(graph), "the Q3 numbers", model=model, answers={"review_human": "yes"}

@@ -143,7 +143,8 @@ async def test_map_instances_over_outside_content_run_untrusted() -> None:
         "budget": 20,
         "nodes": [
             {"id": "begin", "kind": "begin"},
-            {"id": "research", "kind": "agent", "prompt": "Find", "response_format": {"type": "object"}},
+            {"id": "research", "kind": "agent", "prompt": "Find",
+             "response_format": {"type": "object"}},
             {"id": "fan", "kind": "fan_out", "specs": [
                 {"kind": "map", "target_node_id": "worker", "source_node_id": "research",
                  "source_path": "items", "on_failure": "collect"}]},
