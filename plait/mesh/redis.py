@@ -8,6 +8,8 @@ are due. The key layout is described in :mod:`plait.mesh._redis_scripts`.
 
 Redis calls are never retried here: a retried write could apply twice, so a lost
 connection surfaces as :class:`MeshUnavailable` (retryable) and the caller decides.
+A single Redis server (with or without replicas) is supported; Redis Cluster is not, as
+the scripts touch keys that a cluster would spread over several slots.
 """
 
 from __future__ import annotations
@@ -17,18 +19,19 @@ import math
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from plait.errors import ConfigError, MeshError, MeshUnavailable, VersionConflict
 from plait.mesh import _redis_scripts as scripts
+from plait.mesh import redact_url
 from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     AckOp,
@@ -61,6 +64,9 @@ def _strip_prefix_param(url: str) -> str:
 class RedisMesh(Mesh):
     """A mesh in a Redis 7 server, every key under ``prefix``.
 
+    Attributes:
+        prefix: prepended to every Redis key this mesh touches.
+
     Args:
         url: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME]`` or ``rediss://``.
         prefix: prepended to every Redis key this mesh touches.
@@ -81,12 +87,16 @@ class RedisMesh(Mesh):
         connect_timeout: float = 5.0,
         timeout: float = 30.0,
     ) -> None:
-        from plait.mesh import redact_url
-
         self.url = redact_url(url)
+        for name, seconds in (("connect_timeout", connect_timeout), ("timeout", timeout)):
+            if not isinstance(seconds, int | float) or seconds <= 0:
+                raise ConfigError(f"the Redis option {name} must be > 0 seconds, got {seconds!r}")
         self.max_value_bytes = max_value_bytes
         self.prefix = prefix
-        self._password = urlsplit(url).password
+        password = urlsplit(url).password
+        self._secrets = sorted({password, unquote(password)} if password else set(), key=len)
+        # a blocking read must end well before the reply timeout would call Redis gone
+        self._block_ms = max(1, min(_BLOCK_MS, int(timeout * 500)))
         self._redis_url = _strip_prefix_param(url)
         self._client_options: dict[str, Any] = {
             "socket_connect_timeout": connect_timeout,
@@ -101,6 +111,12 @@ class RedisMesh(Mesh):
         self._poll_script = self._client.register_script(scripts.POLL)
         self._groups_script = self._client.register_script(scripts.CREATE_GROUPS)
         self._scan_script = self._client.register_script(scripts.SCAN_PAGE)
+        self._scripts = (
+            self._commit_script,
+            self._poll_script,
+            self._groups_script,
+            self._scan_script,
+        )
         self._kv = f"{prefix}kv:"
         self._index = f"{prefix}keys"
         self._sched = f"{prefix}sched"
@@ -117,8 +133,8 @@ class RedisMesh(Mesh):
     def _error(self, exc: RedisError | OSError) -> MeshError:
         """The plait error a redis-py error means, its message free of the password."""
         text = str(exc) or type(exc).__name__
-        if self._password:
-            text = text.replace(self._password, "***")
+        for secret in reversed(self._secrets):
+            text = text.replace(secret, "***")
         if isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError):
             return MeshUnavailable(f"cannot reach the Redis mesh at {self.url}: {text}")
         return MeshError(f"the Redis mesh at {self.url} failed: {text}")
@@ -149,8 +165,14 @@ class RedisMesh(Mesh):
             raise self._error(exc) from exc
 
     async def open(self) -> None:
+        # one round trip: check the server and load every script, so no later call
+        # pays for a NOSCRIPT miss
         with self._translate():
-            await self._client.ping()
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.ping()
+                for script in self._scripts:
+                    pipe.script_load(script.script)
+                await pipe.execute()
 
     async def close(self) -> None:
         for task in list(self._group_tasks):
@@ -336,21 +358,31 @@ class _RedisSubscription(Subscription):
     async def _step(self) -> Delivery | None:
         mesh = self._mesh
         if not self._ready:
-            if self._creating is not None:
-                await asyncio.wait({self._creating})
-            if self._creating is None or self._creating.cancelled() or self._creating.exception():
+            creating, self._creating = self._creating, None
+            if creating is not None:
+                await asyncio.wait({creating})
+            if creating is None or creating.cancelled() or creating.exception() is not None:
                 await mesh._create_groups(self._streams, self._group, self._start)
             self._ready = True
         if self._client is None:
             self._client = mesh._new_client()  # its own connection: cancelling a read is safe
         keys = [mesh._sched, mesh._schedp, *self._streams]
         args = [self._group, self._consumer, self._visibility_ms, self._turn, *self._cursors]
-        wait_us, hit, cursors, last = await mesh._run(mesh._poll_script, keys, args, self._client)
+        try:
+            reply = await mesh._run(mesh._poll_script, keys, args, self._client)
+        except MeshError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ResponseError) and str(cause).startswith("NOGROUP"):
+                self._ready = False  # the server lost the group (restart, flush): make it again
+                return None
+            raise
+        wait_us, hit, cursors, last = reply
         self._turn += 1
         self._cursors = list(cursors)
         if hit:
             return self._delivery(hit)
-        block_ms = _BLOCK_MS if wait_us < 0 else min(_BLOCK_MS, math.ceil(wait_us / 1000))
+        most = mesh._block_ms
+        block_ms = most if wait_us < 0 else min(most, math.ceil(wait_us / 1000))
         if block_ms > 0:
             await self._block(dict(zip(self._streams, last, strict=True)), block_ms)
         return None

@@ -170,6 +170,8 @@ async def test_scripts_run_by_evalsha_and_survive_script_flush(
     def evalsha_calls(stats: dict[str, dict[str, int]]) -> int:
         return int(stats.get("evalsha", {}).get("calls", 0))
 
+    assert isinstance(mesh, RedisMesh)
+    assert await raw.script_exists(mesh._commit_script.sha) == [True]  # loaded by open()
     before = evalsha_calls(await commandstats(raw))
     for i in range(10):
         await mesh.put("counter", i)
@@ -275,6 +277,21 @@ async def test_cancelled_reads_leave_the_mesh_working(mesh: Mesh) -> None:
     delivery = await next_within(sub, 2)
     assert delivery is not None and delivery.data == "arrives"
     assert delivery.attempt == 1
+    await sub.close()
+
+
+async def test_subscription_recovers_a_group_the_server_lost(
+    mesh: Mesh, raw: aioredis.Redis, prefix: str
+) -> None:
+    sub = mesh.subscribe("lost", "g", "c")
+    await mesh.publish("lost", "n", 1)
+    first = await next_within(sub, 2)
+    assert first is not None and first.data == 1
+    await raw.delete(f"{prefix}t:lost")  # as after a restart without persistence
+    assert await next_within(sub, 0.3) is None
+    await mesh.publish("lost", "n", 2)
+    second = await next_within(sub, 2)
+    assert second is not None and second.data == 2 and second.attempt == 1
     await sub.close()
 
 
