@@ -148,7 +148,7 @@ async def run_graph(
         answers=dict(answers or {}),
         approve_tools=approve_tools,
         profiles=dict(profiles or {}),
-        tools=tools or default_registry(),
+        tools=tools if tools is not None else default_registry(),
         graphs=dict(graphs or {}),
         max_concurrency=max_concurrency,
         cwd=cwd or Path.cwd(),
@@ -225,7 +225,7 @@ async def resume_graph(run: GraphRun, answer: str, **options: Any) -> GraphRun:
     defaults: dict[str, Callable[[Any], Any]] = {
         "profiles": lambda v: dict(v or {}),
         "graphs": lambda v: dict(v or {}),
-        "tools": lambda v: v or default_registry(),
+        "tools": lambda v: v if v is not None else default_registry(),
         "cwd": lambda v: v or Path.cwd(),
     }
     for name, fill in defaults.items():

@@ -584,3 +584,11 @@ async def test_a_parallel_worker_tool_needing_approval_parks_the_node() -> None:
     assert done.status == "done", done.error
     assert done.output == "## Task 1: one\nlooked"
     assert rec.calls == [("lookup", {})]
+
+
+async def test_an_empty_tool_registry_means_no_tools() -> None:
+    model = ScriptedModel([{"node": "a", "text": "ok"}])
+    nodes = [{"id": "a", "type": "agent", "prompt": "go"}]
+    run = await run_graph(graph(nodes), model=model, tools=ToolRegistry())
+    assert run.status == "done", run.error
+    assert model.calls[0].tools == []  # not the built-in http_get, read_file and bash
