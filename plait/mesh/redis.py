@@ -103,9 +103,14 @@ class RedisMesh(Mesh):
             "socket_timeout": timeout,
             "retry": Retry(NoBackoff(), 0),
         }
+        db = urlsplit(url).path.strip("/")
+        if db and not db.isdigit():
+            raise ConfigError(f"the Redis mesh URL {self.url!r} names DB {db!r}, not a number")
         try:
             self._client = self._new_client()
-        except ValueError as exc:
+            pool = self._client.connection_pool
+            pool.connection_class(**pool.connection_kwargs)  # refuses unknown URL options now
+        except (ValueError, TypeError) as exc:
             raise ConfigError(f"malformed Redis mesh URL {self.url!r}: {exc}") from None
         self._commit_script = self._client.register_script(scripts.COMMIT)
         self._poll_script = self._client.register_script(scripts.POLL)

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from plait.errors import MeshError, MeshUnavailable, PlaitError
+from plait.errors import ConfigError, MeshError, MeshUnavailable, PlaitError
 from plait.mesh import Delivery, Mesh, Subscription, open_mesh
 from plait.mesh.redis import RedisMesh
 
@@ -192,6 +192,40 @@ async def commandstats(raw: aioredis.Redis) -> dict[str, dict[str, int]]:
     return {name.removeprefix("cmdstat_"): value for name, value in info.items()}
 
 
+async def test_each_operation_is_one_round_trip(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert isinstance(mesh, RedisMesh)
+    sub = mesh.subscribe("trips", "g", "c")
+    await mesh.publish("trips", "n", 1)
+    delivery = await next_within(sub, 2)
+    assert delivery is not None
+    sent: list[str] = []
+    execute: Any = mesh._client.execute_command
+
+    async def counted(*args: Any, **options: Any) -> Any:
+        sent.append(str(args[0]))
+        return await execute(*args, **options)
+
+    monkeypatch.setattr(mesh._client, "execute_command", counted)
+    entry = await mesh.put("run", {"status": "ready"}, if_version=0)
+    assert sent == ["EVALSHA"]
+    assert await mesh.get("run") == entry and sent[1:] == ["HMGET"]
+    async with mesh.transact() as tx:
+        tx.put("run", {"status": "done"}, if_version=entry.version)
+        tx.put("run/out/1", "output", if_version=0)
+        tx.delete("scratch")
+        tx.publish("trips", "next", 2)
+        tx.publish("trips", "tick", 3, after_ms=60_000, key="tick:run")
+        tx.cancel("tick:other")
+        tx.ack(delivery)
+    assert sent[2:] == ["EVALSHA"]
+    await delivery.ack()
+    assert await mesh.delete("run/out/1", if_version=1) is True
+    assert sent[3:] == ["XACK", "EVALSHA"]
+    await sub.close()
+
+
 async def test_scheduled_events_live_in_the_schedule_until_due(
     mesh: Mesh, raw: aioredis.Redis, prefix: str
 ) -> None:
@@ -249,6 +283,20 @@ async def test_rediss_url_parses_without_connecting() -> None:
         await mesh.open()
     assert "s3cret" not in str(info.value)
     await mesh.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:notaport/0",
+        "redis://127.0.0.1:6379/zero",
+        "redis://:pw@127.0.0.1:6379/0?no_such_option=1",
+    ],
+)
+def test_malformed_urls_are_config_errors(url: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        open_mesh(url)
+    assert "pw@" not in str(info.value)
 
 
 async def test_redis_errors_become_mesh_errors(
