@@ -26,7 +26,7 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
 
-from plait.errors import ConfigError, InvalidKey, MeshError, MeshUnavailable, PlaitError
+from plait.errors import ConfigError, InvalidKey, MeshError, MeshUnavailable
 from plait.mesh._sqlite_ops import BUSY_CODES, open_connection
 
 Request = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any] | None", bool]
@@ -106,36 +106,45 @@ class Worker:
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
-        queue = self._queue
         try:
             while True:
-                first = queue.get()
-                if first is None:
-                    return
-                batch = [first]
-                stopping = False
-                while len(batch) < _MAX_BATCH and not queue.empty():
-                    item = queue.get()
-                    if item is None:
-                        stopping = True
-                        break
-                    batch.append(item)
-                if conn is None:
-                    try:
-                        conn = open_connection(self.path, self.busy_timeout_ms, writer=self.writer)
-                    except PlaitError as exc:
-                        _resolve(batch, [(False, exc)] * len(batch))
-                        continue
-                if self.writer:
-                    outcomes = self._write(conn, batch)
-                else:
-                    outcomes = [self._call(conn, request) for request in batch]
-                _resolve(batch, outcomes)
+                batch, stopping = self._take()
+                if batch:
+                    conn = self._serve(conn, batch)
                 if stopping:
                     return
         finally:
             if conn is not None:
                 conn.close()
+
+    def _take(self) -> tuple[list[Request], bool]:
+        """Wait for a request, then take every one queued behind it; and whether to stop."""
+        queue = self._queue
+        first = queue.get()
+        if first is None:
+            return [], True
+        batch = [first]
+        while len(batch) < _MAX_BATCH and not queue.empty():
+            item = queue.get()
+            if item is None:
+                return batch, True
+            batch.append(item)
+        return batch, False
+
+    def _serve(
+        self, conn: sqlite3.Connection | None, batch: list[Request]
+    ) -> sqlite3.Connection | None:
+        try:
+            if conn is None:
+                conn = open_connection(self.path, self.busy_timeout_ms, writer=self.writer)
+            if self.writer:
+                outcomes = self._write(conn, batch)
+            else:
+                outcomes = [self._call(conn, request) for request in batch]
+        except Exception as exc:  # forwarded to every caller of the batch, none left hanging
+            outcomes = [(False, translate(exc, self.path, self.busy_timeout_ms))] * len(batch)
+        _resolve(batch, outcomes)
+        return conn
 
     def _call(self, conn: sqlite3.Connection, request: Request) -> Outcome:
         try:

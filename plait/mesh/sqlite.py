@@ -73,8 +73,10 @@ class SqliteMesh(Mesh):
         for name, value in (("busy_timeout", busy_timeout), ("poll_interval_ms", poll_interval_ms)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"the SQLite option {name} must be an int >= 0, got {value!r}")
-        if not os.fspath(path):
-            raise ConfigError("the SQLite mesh needs a file path, e.g. sqlite:///.plait/mesh.db")
+        if not os.fspath(path) or "\x00" in os.fspath(path):
+            raise ConfigError(
+                f"the SQLite mesh needs a file path, e.g. sqlite:///.plait/mesh.db, got {path!r}"
+            )
         self.url = f"sqlite:///{os.fspath(path)}"
         self.path = Path(path).absolute()
         self.max_value_bytes = max_value_bytes
