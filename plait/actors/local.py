@@ -107,6 +107,7 @@ class LocalRuntime:
         self._activations: OrderedDict[str, _Activation] = OrderedDict()
         self._slots = anyio.Semaphore(max_in_flight)
         self._in_flight: dict[int, Delivery] = {}
+        self._handling: set[str] = set()
         self._tg: TaskGroup | None = None
         self._sub: Subscription | None = None
         self._stack = contextlib.AsyncExitStack()
@@ -214,8 +215,14 @@ class LocalRuntime:
     async def _dispatch(self) -> None:
         assert self._sub is not None and self._tg is not None
         async for delivery in self._sub:
+            if delivery.id in self._handling:
+                # Redelivered while a handler here still runs it (it outlived the
+                # visibility timeout): that handler acks it, so running it again here
+                # would only do its work twice.
+                continue
             await self._slots.acquire()
             self._in_flight[id(delivery)] = delivery
+            self._handling.add(delivery.id)
             self._idle = anyio.Event()
             try:
                 await self._route(delivery)
@@ -292,6 +299,7 @@ class LocalRuntime:
 
     def _finish(self, delivery: Delivery) -> None:
         if self._in_flight.pop(id(delivery), None) is not None:
+            self._handling.discard(delivery.id)
             self._slots.release()
         if not self._in_flight:
             self._idle.set()
