@@ -167,6 +167,8 @@ class SqliteSubscription(Subscription):
             claimable, wake_at = await mesh._read(
                 probe, self._topics, self._group, self._visibility_ms
             )
+            if self._closed:
+                break
             if claimable:
                 delivery = await self._claim()
                 if delivery is not None:

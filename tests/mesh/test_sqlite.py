@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -263,3 +264,16 @@ async def test_two_mesh_objects_on_one_file_share_a_group(db_path: Path) -> None
             tg.start_soon(consume, "b", b)
         assert sorted(seen["a"] + seen["b"]) == sorted(ids)
         assert seen["b"], "the second object never received anything"
+
+
+async def test_delayed_event_from_another_object_is_on_time(db_path: Path) -> None:
+    async with SqliteMesh(db_path) as publisher, SqliteMesh(db_path) as reader:
+        sub = reader.subscribe("later", "g", "c")
+        await anyio.sleep(0.1)
+        published = time.time()
+        await publisher.publish("later", "tick", "x", after_ms=300, key="tick")
+        with anyio.fail_after(3):
+            d = await sub.__anext__()
+        late_ms = (time.time() - published) * 1000 - 300
+        assert d.data == "x" and 0 <= late_ms <= 250
+        await sub.close()
