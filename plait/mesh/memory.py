@@ -30,9 +30,10 @@ from plait.mesh._base import (
     StartFrom,
     Subscription,
     TransactionResult,
+    _check_version,
     now_ms,
 )
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
 
 _SCAN_PAGE = 256
 
@@ -68,7 +69,7 @@ class MemoryMesh(Mesh):
         self._scheduled: dict[str, tuple[int, PublishOp]] = {}
         self._due: list[tuple[int, int, str]] = []
         self._seq = 0
-        self._changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None  # made only while someone waits
         self._subs: set[_MemorySubscription] = set()
 
     async def close(self) -> None:
@@ -83,9 +84,20 @@ class MemoryMesh(Mesh):
         return None if found is None else Entry(key, decode(found[0]), found[1])
 
     async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
-        tx = self.transact()
-        tx.put(key, value, if_version)
-        return (await tx.commit()).entries[key]
+        # The hot path of every CAS: no transaction object, no re-decoding.
+        check_key(key)
+        _check_version(if_version)
+        data = encode(key, value, self.max_value_bytes)
+        found = self._data.get(key)
+        current = found[1] if found is not None else 0
+        if if_version is not None and if_version != current:
+            raise VersionConflict(key, if_version, current)
+        if found is None:
+            bisect.insort(self._keys, key)
+        self._data[key] = (data, current + 1)
+        if self._changed is not None:
+            self._notify()
+        return Entry(key, value, current + 1)
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         tx = self.transact()
@@ -202,8 +214,14 @@ class MemoryMesh(Mesh):
         self._ack_now(delivery)
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def _waiter(self) -> asyncio.Event:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
 
     def subscribe(
         self,
@@ -280,7 +298,7 @@ class _MemorySubscription(Subscription):
             wake_at = [t for t in (next_due, mesh._earliest_redelivery(
                 self._names, self._group, self._visibility_ms)) if t is not None]
             timeout = max(0.0, (min(wake_at) - now_ms()) / 1000) if wake_at else None
-            changed = asyncio.ensure_future(mesh._changed.wait())
+            changed = asyncio.ensure_future(mesh._waiter().wait())
             closed = asyncio.ensure_future(self._closed.wait())
             try:
                 await asyncio.wait({changed, closed}, timeout=timeout,
