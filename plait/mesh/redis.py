@@ -51,6 +51,18 @@ from plait.mesh._base import (
 )
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
 
+# Restart an event's idle time, but only while this consumer still owns it: once another
+# consumer has reclaimed it, extending must not steal it back. JUSTID keeps the
+# delivery counter as it is.
+_EXTEND = """
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if p[1] and p[1][2] == ARGV[2] then
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+  return 1
+end
+return 0
+"""
+
 _SCAN_PAGE = 256
 _BLOCK_MS = 100  # longest blocking read: bounds how late a scheduled event can be
 
@@ -116,6 +128,7 @@ class RedisMesh(Mesh):
         self._poll_script = self._client.register_script(scripts.POLL)
         self._groups_script = self._client.register_script(scripts.CREATE_GROUPS)
         self._scan_script = self._client.register_script(scripts.SCAN_PAGE)
+        self._extend_script: AsyncScript | None = None
         self._scripts = (
             self._commit_script,
             self._poll_script,
@@ -280,6 +293,15 @@ class RedisMesh(Mesh):
     async def _ack(self, delivery: Delivery) -> None:
         with self._translate():
             await self._client.xack(self._stream(delivery.topic), delivery.group, delivery.position)
+
+    async def extend(self, delivery: Delivery) -> None:
+        if self._client is None:
+            return
+        if self._extend_script is None:
+            self._extend_script = self._client.register_script(_EXTEND)
+        stream = self._stream(delivery.topic)
+        await self._run(self._extend_script, [stream],
+                        [delivery.group, delivery.consumer, delivery.position])
 
     async def _create_groups(self, streams: list[str], group: str, start: StartFrom) -> None:
         await self._run(self._groups_script, streams, [group, "0" if start == "begin" else "$"])

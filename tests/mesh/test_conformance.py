@@ -467,3 +467,20 @@ async def test_errors_are_plait_errors(mesh: Mesh) -> None:
         await mesh.put("", 1)
     with pytest.raises(ValueError):
         await mesh.put("k", 1, if_version=-1)
+
+
+async def test_extend_keeps_a_live_consumers_event(mesh: Mesh) -> None:
+    slow = mesh.subscribe("long", "g", "slow", visibility_timeout_ms=400)
+    other = mesh.subscribe("long", "g", "other", visibility_timeout_ms=400)
+    await mesh.publish("long", "job", 1)
+    d = await next_within(slow, 2)
+    assert d is not None
+    for _ in range(4):  # 800 ms of work, twice the visibility timeout
+        await anyio.sleep(0.2)
+        await mesh.extend(d)
+    assert await next_within(other, 0.1) is None
+    await d.ack()
+    await mesh.extend(d)  # after the ack: harmless
+    assert await next_within(other, 0.6) is None
+    await slow.close()
+    await other.close()
