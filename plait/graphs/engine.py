@@ -24,6 +24,8 @@ from plait.graphs.state import (
     InstancePlan,
     NodeOutput,
     RunState,
+    RunStatus,
+    RunUsage,
     Waiting,
 )
 
@@ -117,18 +119,17 @@ def claim(
         The new state and the attempt; the attempt is None when the budget stopped the
         run instead (the state then says how).
     """
-    s = state.model_copy(deep=True)
-    prior = s.attempts.get(key)
+    prior = state.attempts.get(key)
+    usage = state.usage
     if prior is not None:
-        s.usage.retries += 1
+        usage = usage.model_copy(update={"retries": usage.retries + 1})
+    s = _fork(state, usage=usage, status="running", updated_at=now)
     reason = exhausted(spec, s, starting=prior is None)
     if reason is not None:
         return _exhaust(spec, s, reason, now), None
     visit = prior.visit if prior else s.visits.get(key, 0) + 1
     attempt = Attempt(node=key, visit=visit, nonce=nonce, host=host, wake=wake, started_at=now)
     s.attempts[key] = attempt
-    s.status = "running"
-    s.updated_at = now
     return s, attempt
 
 
@@ -136,36 +137,40 @@ def complete(
     spec: GraphSpec, state: RunState, key: str, result: NodeResult, *, now: float
 ) -> tuple[RunState, list[Event]]:
     """Apply the result of running ``key``: record, route, check budgets, maybe finish."""
-    s = state.model_copy(deep=True)
+    waiting = result.waiting
+    u = state.usage
+    usage = RunUsage(
+        steps=u.steps if waiting else u.steps + 1,
+        input_tokens=u.input_tokens + result.input_tokens,
+        output_tokens=u.output_tokens + result.output_tokens,
+        dollars=u.dollars + result.dollars,
+        wall_seconds=u.wall_seconds + max(0.0, result.ended_at - result.started_at),
+        retries=u.retries,
+    )
+    if waiting is not None:
+        status: RunStatus = "waiting_approval" if waiting.kind == "approval" else "waiting_human"
+        s = _fork(state, usage=usage, updated_at=now, waiting=waiting, status=status)
+    else:
+        s = _fork(state, usage=usage, updated_at=now, seq=state.seq + 1)
     attempt = s.attempts.pop(key, None)
     visit = attempt.visit if attempt else s.visits.get(key, 0) + 1
-    node = node_of(spec, s, key)
-    s.usage.input_tokens += result.input_tokens
-    s.usage.output_tokens += result.output_tokens
-    s.usage.dollars += result.dollars
-    s.usage.wall_seconds += max(0.0, result.ended_at - result.started_at)
-    s.updated_at = now
     events: list[Event] = []
 
-    if result.waiting is not None:
-        s.waiting = result.waiting
-        if result.waiting.decision_id:
-            s.decisions[key] = result.waiting.decision_id
-        s.status = "waiting_approval" if result.waiting.kind == "approval" else "waiting_human"
+    if waiting is not None:
+        if waiting.decision_id:
+            s.decisions[key] = waiting.decision_id
         events.append(
             {
                 "type": "node.waiting",
                 "node": key,
                 "visit": visit,
-                "ask": result.waiting.ask,
-                "decision_id": result.waiting.decision_id,
+                "ask": waiting.ask,
+                "decision_id": waiting.decision_id,
             }
         )
         return s, events
 
     _remove_ready(s, key)
-    s.seq += 1
-    s.usage.steps += 1
     s.visits[key] = visit
     s.outputs[key] = NodeOutput(
         value=result.value,
@@ -184,7 +189,7 @@ def complete(
     elif plan is not None:
         _instance_done(spec, s, key, plan, now)
     else:
-        _route(spec, s, key, node, result)
+        _route(spec, s, key, spec.node(key), result)
 
     if not s.terminal:
         reason = exhausted(spec, s, starting=False)
@@ -197,7 +202,7 @@ def complete(
 
 def resume(state: RunState, *, now: float) -> RunState:
     """Unpark a run whose decision was answered, so its waiting node runs again."""
-    s = state.model_copy(deep=True)
+    s = _fork(state)
     if s.terminal:
         return s
     s.waiting = None
@@ -208,7 +213,7 @@ def resume(state: RunState, *, now: float) -> RunState:
 
 def raise_budget(state: RunState, extra: dict[str, float], *, now: float) -> RunState:
     """Add a person's budget raise (``steps``, ``tokens``, ...) and unpark the run."""
-    s = state.model_copy(deep=True)
+    s = _fork(state)
     for name, amount in extra.items():
         s.budget_extra[name] = s.budget_extra.get(name, 0.0) + float(amount)
     return resume(s, now=now)
@@ -216,7 +221,7 @@ def raise_budget(state: RunState, extra: dict[str, float], *, now: float) -> Run
 
 def fail(state: RunState, detail: str, error: str | None, *, now: float) -> RunState:
     """End the run as failed with ``detail`` (and an error message)."""
-    s = state.model_copy(deep=True)
+    s = _fork(state)
     s.status, s.ended_detail, s.error = "failed", detail, error
     s.ready, s.attempts, s.waiting = [], {}, None
     s.updated_at = now
@@ -248,29 +253,47 @@ def limits(spec: GraphSpec, state: RunState) -> dict[str, float | None]:
 
 def exhausted(spec: GraphSpec, state: RunState, *, starting: bool) -> str | None:
     """Which budget is spent, if any; ``starting`` also refuses a visit past the steps."""
-    u = state.usage
-    spent = {
-        "tokens": u.tokens,
-        "dollars": u.dollars,
-        "wall_seconds": u.wall_seconds,
-        "retries": u.retries,
-    }
-    for name, limit in limits(spec, state).items():
-        if limit is None:
-            continue
-        if name == "steps":
-            # Visits in flight will commit steps too: count them, or N concurrent claims
-            # could all start on the last step left.
-            if starting and u.steps + len(state.attempts) >= limit:
-                return f"steps: {u.steps} of {limit:g} used" + (
-                    f", {len(state.attempts)} in flight" if state.attempts else ""
-                )
-        elif spent[name] > limit:
-            return f"{name}: {spent[name]:g} spent, limit {limit:g}"
+    b, u, extra = spec.budget, state.usage, state.budget_extra
+    if starting:
+        limit = b.steps + extra.get("steps", 0.0)
+        # Visits in flight will commit steps too: count them, or N concurrent claims
+        # could all start on the last step left.
+        if u.steps + len(state.attempts) >= limit:
+            return f"steps: {u.steps} of {limit:g} used" + (
+                f", {len(state.attempts)} in flight" if state.attempts else ""
+            )
+    for name, base, spent in (
+        ("tokens", b.tokens, u.tokens),
+        ("dollars", b.dollars, u.dollars),
+        ("wall_seconds", b.wall_seconds, u.wall_seconds),
+        ("retries", b.retries, u.retries),
+    ):
+        if base is not None and spent > base + extra.get(name, 0.0):
+            return f"{name}: {spent:g} spent, limit {base + extra.get(name, 0.0):g}"
     return None
 
 
 # -- internals ----------------------------------------------------------------------
+
+
+def _fork(state: RunState, **changes: Any) -> RunState:
+    """A copy of ``state`` with ``changes``, that the engine may change in place.
+
+    The engine replaces records (outputs, attempts, fan-out plans, the waiting, the
+    usage) and never changes one in place, so the copy shares them and copies only the
+    containers it changes: a deep copy per step cost more than the rest of the step.
+    """
+    update = {
+        "ready": list(state.ready),
+        "attempts": dict(state.attempts),
+        "outputs": dict(state.outputs),
+        "visits": dict(state.visits),
+        "decisions": dict(state.decisions),
+        "fanouts": dict(state.fanouts),
+        "budget_extra": dict(state.budget_extra),
+    }
+    update.update(changes)
+    return state.model_copy(update=update)
 
 
 def _exhaust(spec: GraphSpec, s: RunState, reason: str, now: float) -> RunState:
