@@ -285,30 +285,30 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
 
     async with anyio.create_task_group() as tg, send, receive:
         while True:
+            claimed: list[tuple[str, int]] = []
             for key in engine.claimable(state):
-                if in_flight >= session.setup.max_concurrency:
+                if in_flight + len(claimed) >= session.setup.max_concurrency:
                     break
                 state, attempt = engine.claim(
                     spec, state, key, nonce=uuid.uuid4().hex, now=time.time()
                 )
                 if attempt is None:
                     break
-                in_flight += 1
-                tg.start_soon(run_one, key, attempt.visit, state)
-            if in_flight == 0 or state.terminal:
+                claimed.append((key, attempt.visit))
+            if state.terminal or (in_flight == 0 and not claimed):
                 tg.cancel_scope.cancel()  # a spent budget ends the run; stop what still runs
                 break
-            key, result = await receive.receive()
-            in_flight -= 1
-            state, events = engine.complete(spec, state, key, result, now=time.time())
-            if result.history is not None:
-                session.histories.saved[key] = result.history
-            for name, out in state.outputs.items():
-                if out.seq == state.seq:
-                    values[name] = out.value
-            for event in events:
-                if event["type"] == "node.committed":
-                    _record(session, event, result, state)
+            if in_flight == 0 and len(claimed) == 1:
+                # The only node to run: await it here, sparing a task and a channel hop.
+                key, visit = claimed[0]
+                result = await execute(env, state, key, visit, values)
+            else:
+                for key, visit in claimed:
+                    tg.start_soon(run_one, key, visit, state)
+                in_flight += len(claimed)
+                key, result = await receive.receive()
+                in_flight -= 1
+            state = _commit(session, state, key, result, values)
             if state.terminal:
                 tg.cancel_scope.cancel()
                 break
@@ -329,6 +329,26 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
     run._setup = session.setup
     run._histories = dict(session.histories.saved)
     return run
+
+
+def _commit(
+    session: _Session,
+    state: RunState,
+    key: str,
+    result: engine.NodeResult,
+    values: dict[str, Any],
+) -> RunState:
+    """Apply one node's result to the run and to what the session keeps beside it."""
+    state, events = engine.complete(session.setup.spec, state, key, result, now=time.time())
+    if result.history is not None:
+        session.histories.saved[key] = result.history
+    for name, out in state.outputs.items():
+        if out.seq == state.seq:
+            values[name] = out.value
+    for event in events:
+        if event["type"] == "node.committed":
+            _record(session, event, result, state)
+    return state
 
 
 def _record(
