@@ -1,0 +1,109 @@
+"""The LangGraph floor of the runs benchmark: the same three-node loop on SqliteSaver.
+
+``draft -> verify -> (fail: draft | pass: publish) -> END``, where the verifier fails a
+fixed number of times, as the scripted model does in the plait run. Every node returns
+at once, so the figure is LangGraph's own cost per node: its step loop and one
+checkpoint per step written by ``SqliteSaver`` to a WAL file whose ``synchronous`` level
+is set to the one the plait SQLite mesh uses.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+
+Durability = Literal["sync", "async", "exit"]
+SYNCHRONOUS_NAMES = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+
+
+class LoopState(TypedDict, total=False):
+    """The state the three nodes share."""
+
+    input: str
+    draft: str
+    critique: str
+    verdict: str
+    drafts: int
+    output: str
+
+
+class LangGraphLoop:
+    """The loop compiled with a ``SqliteSaver`` on ``path``.
+
+    Args:
+        path: the checkpoint database file.
+        synchronous: the ``PRAGMA synchronous`` level (0-3) of its connection.
+        fails: how many times the verifier says ``fail`` before ``pass``.
+    """
+
+    def __init__(self, path: Path, synchronous: int, fails: int) -> None:
+        self.fails = fails
+        self.nodes = 0
+        self.conn = sqlite3.connect(path, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
+        saver = SqliteSaver(self.conn)
+        saver.setup()
+        graph = StateGraph(LoopState)
+        graph.add_node("draft", self._draft)
+        graph.add_node("verify", self._verify)
+        graph.add_node("publish", self._publish)
+        graph.add_edge(START, "draft")
+        graph.add_edge("draft", "verify")
+        graph.add_conditional_edges(
+            "verify", lambda s: s["verdict"], {"pass": "publish", "fail": "draft"}
+        )
+        graph.add_edge("publish", END)
+        self.app = graph.compile(checkpointer=saver)
+
+    def pragmas(self) -> tuple[str, str]:
+        """The connection's journal mode and synchronous level, as SQLite reports them."""
+        mode = str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).upper()
+        level = int(self.conn.execute("PRAGMA synchronous").fetchone()[0])
+        return mode, SYNCHRONOUS_NAMES.get(level, str(level))
+
+    def _draft(self, state: LoopState) -> dict[str, Any]:
+        self.nodes += 1
+        drafts = state.get("drafts", 0) + 1
+        return {"draft": f"draft {drafts} of {state['input']}", "drafts": drafts}
+
+    def _verify(self, state: LoopState) -> dict[str, Any]:
+        self.nodes += 1
+        verdict = "pass" if state["drafts"] > self.fails else "fail"
+        return {"critique": f"{state['draft']}: {verdict}", "verdict": verdict}
+
+    def _publish(self, state: LoopState) -> dict[str, Any]:
+        self.nodes += 1
+        return {"output": state["draft"]}
+
+    def run(self, durability: Durability = "sync") -> int:
+        """One run on a fresh thread; the number of nodes it executed."""
+        before = self.nodes
+        config: Any = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 1000}
+        state = self.app.invoke({"input": "x"}, config, durability=durability)
+        if state.get("output") is None:
+            raise RuntimeError("the LangGraph loop ended without publishing")
+        return self.nodes - before
+
+    def rate(self, seconds: float, durability: Durability = "sync") -> float:
+        """Nodes per second over whole runs, for at least ``seconds`` (one run at least)."""
+        nodes = 0
+        started = time.perf_counter()
+        while True:
+            nodes += self.run(durability)
+            elapsed = time.perf_counter() - started
+            if elapsed >= seconds:
+                return nodes / elapsed
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+
+__all__ = ["SYNCHRONOUS_NAMES", "Durability", "LangGraphLoop", "LoopState"]

@@ -1,0 +1,395 @@
+"""Durable runs: transitions per second, Redis round trips per transition, resume latency.
+
+Every run is served by a :class:`~plait.actors.LocalRuntime` with a run host in this
+process and answered by an instant scripted model, so the figures are plait's own cost
+per node: claim, execute, commit, wake. The run loop is ``draft -> verify -> (fail:
+draft | pass: publish)`` with a verifier that fails a fixed number of times.
+
+- ``runs_sqlite_transitions``: node transitions per second of one run at a time on a
+  SQLite mesh, beside LangGraph running the same loop with ``SqliteSaver`` on a file
+  with the same journal mode and ``synchronous`` level (bench/_langgraph_loop.py), each
+  checkpoint written before the next node (``durability="sync"``), interleaved in the
+  same process. ``runs_sqlite_transitions_vs_lg_async`` is the same against LangGraph's
+  default, which writes checkpoints in the background.
+- ``runs_redis_roundtrips``: requests this process sent to Redis during one run, counted
+  on the client, per transition (a cost: ``ratio`` is baseline / value).
+- ``runs_redis_concurrent``: transitions per second of 200 runs at once on Redis.
+- ``resume_latency_ms``: median time from answering a parked run to its next claim.
+
+Run: ``python bench/runs.py [--json] [--seconds 1.0]``. Redis is read from
+``PLAIT_BENCH_REDIS`` (default ``redis://127.0.0.1:6379/0``) under fresh key prefixes
+that are removed afterwards; its figures are skipped if it does not answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+import redis.asyncio.connection as redis_connection
+from _common import Figure, best_of, parse_args, report
+from _langgraph_loop import SYNCHRONOUS_NAMES, LangGraphLoop
+from redis.exceptions import RedisError
+
+from plait.actors import LocalRuntime
+from plait.decisions import Human
+from plait.graphs.loader import load_graph
+from plait.graphs.store import import_graph
+from plait.mesh import Mesh, open_mesh
+from plait.mesh import _redis_scripts as redis_scripts
+from plait.mesh.sqlite import SqliteMesh
+from plait.models.scripted import ScriptedModel
+from plait.runs import RunHost, RunRecord, Runs
+
+BENCH = "runs"
+REDIS_URL = os.environ.get("PLAIT_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+FAILS = 48  # 49 drafts, 49 verdicts and a publish: 99 transitions, within the step cap
+CONCURRENT_RUNS = 200
+CONCURRENT_FAILS = 3  # 9 transitions per run
+RESUMES = 21
+LOOP_TARGET = 2.0
+REDIS_RT_BASELINE = 4.0
+CONCURRENT_FLOOR = 2000.0
+RESUME_BASELINE_MS = 100.0
+
+LOOP = {
+    "name": "loop", "entry": "draft", "budget": {"steps": 100},
+    "nodes": [
+        {"id": "draft", "type": "agent", "prompt": "Draft {{input}}. {{verify?}}",
+         "next": "verify"},
+        {"id": "verify", "type": "verifier", "prompt": "Review: {{draft}}",
+         "verdicts": {"pass": "publish", "fail": "draft"}},
+        {"id": "publish", "type": "agent", "prompt": "Publish {{draft}}"},
+    ],
+}  # fmt: skip
+APPROVE = {
+    "name": "approve", "entry": "draft",
+    "nodes": [
+        {"id": "draft", "type": "agent", "prompt": "Draft {{input}}", "next": "approve"},
+        {"id": "approve", "type": "human", "ask": "Publish this? {{draft}}", "next": "publish"},
+        {"id": "publish", "type": "agent", "prompt": "Publish {{draft}} ({{approve}})"},
+    ],
+}  # fmt: skip
+
+
+def scripted(fails: int) -> ScriptedModel:
+    """The instant model: the verifier fails ``fails`` times, then passes."""
+    return ScriptedModel(
+        [
+            {"node": "verify", "visit": fails + 1, "text": "Good now.\npass"},
+            {"node": "verify", "text": "Needs a source.\nfail"},
+            {"text": "A draft."},
+        ]
+    )
+
+
+class Watch(RunHost):
+    """A run host that tells when runs settle and when nodes are claimed.
+
+    It learns both from the records it writes (:meth:`RunHost.remember`), so waiting
+    for a run adds no mesh traffic to what is measured.
+    """
+
+    def __init__(self, runtime: LocalRuntime, *, model: ScriptedModel) -> None:
+        super().__init__(runtime, model=model)
+        self.latest: dict[str, RunRecord] = {}
+        self.claimed: dict[tuple[str, str], float] = {}
+        self.changed: dict[str, asyncio.Event] = {}
+        self.pending: set[str] = set()
+        self.all_settled = asyncio.Event()
+        self.transitions = 0
+
+    def remember(self, rec: RunRecord, version: int) -> None:
+        """Cache the record as usual, and note claims and settled runs."""
+        super().remember(rec, version)
+        now = time.perf_counter()
+        for node in rec.attempts:
+            self.claimed.setdefault((rec.run_id, node), now)
+        self.latest[rec.run_id] = rec
+        self.changed.setdefault(rec.run_id, asyncio.Event()).set()
+        if rec.terminal:
+            self.transitions += sum(rec.visits.values())
+            self.pending.discard(rec.run_id)
+            if not self.pending:
+                self.all_settled.set()
+
+    async def until(self, run_id: str, done: Callable[[RunRecord], bool]) -> RunRecord:
+        """The run's record once ``done`` holds for it."""
+        changed = self.changed.setdefault(run_id, asyncio.Event())
+        while True:
+            rec = self.latest.get(run_id)
+            if rec is not None and done(rec):
+                return rec
+            await changed.wait()
+            changed.clear()
+
+
+def settled(rec: RunRecord) -> bool:
+    """Done, failed, cancelled or waiting on a person."""
+    return rec.terminal or rec.waiting is not None
+
+
+@asynccontextmanager
+async def hosted(mesh: Mesh, fails: int, *graphs: dict[str, Any]) -> AsyncIterator[Watch]:
+    """Import ``graphs`` and serve runs on ``mesh`` in this process for the block."""
+    for graph in graphs:
+        await import_graph(mesh, load_graph(graph))
+    async with LocalRuntime(mesh) as runtime:
+        yield Watch(runtime, model=scripted(fails))
+
+
+async def run_once(runs: Runs, host: Watch, graph: str = "loop") -> RunRecord:
+    """Start a run and wait until it settles."""
+    rec = await runs.start("assistant", graph, "x")
+    rec = await host.until(rec.run_id, settled)
+    if rec.status != "done":
+        raise RuntimeError(f"run {rec.run_id} ended {rec.status}: {rec.error}")
+    return rec
+
+
+# -- SQLite: one run at a time, beside LangGraph ----------------------------------------
+
+
+async def sqlite_level(mesh: Mesh) -> tuple[str, int]:
+    """The journal mode and ``synchronous`` level of the SQLite mesh's writer connection."""
+    assert isinstance(mesh, SqliteMesh)
+
+    def read(conn: Any) -> tuple[str, int]:
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        return str(mode).upper(), int(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+    found: tuple[str, int] = await mesh._write(read)
+    return found
+
+
+async def sqlite_transitions(seconds: float, tmp: Path) -> list[Figure]:
+    async with open_mesh(f"sqlite:///{tmp / 'plait.db'}") as mesh:
+        mode, level = await sqlite_level(mesh)
+        lg = LangGraphLoop(tmp / "langgraph.db", level, FAILS)
+        lg_mode, lg_sync = lg.pragmas()
+        if (lg_mode, lg_sync) != (mode, SYNCHRONOUS_NAMES[level]):
+            raise RuntimeError(f"LangGraph's SQLite runs {lg_mode}/{lg_sync}, plait's {mode}")
+        try:
+            async with hosted(mesh, FAILS, LOOP) as host:
+                runs = Runs(mesh)
+
+                async def plait(slice_s: float) -> float:
+                    count, started = 0, time.perf_counter()
+                    while (elapsed := time.perf_counter() - started) < slice_s or not count:
+                        count += sum((await run_once(runs, host)).visits.values())
+                    return count / elapsed
+
+                async def lg_sync_rate(slice_s: float) -> float:
+                    return lg.rate(slice_s, "sync")
+
+                async def lg_async_rate(slice_s: float) -> float:
+                    return lg.rate(slice_s, "async")
+
+                value, floor, lg_async = await best_of(
+                    [plait, lg_sync_rate, lg_async_rate], seconds * 1.5
+                )
+        finally:
+            lg.close()
+    pragmas = f"{mode}, synchronous={SYNCHRONOUS_NAMES[level]}"
+    return [
+        Figure(BENCH, "runs_sqlite_transitions", value, "transitions/s", floor, LOOP_TARGET,
+               f"LangGraph SqliteSaver, durability=sync ({pragmas})"),
+        Figure(BENCH, "runs_sqlite_transitions_vs_lg_async", value, "transitions/s", lg_async,
+               LOOP_TARGET, f"LangGraph SqliteSaver, durability=async ({pragmas})"),
+    ]  # fmt: skip
+
+
+# -- Redis ------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def redis_mesh() -> AsyncIterator[Mesh | None]:
+    """A Redis mesh under a fresh prefix, removed afterwards; None if Redis is not there."""
+    prefix = f"plait-bench-{uuid.uuid4().hex[:12]}:"
+    client = aioredis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        await client.aclose()
+        print(f"skipping Redis: {REDIS_URL} does not answer ({exc})", file=sys.stderr)
+        yield None
+        return
+    try:
+        sep = "&" if "?" in REDIS_URL else "?"
+        async with open_mesh(f"{REDIS_URL}{sep}prefix={prefix}") as mesh:
+            yield mesh
+    finally:
+        doomed = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if doomed:
+            await client.delete(*doomed)
+        await client.aclose()
+
+
+class RoundTrips:
+    """Counts the requests redis-py writes in this process, and their commands by name."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.commands: Counter[str] = Counter()
+        self.scripts = {
+            hashlib.sha1(getattr(redis_scripts, name).encode()).hexdigest(): name
+            for name in ("COMMIT", "POLL", "CREATE_GROUPS", "SCAN_PAGE")
+        }
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """Count from zero while the block runs."""
+        cls = redis_connection.AbstractConnection
+        send, pack = cls.send_packed_command, cls.pack_command
+        self.requests = 0
+        self.commands.clear()
+
+        async def counted_send(conn: Any, command: Any, check_health: bool = True) -> None:
+            self.requests += 1
+            await send(conn, command, check_health)
+
+        def counted_pack(conn: Any, *args: Any) -> Any:
+            name = args[0].decode() if isinstance(args[0], bytes) else str(args[0])
+            if name.upper() == "EVALSHA":
+                name = f"EVALSHA {self.scripts.get(str(args[1]), '?')}"
+            self.commands[name] += 1
+            return pack(conn, *args)
+
+        cls.send_packed_command = counted_send  # type: ignore[method-assign, assignment]
+        cls.pack_command = counted_pack  # type: ignore[method-assign, assignment]
+        try:
+            yield
+        finally:
+            cls.send_packed_command = send  # type: ignore[method-assign]
+            cls.pack_command = pack  # type: ignore[method-assign]
+
+
+async def redis_roundtrips() -> list[Figure]:
+    # Counted on the client: every request redis-py writes to its sockets in this process
+    # (a pipeline would be one), from just before Runs.start until the run is done; each
+    # is answered before its connection sends again, so each is one round trip. The
+    # server's INFO commandstats would also count every other client of a shared Redis
+    # (and each command a Lua script runs), so it cannot single out this run. Idle
+    # polling is not subtracted: it is measured apart and printed in the note, and
+    # during a run the blocking reads end on the run's own wakes, not on their timeout.
+    counter = RoundTrips()
+    async with redis_mesh() as mesh:
+        if mesh is None:
+            return []
+        async with hosted(mesh, FAILS, LOOP) as host:
+            runs = Runs(mesh)
+            await run_once(runs, host)  # warm: spec, groups, connections
+            with counter.counting():
+                idle_s = 1.0
+                await asyncio.sleep(idle_s)
+                idle = counter.requests / idle_s
+            with counter.counting():
+                rec = await run_once(runs, host)
+    transitions = sum(rec.visits.values())
+    value = counter.requests / transitions
+    shares = ", ".join(f"{v / transitions:.2f} {k}" for k, v in counter.commands.most_common())
+    return [
+        Cost(BENCH, "runs_redis_roundtrips", value, "round trips/transition",
+             REDIS_RT_BASELINE, 1.0,
+             f"{value:.2f} = {shares}; idle: {idle:.0f}/s"),
+    ]  # fmt: skip
+
+
+async def redis_concurrent() -> list[Figure]:
+    async with redis_mesh() as mesh:
+        if mesh is None:
+            return []
+        runs = Runs(mesh)
+        for graph in (LOOP,):
+            await import_graph(mesh, load_graph(graph))
+        # The runs are written before a runtime serves them, so the clock measures
+        # transitions only; at most 50 starts at once, as one RedisMesh client holds
+        # at most 100 connections and starts beyond that fail with MeshUnavailable.
+        gate = asyncio.Semaphore(50)
+
+        async def start() -> str:
+            async with gate:
+                return (await runs.start("assistant", "loop", "x")).run_id
+
+        ids = await asyncio.gather(*(start() for _ in range(CONCURRENT_RUNS)))
+        async with hosted(mesh, CONCURRENT_FAILS) as host:
+            host.pending.update(ids)
+            started = time.perf_counter()
+            await asyncio.wait_for(host.all_settled.wait(), 120)
+            elapsed = time.perf_counter() - started
+    value = host.transitions / elapsed
+    return [
+        Figure(BENCH, "runs_redis_concurrent", value, "transitions/s", CONCURRENT_FLOOR, 1.0,
+               f"fixed floor; {CONCURRENT_RUNS} runs, {host.transitions} transitions"),
+    ]  # fmt: skip
+
+
+# -- resume latency ---------------------------------------------------------------------
+
+
+async def resume_latency(tmp: Path) -> list[Figure]:
+    person = Human("bench")
+    latencies: list[float] = []
+    async with open_mesh(f"sqlite:///{tmp / 'resume.db'}") as mesh:
+        async with hosted(mesh, 0, APPROVE) as host:
+            runs = Runs(mesh)
+            for _ in range(RESUMES):
+                rec = await run_once_parked(runs, host)
+                answered = time.perf_counter()
+                await runs.resume(rec.run_id, "yes", by=person)
+                done = await host.until(rec.run_id, lambda r: r.terminal)
+                if done.status != "done":
+                    raise RuntimeError(f"run {done.run_id} ended {done.status}: {done.error}")
+                latencies.append((host.claimed[(rec.run_id, "publish")] - answered) * 1000)
+    value = statistics.median(latencies[1:])  # the first one warms the caches
+    return [
+        Cost(BENCH, "resume_latency_ms", value, "ms", RESUME_BASELINE_MS, 1.0,
+             f"{value:.2f} ms median of {len(latencies) - 1}, SQLite, in process"),
+    ]  # fmt: skip
+
+
+async def run_once_parked(runs: Runs, host: Watch) -> RunRecord:
+    """Start a run of the approval graph and wait until it waits on its person."""
+    rec = await runs.start("assistant", "approve", "x")
+    rec = await host.until(rec.run_id, settled)
+    if rec.waiting is None:
+        raise RuntimeError(f"run {rec.run_id} ended {rec.status} before its question")
+    return rec
+
+
+class Cost(Figure):
+    """A figure where less is better: ``ratio`` is ``baseline / value``."""
+
+    __slots__ = ()
+
+    @property
+    def ratio(self) -> float:
+        """``baseline / value`` (0 when the value is 0)."""
+        return self.baseline / self.value if self.value else 0.0
+
+
+async def main(argv: list[str] | None = None) -> None:
+    args = parse_args(__doc__.splitlines()[0] if __doc__ else BENCH, argv)
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
+        figures += await sqlite_transitions(args.seconds, Path(tmp))
+        figures += await resume_latency(Path(tmp))
+    figures += await redis_roundtrips()
+    figures += await redis_concurrent()
+    report(figures, as_json=args.json, title="durable runs")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
