@@ -13,6 +13,7 @@ left). Every function returns a new state and never mutates its argument.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +78,7 @@ def start(
     return RunState(
         run_id=run_id,
         graph=GraphRef(
-            agent=spec.agent, name=spec.name, version=spec.version, sha256=spec.sha256()
+            agent=spec.agent, name=spec.name, version=spec.version, sha256=_topology(spec).sha256
         ),
         input=input,
         ready=[spec.entry_id],
@@ -90,7 +91,7 @@ def start(
 def node_of(spec: GraphSpec, state: RunState, key: str) -> Node:
     """The spec node a ready key runs: itself, or the target of a fan-out instance."""
     plan = state.instance_of(key)
-    return spec.node(plan.target if plan else key)
+    return _node(spec, plan.target if plan else key)
 
 
 def claimable(state: RunState) -> list[str]:
@@ -189,7 +190,7 @@ def complete(
     elif plan is not None:
         _instance_done(spec, s, key, plan, now)
     else:
-        _route(spec, s, key, spec.node(key), result)
+        _route(spec, s, key, _node(spec, key), result)
 
     if not s.terminal:
         reason = exhausted(spec, s, starting=False)
@@ -276,6 +277,44 @@ def exhausted(spec: GraphSpec, state: RunState, *, starting: bool) -> str | None
 # -- internals ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Topology:
+    """What every step asks of a spec, looked up once per spec rather than per step."""
+
+    spec: GraphSpec
+    sha256: str
+    nodes: dict[str, Node]
+    succ: dict[str, list[str]]
+    pred: dict[str, list[str]]
+
+
+_TOPOLOGIES: OrderedDict[int, _Topology] = OrderedDict()
+_TOPOLOGIES_KEPT = 64
+
+
+def _topology(spec: GraphSpec) -> _Topology:
+    found = _TOPOLOGIES.get(id(spec))
+    if found is not None and found.spec is spec:
+        return found
+    ids = spec.node_ids
+    found = _Topology(
+        spec=spec,
+        sha256=spec.sha256(),
+        nodes={i: spec.node(i) for i in ids},
+        succ={i: spec.successors(i) for i in ids},
+        pred={i: spec.predecessors(i) for i in ids},
+    )
+    _TOPOLOGIES[id(spec)] = found
+    while len(_TOPOLOGIES) > _TOPOLOGIES_KEPT:
+        _TOPOLOGIES.popitem(last=False)
+    return found
+
+
+def _node(spec: GraphSpec, node_id: str) -> Node:
+    node = _topology(spec).nodes.get(node_id)
+    return node if node is not None else spec.node(node_id)  # raises, naming the graph
+
+
 def _fork(state: RunState, **changes: Any) -> RunState:
     """A copy of ``state`` with ``changes``, that the engine may change in place.
 
@@ -345,7 +384,7 @@ def _route(spec: GraphSpec, s: RunState, key: str, node: Node, result: NodeResul
         assert result.verdict is not None, "a verifier result carries its verdict"
         targets = [node.verdicts[result.verdict]]
     else:
-        targets = spec.successors(key)
+        targets = _topology(spec).succ[key]
     if node.type == "end" or not targets:
         s.output_node = key
     for target in targets:
@@ -355,12 +394,12 @@ def _route(spec: GraphSpec, s: RunState, key: str, node: Node, result: NodeResul
 
 def _inputs_complete(spec: GraphSpec, s: RunState, target: str) -> bool:
     """A fan-in fires once every predecessor has an output newer than its last firing."""
-    if spec.node(target).type != "fan_in":
+    if _node(spec, target).type != "fan_in":
         return True
     last = s.outputs[target].seq if target in s.outputs else 0
     return all(
         pred in s.outputs and s.outputs[pred].seq > last and s.outputs[pred].error is None
-        for pred in spec.predecessors(target)
+        for pred in _topology(spec).pred[target]
     )
 
 
@@ -386,7 +425,7 @@ def _spawn(spec: GraphSpec, s: RunState, key: str, node: FanOutNode, result: Nod
         if not any(p.target == target for p in fanout.instances.values()):
             # An empty map: nothing to wait for, so the target is done with no outputs.
             _aggregate(s, fanout, target, s.updated_at)
-            _route(spec, s, target, spec.node(target), NodeResult())
+            _route(spec, s, target, _node(spec, target), NodeResult())
 
 
 def _targets(spec_: FanOutSpec, result: NodeResult) -> list[tuple[str, int]]:
@@ -424,7 +463,7 @@ def _instance_done(spec: GraphSpec, s: RunState, key: str, plan: InstancePlan, n
         _end_failed(s, "fanin_upstream_failed", errors, now)
         return
     _aggregate(s, fanout, plan.target, now)
-    target_node = spec.node(plan.target)
+    target_node = _node(spec, plan.target)
     _route(spec, s, plan.target, target_node, NodeResult())
 
 
