@@ -290,7 +290,7 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
                 if in_flight + len(claimed) >= session.setup.max_concurrency:
                     break
                 state, attempt = engine.claim(
-                    spec, state, key, nonce=uuid.uuid4().hex, now=time.time()
+                    spec, state, key, nonce=os.urandom(8).hex(), now=time.time()
                 )
                 if attempt is None:
                     break
