@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plait.errors import ConfigError, MeshUnavailable, VersionConflict
-from plait.mesh._base import AckOp, CancelOp, DeleteOp, Op, PublishOp, PutOp, StartFrom
+from plait.mesh._base import AckOp, CancelOp, DeleteOp, Op, PublishOp, PutOp, StartFrom, now_ms
 
 SCHEMA_VERSION = 1
 
@@ -242,7 +242,9 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> list[int]:
                 conn.execute(_APPEND, (op.topic, op.event_id, op.kind, op.data, op.at_ms))
             else:
                 skey = schedule_key(op.key) if op.key is not None else "e" + op.event_id
-                row = (skey, op.at_ms + op.after_ms, op.topic, op.event_id, op.kind)
+                # at_ms is truncated to the millisecond; one more keeps it from being early.
+                due_ms = op.at_ms + op.after_ms + (1 if op.after_ms else 0)
+                row = (skey, due_ms, op.topic, op.event_id, op.kind)
                 conn.execute(_SCHEDULE, (*row, op.data, op.at_ms))
         elif isinstance(op, CancelOp):
             conn.execute(_CANCEL, (schedule_key(op.key),))
@@ -255,6 +257,16 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> list[int]:
 def ack(conn: sqlite3.Connection, topic: str, group: str, seq: Any) -> None:
     """Forget a pending delivery (nothing happens if it is already gone)."""
     conn.execute(_ACK, (topic, group, seq))
+
+
+_EXTEND = (
+    "UPDATE pending SET delivered_ms = ? WHERE topic = ? AND grp = ? AND seq = ? AND consumer = ?"
+)
+
+
+def extend(conn: sqlite3.Connection, topic: str, group: str, seq: Any, consumer: str) -> None:
+    """Restart a pending delivery's visibility timeout if ``consumer`` still holds it."""
+    conn.execute(_EXTEND, (now_ms(), topic, group, seq, consumer))
 
 
 _CREATE_GROUP = (
@@ -279,6 +291,7 @@ __all__ = [
     "commit",
     "create_groups",
     "delete",
+    "extend",
     "get",
     "open_connection",
     "prefix_end",

@@ -146,7 +146,7 @@ class SqliteMesh(Mesh):
         _check_version(if_version)
         data = encode(key, value, self.max_value_bytes)
         version = await self._write(ops.put, key, data, if_version, savepoint=False)
-        return Entry(key, decode(data), version)
+        return Entry(key, value, version)
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         check_key(key)
@@ -211,6 +211,16 @@ class SqliteMesh(Mesh):
     async def _ack(self, delivery: Delivery) -> None:
         await self._write(
             ops.ack, delivery.topic, delivery.group, delivery.position, savepoint=False
+        )
+
+    async def extend(self, delivery: Delivery) -> None:
+        await self._write(
+            ops.extend,
+            delivery.topic,
+            delivery.group,
+            delivery.position,
+            delivery.consumer,
+            savepoint=False,
         )
 
     def _notify(self) -> None:
