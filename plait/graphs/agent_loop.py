@@ -30,6 +30,9 @@ class ToolRejected(Exception):
         super().__init__(f"a person rejected the call of tool {tool!r}")
 
 
+_NO_USAGE = Usage()  # shared and never changed: usages are added into new objects
+
+
 @dataclass
 class TurnResult:
     """The outcome of one agent turn."""
@@ -64,7 +67,7 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
         ModelError: the model failed, or kept calling tools past ``max_rounds``.
         ToolRejected: a person rejected a tool call.
     """
-    env, out = turn.env, TurnResult(messages=list(messages))
+    env, out = turn.env, TurnResult(messages=list(messages), usage=_NO_USAGE)
     specs = env.tools.specs([n for n in turn.tools if n in env.tools])
     trusted = turn.trusted
     for _ in range(turn.max_rounds):
@@ -74,7 +77,7 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
             context=turn.context,
             response_format=turn.response_format,
         )
-        out.usage = out.usage + reply.usage
+        out.usage = reply.usage if out.usage is _NO_USAGE else out.usage + reply.usage
         out.dollars += cost_of(turn.model.spec, reply.usage, env.prices)
         out.messages.append(
             Message(role="assistant", content=reply.text, tool_calls=reply.tool_calls)

@@ -63,19 +63,24 @@ class Visit:
         values: the output values the node's templates may read, by node or instance
             id (the runner loads at least those :func:`plait.graphs.reads.node_reads`
             names).
+        trusted: the node reads no tainted output (see :mod:`plait.tools.trust`).
     """
 
     key: str
     node: Node
     visit: int
     values: Mapping[str, Any]
+    trusted: bool = True
 
 
 async def execute(
     env: ExecEnv, state: RunState, key: str, visit: int, values: Mapping[str, Any]
 ) -> NodeResult:
     """Run one visit of ``key`` and report it; failures come back as ``error``."""
-    v = Visit(key, node_of(env.spec, state, key), visit, values)
+    node = node_of(env.spec, state, key)
+    tainted = [k for k, out in state.outputs.items() if out.tainted]
+    trusted = not tainted or runs_trusted(node_reads(env.spec, node), tainted)
+    v = Visit(key, node, visit, values, trusted)
     started = time.time()
     try:
         result = await _dispatch(env, state, v)
@@ -84,10 +89,7 @@ async def execute(
     except PlaitError as exc:
         result = NodeResult(error=str(exc), detail=_detail_of(exc))
     result.started_at, result.ended_at = started, time.time()
-    if not result.tainted:
-        reads = node_reads(env.spec, v.node)
-        tainted = [k for k, out in state.outputs.items() if out.tainted]
-        result.tainted = not runs_trusted(reads, tainted)
+    result.tainted = result.tainted or not trusted  # what reads outside content carries it
     return result
 
 
@@ -106,11 +108,6 @@ def _context(state: RunState, v: Visit, env: ExecEnv) -> TemplateContext:
         fanout = next(f for f in state.fanouts.values() if v.key in f.instances)
         item = fanout.items[plan.target][plan.item_index]
     return TemplateContext(input=state.input, outputs=v.values, item=item)
-
-
-def _trusted(env: ExecEnv, state: RunState, node: Node) -> bool:
-    tainted = [k for k, out in state.outputs.items() if out.tainted]
-    return runs_trusted(node_reads(env.spec, node), tainted)
 
 
 async def _dispatch(env: ExecEnv, state: RunState, v: Visit) -> NodeResult:
@@ -163,7 +160,7 @@ async def _model_node(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateCont
         model=env.model_for(profile),
         context=call,
         tools=tools if agent else [],
-        trusted=_trusted(env, state, node),
+        trusted=v.trusted,
         max_rounds=agent.max_rounds if agent else 1,
         response_format=agent.response_format if agent else None,
     )
@@ -237,7 +234,7 @@ async def _tool(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -
     profile = env.profile(None)
     tool = check_allowed(node.tool, profile, registry=env.tools)
     args = env.tools.validate_args(node.tool, render_value(node.args, ctx, node=v.key))
-    trusted = _trusted(env, state, node)
+    trusted = v.trusted
     if gate(tool, trusted=trusted, pre_approved=profile.pre_approved) == "needs_approval":
         verdict = await env.approvals.approve(key=v.key, visit=v.visit, tool=node.tool, args=args)
         if isinstance(verdict, Waiting):
@@ -269,7 +266,7 @@ async def _parallel(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContex
     profile = env.profile(node.agent)
     model = env.model_for(profile)
     tools = read_only_tools(env.tools, profile.tools)
-    trusted = _trusted(env, state, node)
+    trusted = v.trusted
     answers: list[str] = [""] * len(tasks)
     spent = NodeResult()
     limiter = anyio.CapacityLimiter(max(1, node.max_concurrency))
