@@ -272,6 +272,35 @@ def _session(
 
 
 async def _loop(session: _Session, state: RunState) -> GraphRun:
+    try:
+        state = await _drive(session, state)
+    except BaseExceptionGroup as group:
+        # A task group wraps what escapes it (an on_step callback's error, a bug): pass
+        # a lone exception on as itself.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+    output = None
+    if state.status == "done" and state.output_node is not None:
+        output = state.outputs[state.output_node].value
+    run = GraphRun(
+        run_id=state.run_id,
+        status=state.status,
+        output=output,
+        ended_detail=state.ended_detail,
+        error=state.error,
+        waiting=state.waiting,
+        trajectory=session.trajectory,
+        usage=state.usage,
+        state=state,
+    )
+    run._setup = session.setup
+    run._histories = dict(session.histories.saved)
+    return run
+
+
+async def _drive(session: _Session, state: RunState) -> RunState:
+    """Claim, execute and commit nodes until the run ends or parks."""
     spec, env = session.setup.spec, session.env
     values: dict[str, Any] = {k: out.value for k, out in state.outputs.items()}
     send, receive = anyio.create_memory_object_stream[tuple[str, engine.NodeResult]](
@@ -312,23 +341,7 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
             if state.terminal:
                 tg.cancel_scope.cancel()
                 break
-    output = None
-    if state.status == "done" and state.output_node is not None:
-        output = state.outputs[state.output_node].value
-    run = GraphRun(
-        run_id=state.run_id,
-        status=state.status,
-        output=output,
-        ended_detail=state.ended_detail,
-        error=state.error,
-        waiting=state.waiting,
-        trajectory=session.trajectory,
-        usage=state.usage,
-        state=state,
-    )
-    run._setup = session.setup
-    run._histories = dict(session.histories.saved)
-    return run
+    return state
 
 
 def _commit(
