@@ -3,6 +3,9 @@ the shipped examples."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -271,3 +274,29 @@ async def test_fan_out_map_example_runs_in_session() -> None:
     assert [s.node for s in run.trajectory][6:] == ["fanin", "end"]
     assert "HTTP 503" in run.output
     assert "Page A" in run.output and "Page B" in run.output
+
+
+async def test_an_on_step_error_comes_out_as_itself() -> None:
+    def explode(step: TrajectoryStep) -> None:
+        raise RuntimeError(f"tap broke at {step.node}")
+
+    with pytest.raises(RuntimeError, match="tap broke at draft"):
+        await run_graph(revise(), "x", model=ScriptedModel(NEVER), on_step=explode)
+
+
+def test_the_in_session_example_script_runs() -> None:
+    root = EXAMPLES.parent
+    done = subprocess.run(
+        [sys.executable, "examples/in_session.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "waiting_human" in done.stdout
+    assert "yes, ship it" in done.stdout
+    assert "FINAL" in done.stdout
+    assert "HTTP 503" in done.stdout
+    assert done.stdout.count("done (completed)") == 2
