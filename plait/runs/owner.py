@@ -154,7 +154,9 @@ class _Wake:
         if waiting.kind in ("human", "approval"):
             return _as_record(engine.resume(rec, now=now))
         if waiting.kind == "indeterminate" and decision.value == "retry":
-            return _as_record(engine.resume(rec, now=now))
+            retried = _as_record(engine.resume(rec, now=now))
+            retried.usage.retries += 1  # the interrupted visit runs again, as under "retry"
+            return retried
         if waiting.kind == "indeterminate":
             return _as_record(engine.fail(rec, "indeterminate",
                                           f"{waiting.node}: a person chose not to retry", now=now))
