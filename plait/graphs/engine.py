@@ -118,8 +118,10 @@ def claim(
 
     Returns:
         The new state and the attempt; the attempt is None when the budget stopped the
-        run instead (the state then says how).
+        run instead (the state then says how), or the run had already ended.
     """
+    if state.terminal:
+        return _fork(state), None
     prior = state.attempts.get(key)
     usage = state.usage
     if prior is not None:
@@ -137,7 +139,13 @@ def claim(
 def complete(
     spec: GraphSpec, state: RunState, key: str, result: NodeResult, *, now: float
 ) -> tuple[RunState, list[Event]]:
-    """Apply the result of running ``key``: record, route, check budgets, maybe finish."""
+    """Apply the result of running ``key``: record, route, check budgets, maybe finish.
+
+    A result arriving after the run ended (a straggler of a cancelled or failed run)
+    changes nothing.
+    """
+    if state.terminal:
+        return _fork(state), []
     waiting = result.waiting
     u = state.usage
     usage = RunUsage(

@@ -291,3 +291,15 @@ def test_visits_in_flight_count_against_the_step_budget() -> None:
     assert third is None
     assert state.ended_detail == "budget_exhausted"
     assert state.error == "steps: 2 of 4 used, 2 in flight"
+
+
+def test_a_run_that_ended_takes_no_claim_and_no_late_result() -> None:
+    state = engine.start(LOOP, "r1", None, now=NOW)
+    state, _ = engine.claim(LOOP, state, "draft", nonce="n", now=NOW)
+    failed = engine.fail(state, "node_failed", "x", now=NOW)
+    late, events = engine.complete(LOOP, failed, "draft", NodeResult(value="d"), now=NOW)
+    assert events == []
+    assert late.model_dump() == failed.model_dump()
+    again, attempt = engine.claim(LOOP, failed, "draft", nonce="m", now=NOW)
+    assert attempt is None
+    assert again.model_dump() == failed.model_dump()
