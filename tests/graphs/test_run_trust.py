@@ -168,3 +168,13 @@ async def test_map_instances_over_outside_content_run_untrusted() -> None:
     assert run.status == "waiting_approval"
     assert run.waiting is not None and run.waiting.node == "worker[0]"
     assert world.published == []
+
+
+async def test_rejecting_an_agent_tool_call_fails_the_run() -> None:
+    world = World()
+    run = await run_graph(CHAIN, "the site", **world.options(chain_model()))
+    assert run.waiting is not None and run.waiting.kind == "approval"
+    rejected = await resume_graph(run, "reject")
+    assert (rejected.status, rejected.ended_detail) == ("failed", "tool_execution_failed")
+    assert rejected.error == "reader: a person rejected the call of tool 'publish'"
+    assert world.published == ["clean:clean news"]
