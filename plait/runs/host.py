@@ -8,6 +8,7 @@ transition on a warm host reads nothing it wrote itself.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import weakref
@@ -219,7 +220,11 @@ class RunHost:
 
     async def raise_budget_decision(self, rec: RunRecord) -> str:
         """Raise the decision a person answers to raise an exhausted budget."""
-        did = decision_id(rec.run_id, "budget", "run", rec.seq)
+        # Stable for one exhaustion, new after each raise: a raise too small to go on
+        # parks the run again on a fresh decision, not on the one just answered.
+        raised = ",".join(f"{k}={v:g}" for k, v in sorted(rec.budget_extra.items()))
+        did = decision_id(rec.run_id, "budget", "run", rec.seq,
+                          hashlib.sha256(raised.encode()).hexdigest()[:8] if raised else "")
         ask = rec.waiting.ask if rec.waiting else "The run's budget is exhausted."
         await self.board.raise_(ask, "choice", ["raise", "stop"], id=did, run_id=rec.run_id,
                                 node="budget", data={"usage": rec.usage.model_dump()},

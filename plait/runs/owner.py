@@ -26,7 +26,7 @@ import uuid
 from typing import Any
 
 from plait.actors import ActorContext, Mail, tell_in
-from plait.errors import DecisionNotFound, VersionConflict
+from plait.errors import DecisionNotFound, RunError, VersionConflict
 from plait.graphs import engine
 from plait.graphs.engine import NodeResult
 from plait.graphs.executors import execute
@@ -75,71 +75,96 @@ class _Wake:
         self.mesh = host.mesh
 
     async def run(self) -> None:
-        rec, version = await self.host.record(self.run_id)
-        if rec is not None and (rec.waiting is not None or rec.terminal):
-            rec, version = await self.host.record(self.run_id, fresh=True)
-        if rec is None or rec.terminal:
-            return
-        spec = await self.host.spec(rec)
-        unparked = False
-        if rec.waiting is not None:
-            resumed = await self._recheck(rec)
-            if resumed is None:
-                await self._park(rec, version)
-                return
-            if resumed.terminal:
-                await self._write(rec, resumed, version, [])
-                return
-            rec, unparked = resumed, True
-        policy = "retry"
+        """Handle the wake; a record another wake moved meanwhile is decided on again."""
+        fresh = False
         for _ in range(_CLAIM_TRIES):
-            crashed = next((a for a in rec.attempts.values() if a.wake == self.mail.delivery.id),
-                           None)
-            if crashed is not None:
-                policy = await self._indeterminate(spec, rec, crashed)
-                if policy == "escalate":
-                    await self._escalate(rec, version, crashed)
-                    return
-                key = crashed.node
-            else:
-                keys = engine.claimable(rec)
-                if not keys:
-                    if unparked:
-                        await self._write(rec, rec, version, [])
-                    return
-                key = keys[0]
-            claimed, attempt = engine.claim(spec, rec, key, nonce=uuid.uuid4().hex,
-                                            now=time.time(), host=self.host.id,
-                                            wake=self.mail.delivery.id)
-            claimed = _as_record(claimed)
-            if attempt is None:  # the budget ended or parked the run
-                await self._write(rec, claimed, version, [{"type": "run.budget"}])
-                return
-            tx = self.mesh.transact()
-            tx.put(record_key(self.run_id), dump(claimed), if_version=version)
-            tx.publish(events_topic(self.run_id), "started",
-                       {"node": key, "visit": attempt.visit, "status": "running",
-                        "at": attempt.started_at})
-            if unparked:
-                tx.put(index_key(self.run_id), summary_of(claimed).model_dump())
-            try:
-                result = await tx.commit()
-            except VersionConflict:
+            rec, version = await self.host.record(self.run_id, fresh=fresh)
+            if not fresh and (rec is None or rec.waiting is not None or rec.terminal
+                              or not self._has_work(rec)):
+                # This host's last write may miss another host's commit (the one that
+                # sent this wake), so "nothing to do" is only believed of a fresh read.
                 rec, version = await self.host.record(self.run_id, fresh=True)
-                if rec is None or rec.terminal:
-                    return
-                unparked = False
+            fresh = True
+            if rec is None or rec.terminal:
+                return
+            try:
+                await self._step(rec, version)
+                return
+            except VersionConflict:
                 continue
-            version = result.entries[record_key(self.run_id)].version
-            self.host.remember(claimed, version)
-            verify = crashed is not None and policy == "verify"
-            await self._execute_and_commit(spec, claimed, version, key, attempt, verify)
+        raise RunError(f"run {self.run_id}: the record kept moving under "
+                       f"{_CLAIM_TRIES} tries to handle one wake")
+
+    def _has_work(self, rec: RunRecord) -> bool:
+        return bool(engine.claimable(rec)) or any(
+            a.wake == self.mail.delivery.id for a in rec.attempts.values())
+
+    async def _step(self, rec: RunRecord, version: int) -> None:
+        """Claim, run and commit one node of ``rec``; VersionConflict if the record moved."""
+        spec = await self.host.spec(rec)
+        resumed: list[dict[str, Any]] = []
+        if rec.waiting is not None:
+            found = await self._recheck(rec)
+            if found is None:
+                await self._park(rec)
+                return
+            unparked, resumed = found
+            if unparked.terminal:
+                await self._write(rec, unparked, version, [*resumed,
+                                                           *_status_events(rec, unparked)])
+                return
+            before, rec = rec, unparked
+        else:
+            before = rec
+        policy = "retry"
+        crashed = next((a for a in rec.attempts.values() if a.wake == self.mail.delivery.id),
+                       None)
+        if crashed is not None:
+            policy = await self._indeterminate(spec, rec, crashed)
+            if policy == "escalate":
+                await self._escalate(rec, version, crashed)
+                return
+            key = crashed.node
+        else:
+            keys = engine.claimable(rec)
+            if not keys:
+                if resumed:
+                    await self._write(before, rec, version, resumed)
+                return
+            key = keys[0]
+        claimed, attempt = engine.claim(spec, rec, key, nonce=uuid.uuid4().hex,
+                                        now=time.time(), host=self.host.id,
+                                        wake=self.mail.delivery.id)
+        claimed = _as_record(claimed)
+        if attempt is None:  # the budget ended or parked the run
+            if (claimed.waiting is not None and claimed.waiting.kind == "budget"
+                    and claimed.waiting.decision_id is None):
+                claimed.waiting.decision_id = await self.host.raise_budget_decision(claimed)
+            await self._write(before, claimed, version,
+                              [*resumed, *_status_events(before, claimed)])
             return
+        tx = self.mesh.transact()
+        for event in resumed:
+            audit.append(tx, claimed, self._audit_event(event, None, {}))
+        tx.put(record_key(self.run_id), dump(claimed), if_version=version)
+        tx.publish(events_topic(self.run_id), "started",
+                   {"node": key, "visit": attempt.visit, "status": "running",
+                    "at": attempt.started_at})
+        if resumed:
+            tx.put(index_key(self.run_id), summary_of(claimed).model_dump())
+        result = await tx.commit()
+        version = result.entries[record_key(self.run_id)].version
+        self.host.remember(claimed, version)
+        verify = crashed is not None and policy == "verify"
+        await self._execute_and_commit(spec, claimed, version, key, attempt, verify)
 
     # -- parked runs -------------------------------------------------------------------
 
-    async def _recheck(self, rec: RunRecord) -> RunRecord | None:
-        """The record after a parked run's decision closed, or None while it is open."""
+    async def _recheck(
+        self, rec: RunRecord
+    ) -> tuple[RunRecord, list[dict[str, Any]]] | None:
+        """A parked run's record once its decision closed (None while it is open), with
+        the audit event saying who closed it and how."""
         waiting = rec.waiting
         assert waiting is not None
         if waiting.decision_id is None:
@@ -150,20 +175,29 @@ class _Wake:
             return None
         if decision.status == "open":
             return None
+        if waiting.kind == "budget" and decision.value == "raise":
+            # The answer carries no amounts: the raise itself comes through
+            # Runs.raise_budget, which unparks the run when it lands.
+            return None
         now = time.time()
+        event = {"type": "run.resumed", "node": waiting.node, "decision_id": decision.id,
+                 "status": decision.status, "answer": decision.value,
+                 "by": decision.closed_by or ("expiry" if decision.status == "expired" else None)}
         if waiting.kind in ("human", "approval"):
-            return _as_record(engine.resume(rec, now=now))
+            return _as_record(engine.resume(rec, now=now)), [event]
         if waiting.kind == "indeterminate" and decision.value == "retry":
             retried = _as_record(engine.resume(rec, now=now))
             retried.usage.retries += 1  # the interrupted visit runs again, as under "retry"
-            return retried
+            return retried, [event]
         if waiting.kind == "indeterminate":
             return _as_record(engine.fail(rec, "indeterminate",
-                                          f"{waiting.node}: a person chose not to retry", now=now))
+                                          f"{waiting.node}: a person chose not to retry",
+                                          now=now)), [event]
         return _as_record(engine.fail(rec, "budget_exhausted",
-                                      "the budget decision closed without a raise", now=now))
+                                      "the budget decision closed without a raise",
+                                      now=now)), [event]
 
-    async def _park(self, rec: RunRecord, version: int) -> None:
+    async def _park(self, rec: RunRecord) -> None:
         """Stay parked: schedule the fallback tick and ack, nothing else."""
         tx = self.mesh.transact()
         await self._tick(tx, rec)
@@ -265,7 +299,11 @@ class _Wake:
             tx.put(index_key(new.run_id), summary_of(new).model_dump())
         tx.publish(events_topic(new.run_id), "progress", _progress(new, key, result, events))
         self.mail.ack_in(tx)
-        committed = await tx.commit()
+        try:
+            committed = await tx.commit()
+        except VersionConflict:
+            self.mail.acked = False  # nothing of the transaction landed, its ack neither
+            raise
         self.host.remember(new, committed.entries[record_key(new.run_id)].version)
 
     def _audit_event(self, event: dict[str, Any], result: NodeResult | None,
@@ -284,6 +322,18 @@ class _Wake:
 def _as_record(state: RunState) -> RunRecord:
     return state if isinstance(state, RunRecord) else RunRecord.model_validate(
         state.model_dump())
+
+
+def _status_events(before: RunState, after: RunState) -> list[dict[str, Any]]:
+    """The audit event of a status change a wake made outside the engine's complete()."""
+    if after.status == before.status or after.status in ("ready", "running"):
+        return []
+    event: dict[str, Any] = {"type": f"run.{after.status.split('_')[0]}",
+                             "status": after.status, "ended_detail": after.ended_detail,
+                             "error": after.error}
+    if after.waiting is not None:
+        event["waiting"] = after.waiting.model_dump()
+    return [event]
 
 
 def _progress(new: RunRecord, key: str | None, result: NodeResult | None,
