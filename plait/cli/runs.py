@@ -212,7 +212,6 @@ def inspect_cmd(
         async with open_mesh(mesh) as m:
             runs = Runs(m)
             rec = await runs.get(run_id)
-            trajectory = await runs.trajectory(run_id)
             output = await runs.output(rec)
             broken: AuditChainBroken | None = None
             verified = None
@@ -221,6 +220,12 @@ def inspect_cmd(
                     verified = await runs.verify(run_id)
                 except AuditChainBroken as exc:
                     broken = exc
+            try:
+                trajectory = await runs.trajectory(run_id)
+            except AuditChainBroken:
+                if broken is None:
+                    raise
+                trajectory = []  # the chain's own report says what is wrong with it
         if as_json:
             body: dict[str, Any] = {
                 "run_id": rec.run_id, "status": rec.status, "graph": rec.graph.model_dump(),

@@ -11,10 +11,10 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from plait.errors import AuditChainBroken
-from plait.mesh import Mesh, Transaction
+from plait.mesh import Entry, Mesh, Transaction
 from plait.runs.record import RunRecord, audit_key, audit_prefix
 
 
@@ -71,41 +71,88 @@ def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
     return event
 
 
+def output_digest(payload: Any) -> str:
+    """The sha256 of a visit's stored output payload, as an audit event pins it."""
+    canonical = json.dumps(
+        payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _parse(run_id: str, entry: Entry) -> AuditEvent:
+    try:
+        return AuditEvent.model_validate(entry.value)
+    except ValidationError as exc:
+        raise AuditChainBroken(
+            run_id,
+            _position(run_id, entry.key) or 0,
+            f"not an audit event ({exc.error_count()} problems)",
+        ) from None
+
+
+def _position(run_id: str, key: str) -> int | None:
+    """The seq an audit key stands for, or None for a key that is no audit event's."""
+    tail = key.removeprefix(audit_prefix(run_id))
+    return int(tail) if tail.isdigit() else None
+
+
 async def read_events(mesh: Mesh, run_id: str) -> list[AuditEvent]:
-    """Every audit event of a run, in chain order."""
-    return [AuditEvent.model_validate(entry.value)
-            async for entry in mesh.scan(audit_prefix(run_id))]
+    """Every audit event of a run, in chain order.
+
+    Raises:
+        AuditChainBroken: a stored event does not parse as one.
+    """
+    return [_parse(run_id, entry) async for entry in mesh.scan(audit_prefix(run_id))]
 
 
 async def verify(mesh: Mesh, record: RunRecord) -> int:
-    """Check a run's whole chain; return how many events it holds.
+    """Check a run's whole chain and the outputs it pins; return how many events it holds.
 
     Raises:
-        AuditChainBroken: naming the first event that is edited, missing, out of place,
-            or the record's pin that does not match the newest event.
+        AuditChainBroken: naming the first position whose event is edited, missing, out
+            of place or unreadable, whose pinned output was changed, or the record's pin
+            that does not match the newest event.
     """
+    run_id = record.run_id
     prev, expected = "", 1
-    async for entry in mesh.scan(audit_prefix(record.run_id)):
-        event = AuditEvent.model_validate(entry.value)
-        if entry.key != audit_key(record.run_id, event.seq):
-            raise AuditChainBroken(record.run_id, event.seq,
-                                   f"stored under {entry.key}, not under its own seq")
+    async for entry in mesh.scan(audit_prefix(run_id)):
+        at = _position(run_id, entry.key)
+        if at != expected:
+            found = entry.key if at is None else f"event {at}"
+            raise AuditChainBroken(run_id, expected, f"missing: the next one stored is {found}")
+        event = _parse(run_id, entry)
         if event.seq != expected:
-            raise AuditChainBroken(record.run_id, expected,
-                                   f"missing: the next event found is {event.seq}")
+            raise AuditChainBroken(
+                run_id, expected, f"its place holds event {event.seq} (moved or swapped)"
+            )
         if event.prev != prev:
-            raise AuditChainBroken(record.run_id, event.seq,
-                                   "does not follow the event before it (reordered or "
-                                   "an event before it was replaced)")
+            raise AuditChainBroken(
+                run_id,
+                expected,
+                "does not follow the event before it "
+                "(reordered, or an event before it was replaced)",
+            )
         if event_hash(event) != event.hash:
-            raise AuditChainBroken(record.run_id, event.seq,
-                                   "its content does not match its hash (edited)")
+            raise AuditChainBroken(run_id, expected, "its content does not match its hash (edited)")
+        pinned = event.detail.get("output_sha256")
+        if pinned is not None and event.output_ref is not None:
+            stored = await mesh.get(event.output_ref)
+            if stored is None or output_digest(stored.value) != pinned:
+                raise AuditChainBroken(
+                    run_id,
+                    expected,
+                    f"the output it pins at "
+                    f"{event.output_ref} is {'gone' if stored is None else 'changed'}",
+                )
         prev, expected = event.hash, expected + 1
     if expected - 1 != record.audit_seq or prev != record.last_hash:
-        raise AuditChainBroken(record.run_id, expected,
-                               f"the record pins {record.audit_seq} events ending in "
-                               f"{record.last_hash[:12] or '-'}, the chain has {expected - 1}")
+        raise AuditChainBroken(
+            run_id,
+            expected,
+            f"the record pins {record.audit_seq} events ending in "
+            f"{record.last_hash[:12] or '-'}, the chain has {expected - 1}",
+        )
     return expected - 1
 
 
-__all__ = ["AuditEvent", "append", "event_hash", "read_events", "verify"]
+__all__ = ["AuditEvent", "append", "event_hash", "output_digest", "read_events", "verify"]

@@ -26,6 +26,7 @@ from plait.graphs.spec import GraphSpec
 from plait.graphs.store import get_graph
 from plait.mesh import Transaction
 from plait.models import Model, load_model
+from plait.runs.audit import output_digest
 from plait.runs.ports import MeshHistories, RunDecisions, decision_id, wake_notify
 from plait.runs.record import RunRecord, load, output_key, owner_id, record_key
 from plait.tools import ToolContext, ToolRegistry, default_registry, profiles_map
@@ -183,10 +184,12 @@ class RunHost:
         return copy
 
     def store_outputs(self, tx: Transaction, new: RunRecord, key: str | None,
-                      result: NodeResult | None) -> dict[str, str]:
+                      result: NodeResult | None,
+                      digests: dict[str, str] | None = None) -> dict[str, str]:
         """Move the values of this transition's outputs under their own keys in ``tx``.
 
-        Returns the output key written per node (for the audit event's reference).
+        Returns the output key written per node (for the audit event's reference);
+        ``digests``, if given, receives each written payload's sha256 per node.
         """
         refs: dict[str, str] = {}
         for name, out in new.outputs.items():
@@ -196,6 +199,8 @@ class RunHost:
                 if name == key and result is not None:
                     payload.update(prompt=result.prompt, error=result.error)
                 tx.put(ref, payload)
+                if digests is not None:
+                    digests[name] = output_digest(payload)
                 self.values[ref] = out.value
                 out.ref = ref
                 refs[name] = ref

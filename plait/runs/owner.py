@@ -281,8 +281,12 @@ class _Wake:
         """Commit a transition atomically; raises VersionConflict if the record moved."""
         tx = self.mesh.transact()
         new = new.model_copy(deep=True)
-        outputs = self.host.store_outputs(tx, new, key, result)
+        digests: dict[str, str] = {}
+        outputs = self.host.store_outputs(tx, new, key, result, digests)
         for event in events:
+            node = event.get("node")
+            if event["type"] == "node.committed" and node in digests:
+                event = {**event, "output_sha256": digests[node]}
             audit.append(tx, new, self._audit_event(event, result, outputs))
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         if result is not None and result.history is not None and key is not None:
