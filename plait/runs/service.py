@@ -10,6 +10,7 @@ then serves it.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -19,7 +20,15 @@ import anyio
 
 from plait.actors import ActorRecord, actor_key, tell_in
 from plait.decisions import DecisionDesk, Human, Principal, require_human
-from plait.errors import RunNotFound, RunNotWaiting, VersionConflict
+from plait.errors import (
+    ConfigError,
+    DecisionClosed,
+    DecisionNotFound,
+    RunError,
+    RunNotFound,
+    RunNotWaiting,
+    VersionConflict,
+)
 from plait.graphs import engine
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh
@@ -41,6 +50,9 @@ from plait.runs.record import (
 
 OWNER_CONCURRENCY = 8
 """How many wakes of one run (fan-out instances) may run at once."""
+
+BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
+"""The limits a person may raise."""
 
 
 class Runs:
@@ -168,18 +180,47 @@ class Runs:
                 await tx.commit()
             except VersionConflict:
                 continue
+            if rec.waiting is not None and rec.waiting.decision_id is not None:
+                # Withdrawn, so no one is left asked about a run that is gone.
+                with contextlib.suppress(DecisionClosed, DecisionNotFound):
+                    await self.desk.cancel(rec.waiting.decision_id, by=by)
             return new
 
     async def raise_budget(self, run_id: str, extra: dict[str, float], *,
                            by: Principal) -> RunRecord:
-        """Raise a run's budget (a person only) and wake it if it waited on that."""
+        """Raise a run's budget (a person only) and wake it if it waited on that.
+
+        Args:
+            run_id: the run.
+            extra: amounts to add per limit: ``steps``, ``tokens``, ``dollars``,
+                ``wall_seconds``, ``retries``.
+            by: the person raising it.
+
+        Raises:
+            NotPermitted: ``by`` is not a human; nothing changes.
+            ConfigError: an unknown limit, or an amount that is not positive.
+            RunNotFound: there is no such run.
+            RunError: the run is already over.
+        """
         human: Human = require_human(by, "raise a budget")
+        for name, amount in extra.items():
+            if name not in BUDGET_LIMITS:
+                raise ConfigError(f"cannot raise budget {name!r}: the limits are "
+                                  f"{', '.join(BUDGET_LIMITS)}")
+            if not float(amount) > 0:
+                raise ConfigError(f"a budget raise must be positive, got {name}={amount!r}")
         while True:
             entry = await self.mesh.get(record_key(run_id))
             if entry is None:
                 raise RunNotFound(f"no run {run_id!r} in {self.mesh.url}")
             rec = load(entry.value)
+            if rec.terminal:
+                raise RunError(f"run {run_id} is {rec.status}: its budget can no longer be "
+                               "raised")
             new = RunRecord(**engine.raise_budget(rec, extra, now=time.time()).model_dump())
+            if rec.waiting is not None and rec.waiting.kind != "budget":
+                # A raise answers no question: the run keeps waiting on its person.
+                new.waiting, new.status = rec.waiting, rec.status
             tx = self.mesh.transact()
             audit.append(tx, new, audit.AuditEvent(seq=0, type="budget.raised", actor=human.name,
                                                    detail={"extra": extra}, at=time.time()))
@@ -192,7 +233,9 @@ class Runs:
                 continue
             waiting = rec.waiting
             if waiting is not None and waiting.kind == "budget" and waiting.decision_id:
-                await self.desk.answer(waiting.decision_id, option="raise", by=human)
+                # Already closed if the person chose "raise" on the desk first.
+                with contextlib.suppress(DecisionClosed, DecisionNotFound):
+                    await self.desk.answer(waiting.decision_id, option="raise", by=human)
             return new
 
     async def trajectory(self, run_id: str) -> builtins.list[dict[str, Any]]:
@@ -226,4 +269,4 @@ class Runs:
         return await audit.verify(self.mesh, await self.get(run_id))
 
 
-__all__ = ["OWNER_CONCURRENCY", "Runs"]
+__all__ = ["BUDGET_LIMITS", "OWNER_CONCURRENCY", "Runs"]
