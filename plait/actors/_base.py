@@ -154,11 +154,13 @@ def mail_data(actor_id: str, body: Any) -> dict[str, Any]:
     return {"to": actor_id, "body": body}
 
 
-def tell_in(tx: Transaction, actor_id: str, body: Any, *, after_ms: int = 0,
-            key: str | None = None) -> str:
+def tell_in(
+    tx: Transaction, actor_id: str, body: Any, *, after_ms: int = 0, key: str | None = None
+) -> str:
     """Add a message to ``actor_id`` to a transaction (sent only if it commits)."""
-    return tx.publish(MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms,
-                      key=key)
+    return tx.publish(
+        MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms, key=key
+    )
 
 
 def new_host_id() -> str:

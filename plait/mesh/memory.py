@@ -295,14 +295,21 @@ class _MemorySubscription(Subscription):
             delivery = mesh._next_for(self._names, self._group, self._consumer, self._visibility_ms)
             if delivery is not None:
                 return delivery
-            wake_at = [t for t in (next_due, mesh._earliest_redelivery(
-                self._names, self._group, self._visibility_ms)) if t is not None]
+            wake_at = [
+                t
+                for t in (
+                    next_due,
+                    mesh._earliest_redelivery(self._names, self._group, self._visibility_ms),
+                )
+                if t is not None
+            ]
             timeout = max(0.0, (min(wake_at) - now_ms()) / 1000) if wake_at else None
             changed = asyncio.ensure_future(mesh._waiter().wait())
             closed = asyncio.ensure_future(self._closed.wait())
             try:
-                await asyncio.wait({changed, closed}, timeout=timeout,
-                                   return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {changed, closed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
             finally:
                 changed.cancel()
                 closed.cancel()

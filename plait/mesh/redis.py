@@ -300,8 +300,9 @@ class RedisMesh(Mesh):
         if self._extend_script is None:
             self._extend_script = self._client.register_script(_EXTEND)
         stream = self._stream(delivery.topic)
-        await self._run(self._extend_script, [stream],
-                        [delivery.group, delivery.consumer, delivery.position])
+        await self._run(
+            self._extend_script, [stream], [delivery.group, delivery.consumer, delivery.position]
+        )
 
     async def _create_groups(self, streams: list[str], group: str, start: StartFrom) -> None:
         await self._run(self._groups_script, streams, [group, "0" if start == "begin" else "$"])

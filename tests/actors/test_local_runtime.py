@@ -113,8 +113,7 @@ async def test_failed_message_is_delivered_again() -> None:
         done.set()
 
     async with open_mesh("memory://") as mesh:
-        async with LocalRuntime(mesh, handlers={"t:flaky": flaky},
-                                visibility_timeout_ms=200) as rt:
+        async with LocalRuntime(mesh, handlers={"t:flaky": flaky}, visibility_timeout_ms=200) as rt:
             await rt.create("f", "t:flaky")
             await rt.tell("f", "job")
             with anyio.fail_after(5):
@@ -132,10 +131,12 @@ async def test_slow_handler_is_not_taken_over_while_alive() -> None:
         done.set()
 
     async with open_mesh("memory://") as mesh:
-        async with LocalRuntime(mesh, handlers={"t:slow": slow}, visibility_timeout_ms=200,
-                                host="one") as one, \
-                LocalRuntime(mesh, handlers={"t:slow": slow}, visibility_timeout_ms=200,
-                             host="two"):
+        async with (
+            LocalRuntime(
+                mesh, handlers={"t:slow": slow}, visibility_timeout_ms=200, host="one"
+            ) as one,
+            LocalRuntime(mesh, handlers={"t:slow": slow}, visibility_timeout_ms=200, host="two"),
+        ):
             await one.create("s", "t:slow")
             await one.tell("s", "job")
             with anyio.fail_after(5):

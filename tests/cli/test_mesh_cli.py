@@ -28,8 +28,11 @@ def test_put_get_json_and_ls(mesh_args: list[str]) -> None:
     assert code == 0
     code, out, _ = invoke("mesh", "get", "greeting", "--json", *mesh_args)
     assert code == 0
-    assert json.loads(out) == {"key": "greeting", "value": {"text": "hi", "n": [1, 2]},
-                               "version": 1}
+    assert json.loads(out) == {
+        "key": "greeting",
+        "value": {"text": "hi", "n": [1, 2]},
+        "version": 1,
+    }
     code, out, _ = invoke("mesh", "ls", *mesh_args)
     assert code == 0 and out.split() == ["greeting", "1", "other", "1"]
     code, out, _ = invoke("mesh", "ls", "gr", *mesh_args)
@@ -62,4 +65,4 @@ def test_mesh_url_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert invoke("mesh", "put", "from-env", '"yes"')[0] == 0
     assert (tmp_path / "env.db").exists()
     code, out, _ = invoke("mesh", "get", "from-env", "--json")
-    assert json.loads(out)["value"] == "yes"
+    assert code == 0 and json.loads(out)["value"] == "yes"
