@@ -429,6 +429,14 @@ class Mesh(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} cannot extend deliveries yet")
 
+    @abc.abstractmethod
+    async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
+        """Forget a consumer group on ``topics``: its place and its pending events.
+
+        For short-lived readers (a CLI watching one run) that subscribe under a group
+        of their own; dropping a group that does not exist does nothing.
+        """
+
     # transactions -------------------------------------------------------------------
 
     def transact(self) -> Transaction:

@@ -269,6 +269,13 @@ def extend(conn: sqlite3.Connection, topic: str, group: str, seq: Any, consumer:
     conn.execute(_EXTEND, (now_ms(), topic, group, seq, consumer))
 
 
+def drop_group(conn: sqlite3.Connection, topics: Sequence[str], group: str) -> None:
+    """Forget ``group`` on each topic, with its pending deliveries."""
+    for topic in topics:
+        conn.execute("DELETE FROM pending WHERE topic = ? AND grp = ?", (topic, group))
+        conn.execute("DELETE FROM consumer_groups WHERE topic = ? AND grp = ?", (topic, group))
+
+
 _CREATE_GROUP = (
     "INSERT INTO consumer_groups (topic, grp, cursor) "
     "VALUES (?, ?, CASE WHEN ? THEN 0 ELSE (SELECT coalesce(max(seq), 0) FROM events) END) "
@@ -291,6 +298,7 @@ __all__ = [
     "commit",
     "create_groups",
     "delete",
+    "drop_group",
     "extend",
     "get",
     "open_connection",

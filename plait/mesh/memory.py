@@ -203,6 +203,12 @@ class MemoryMesh(Mesh):
         if group is not None:
             group.pending.pop(delivery.position, None)
 
+    async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
+        for name in [topics] if isinstance(topics, str) else topics:
+            topic = self._topics.get(name)
+            if topic is not None:
+                topic.groups.pop(group, None)
+
     async def extend(self, delivery: Delivery) -> None:
         topic = self._topics.get(delivery.topic)
         group = topic.groups.get(delivery.group) if topic else None

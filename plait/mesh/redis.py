@@ -294,6 +294,13 @@ class RedisMesh(Mesh):
         with self._translate():
             await self._client.xack(self._stream(delivery.topic), delivery.group, delivery.position)
 
+    async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        with self._translate():
+            for name in names:
+                with suppress(ResponseError):  # no such stream or group: nothing to drop
+                    await self._client.xgroup_destroy(self._stream(name), group)
+
     async def extend(self, delivery: Delivery) -> None:
         if self._client is None:
             return

@@ -213,6 +213,10 @@ class SqliteMesh(Mesh):
             ops.ack, delivery.topic, delivery.group, delivery.position, savepoint=False
         )
 
+    async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        await self._write(ops.drop_group, names, group)
+
     async def extend(self, delivery: Delivery) -> None:
         await self._write(
             ops.extend,

@@ -484,3 +484,19 @@ async def test_extend_keeps_a_live_consumers_event(mesh: Mesh) -> None:
     assert await next_within(other, 0.6) is None
     await slow.close()
     await other.close()
+
+
+async def test_drop_group_forgets_its_place_and_pending(mesh: Mesh) -> None:
+    sub = mesh.subscribe("dropped", "temp", "c", start="begin", visibility_timeout_ms=100)
+    await mesh.publish("dropped", "n", 1)
+    first = await next_within(sub, 2)
+    assert first is not None  # taken, never acked
+    await sub.close()
+    await mesh.drop_group("dropped", "temp")
+    await mesh.drop_group(["dropped", "never-made"], "nobody")  # harmless
+    again = mesh.subscribe("dropped", "temp", "c", visibility_timeout_ms=100)
+    assert await next_within(again, 0.5) is None  # a new group, starting at "new"
+    await mesh.publish("dropped", "n", 2)
+    second = await next_within(again, 2)
+    assert second is not None and second.data == 2 and second.attempt == 1
+    await again.close()
