@@ -176,18 +176,22 @@ class DecisionBoard:
         if not decision.is_open or timeout <= 0:
             return decision
         group = f"decision-wait-{uuid.uuid4().hex}"
-        async with self._mesh.subscribe(self._topic, group, "waiter", start="new") as sub:
-            while True:
-                # Read after subscribing, so an answer either shows here or as an event.
-                decision = await self.get(id)
-                remaining = deadline - anyio.current_time()
-                if not decision.is_open or remaining <= 0:
-                    return decision
-                pause = min(remaining, self._recheck_s)
-                if decision.expires_at is not None:
-                    pause = min(pause, max(0.0, decision.expires_at - self._clock()))
-                with anyio.move_on_after(pause):
-                    await _next_event_about(sub, id)
+        try:
+            async with self._mesh.subscribe(self._topic, group, "waiter", start="new") as sub:
+                while True:
+                    # Read after subscribing, so an answer either shows here or as an event.
+                    decision = await self.get(id)
+                    remaining = deadline - anyio.current_time()
+                    if not decision.is_open or remaining <= 0:
+                        return decision
+                    pause = min(remaining, self._recheck_s)
+                    if decision.expires_at is not None:
+                        pause = min(pause, max(0.0, decision.expires_at - self._clock()))
+                    with anyio.move_on_after(pause):
+                        await _next_event_about(sub, id)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._mesh.drop_group(self._topic, group)
 
     async def list(self, status: DecisionStatus | None = None) -> builtins.list[Decision]:
         """Every decision (or those with ``status``), newest first; expired ones as expired."""
