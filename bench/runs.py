@@ -317,8 +317,7 @@ async def redis_concurrent() -> list[Figure]:
         if mesh is None:
             return []
         runs = Runs(mesh)
-        for graph in (LOOP,):
-            await import_graph(mesh, load_graph(graph))
+        await import_graph(mesh, load_graph(LOOP))
         # The runs are written before a runtime serves them, so the clock measures
         # transitions only; at most 50 starts at once, as one RedisMesh client holds
         # at most 100 connections and starts beyond that fail with MeshUnavailable.
