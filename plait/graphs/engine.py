@@ -388,10 +388,9 @@ def _route(spec: GraphSpec, s: RunState, key: str, node: Node, result: NodeResul
     if isinstance(node, FanOutNode):
         _spawn(spec, s, key, node, result)
         return
-    if isinstance(node, VerifierNode):
-        assert result.verdict is not None, "a verifier result carries its verdict"
+    if isinstance(node, VerifierNode) and result.verdict is not None:
         targets = [node.verdicts[result.verdict]]
-    else:
+    else:  # a verifier fanned out has one verdict per instance: its edges route the whole
         targets = _topology(spec).succ[key]
     if node.type == "end" or not targets:
         s.output_node = key

@@ -190,3 +190,14 @@ async def test_a_fan_out_inside_a_loop_spawns_fresh_instances() -> None:
     assert steps.count(("join", 1)) == 1 and steps.count(("join", 2)) == 1
     assert ("w[0]", 2) in steps and ("w[1]", 2) in steps
     assert run.trajectory[-1].prompt == 'ok ["v2","v2"]'
+
+
+async def test_a_fanned_out_verifier_routes_along_its_edges() -> None:
+    data = fan_graph({"kind": "broadcast", "target_node_id": "v", "count": 2}, ["v"])
+    data["nodes"][2] = {"id": "v", "kind": "verifier", "prompt": "check",
+                        "verdicts": {"pass": "end", "fail": "end"}}  # fmt: skip
+    model = ScriptedModel([{"node": "v[0]", "text": "ok\npass"}, {"text": "no\nfail"}])
+    run = await run_graph(data, model=model)
+    assert run.status == "done", run.error
+    assert sorted(str(s.verdict) for s in run.trajectory[2:4]) == ["fail", "pass"]
+    assert run.output == ["ok\npass", "no\nfail"]
