@@ -340,7 +340,19 @@ def _fork(state: RunState, **changes: Any) -> RunState:
         "budget_extra": dict(state.budget_extra),
     }
     update.update(changes)
-    return state.model_copy(update=update)
+    if state.__pydantic_extra__ or state.__pydantic_private__:
+        return state.model_copy(update=update)
+    # What model_copy(update=...) does, without its generic copying: once per step.
+    fields = state.__dict__.copy()
+    fields.update(update)
+    new = object.__new__(type(state))
+    object.__setattr__(new, "__dict__", fields)
+    object.__setattr__(
+        new, "__pydantic_fields_set__", state.__pydantic_fields_set__ | update.keys()
+    )
+    object.__setattr__(new, "__pydantic_extra__", None)
+    object.__setattr__(new, "__pydantic_private__", None)
+    return new
 
 
 def _exhaust(spec: GraphSpec, s: RunState, reason: str, now: float) -> RunState:

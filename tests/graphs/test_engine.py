@@ -303,3 +303,20 @@ def test_a_run_that_ended_takes_no_claim_and_no_late_result() -> None:
     again, attempt = engine.claim(LOOP, failed, "draft", nonce="m", now=NOW)
     assert attempt is None
     assert again.model_dump() == failed.model_dump()
+
+
+class _Record(RunState):
+    """A run record that carries more than the engine knows of (as durable runs do)."""
+
+    owner: str = ""
+
+
+def test_steps_keep_the_record_type_and_its_own_fields() -> None:
+    state = engine.start(LOOP, "r1", "topic", now=NOW)
+    record = _Record(**state.model_dump(), owner="host-1")
+    claimed, _ = engine.claim(LOOP, record, "draft", nonce="n", now=NOW)
+    done, _ = engine.complete(LOOP, claimed, "draft", NodeResult(value="d"), now=NOW)
+    assert isinstance(done, _Record)
+    assert done.owner == "host-1"
+    assert {"status", "attempts", "outputs", "owner"} <= done.model_fields_set
+    assert _Record.model_validate(done.model_dump()) == done
