@@ -149,11 +149,12 @@ class Delivery:
 
 @dataclass(frozen=True, slots=True)
 class PutOp:
-    """A put inside a transaction (value already encoded)."""
+    """A put inside a transaction: the value encoded, and as given (for the result)."""
 
     key: str
     data: bytes
     if_version: int | None
+    value: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +223,8 @@ class Transaction:
         """Add a put; see :meth:`Mesh.put`."""
         check_key(key)
         _check_version(if_version)
-        self.ops.append(PutOp(key, encode(key, value, self._mesh.max_value_bytes), if_version))
+        data = encode(key, value, self._mesh.max_value_bytes)
+        self.ops.append(PutOp(key, data, if_version, value))
 
     def delete(self, key: str, if_version: int | None = None) -> None:
         """Add a delete; see :meth:`Mesh.delete`."""

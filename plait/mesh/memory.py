@@ -145,7 +145,7 @@ class MemoryMesh(Mesh):
                 if found is None:
                     bisect.insort(self._keys, op.key)
                 self._data[op.key] = (op.data, version)
-                entries[op.key] = Entry(op.key, decode(op.data), version)
+                entries[op.key] = Entry(op.key, op.value, version)
             elif isinstance(op, DeleteOp):
                 if self._data.pop(op.key, None) is not None:
                     del self._keys[bisect.bisect_left(self._keys, op.key)]

@@ -51,6 +51,9 @@ from plait.mesh._base import (
 )
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
 
+MAX_CONNECTIONS = 64
+"""Connections one mesh object opens to Redis at most (commands beyond wait their turn)."""
+
 # Restart an event's idle time, but only while this consumer still owns it: once another
 # consumer has reclaimed it, extending must not steal it back. JUSTID keeps the
 # delivery counter as it is.
@@ -114,6 +117,7 @@ class RedisMesh(Mesh):
             "socket_connect_timeout": connect_timeout,
             "socket_timeout": timeout,
             "retry": Retry(NoBackoff(), 0),
+            "timeout": timeout,
         }
         db = urlsplit(url).path.strip("/")
         if db and not db.isdigit():
@@ -143,7 +147,12 @@ class RedisMesh(Mesh):
         self._subs: set[_RedisSubscription] = set()
 
     def _new_client(self) -> aioredis.Redis:
-        return aioredis.Redis.from_url(self._redis_url, **self._client_options)
+        # A blocking pool: past MAX_CONNECTIONS commands wait for a free connection
+        # instead of failing with "Too many connections".
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self._redis_url, max_connections=MAX_CONNECTIONS, **self._client_options
+        )
+        return aioredis.Redis.from_pool(pool)  # the client owns and closes its pool
 
     def _stream(self, topic: str) -> str:
         return f"{self.prefix}t:{topic}"
@@ -282,7 +291,7 @@ class RedisMesh(Mesh):
             raise VersionConflict(reply[1].decode(), int(reply[2]), int(reply[3]))
         results = [int(r) for r in reply[1]]
         entries = {
-            op.key: Entry(op.key, decode(op.data), results[i])
+            op.key: Entry(op.key, op.value, results[i])
             for i, op in enumerate(ops)
             if isinstance(op, PutOp)
         }

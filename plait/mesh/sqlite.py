@@ -179,7 +179,7 @@ class SqliteMesh(Mesh):
         put_versions = iter(versions)
         for op in batch:
             if isinstance(op, PutOp):
-                entries[op.key] = Entry(op.key, decode(op.data), next(put_versions))
+                entries[op.key] = Entry(op.key, op.value, next(put_versions))
             elif isinstance(op, PublishOp):
                 event_ids.append(op.event_id)
         if event_ids:
