@@ -164,11 +164,11 @@ _WORD = re.compile(r"[A-Za-z0-9_-]+")
 
 def find_verdict(text: str, verdicts: dict[str, str]) -> str | None:
     """The verdict word on the reply's last non-empty line, if exactly one is there."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
+    last = next((line for line in reversed(text.splitlines()) if line.strip()), None)
+    if last is None:
         return None
     by_lower = {word.lower(): word for word in verdicts}
-    found = {by_lower[w.lower()] for w in _WORD.findall(lines[-1]) if w.lower() in by_lower}
+    found = {by_lower[w.lower()] for w in _WORD.findall(last) if w.lower() in by_lower}
     return found.pop() if len(found) == 1 else None
 
 

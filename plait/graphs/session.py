@@ -373,7 +373,7 @@ def _record(
         prompt=result.prompt,
         output=state.outputs[event["node"]].value,
         verdict=result.verdict,
-        usage=StepUsage(**event["usage"]),
+        usage=event["usage"],  # validated into a StepUsage in the same call
         started_at=result.started_at,
         ended_at=result.ended_at,
         error=result.error,
