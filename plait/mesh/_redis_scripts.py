@@ -104,7 +104,7 @@ Returns ``{'ok', results}`` (a put's new version, a delete's 1/0 existed) or
 POLL = """
 -- KEYS[1] sched, KEYS[2] schedp, KEYS[2 + i] the subscription's streams
 -- ARGV[1] group, ARGV[2] consumer, ARGV[3] visibility ms, ARGV[4] rotation,
--- ARGV[4 + i] the XAUTOCLAIM cursor of stream i
+-- ARGV[5] how many entries to take at most, ARGV[5 + i] the XAUTOCLAIM cursor of stream i
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 512)
@@ -122,8 +122,9 @@ local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if nxt[2] then wait = math.max(0, tonumber(nxt[2]) - now) end
 
 local n = #KEYS - 2
-local cursors, hit = {}, {}
-for i = 1, n do cursors[i] = ARGV[4 + i] end
+local want = tonumber(ARGV[5])
+local cursors, hits = {}, {}
+for i = 1, n do cursors[i] = ARGV[5 + i] end
 local rotation = tonumber(ARGV[4])
 for j = 0, n - 1 do
   local i = (rotation + j) % n + 1
@@ -133,35 +134,34 @@ for j = 0, n - 1 do
   local entry = claimed[2][1]
   if entry then
     local pending = redis.call('XPENDING', KEYS[2 + i], ARGV[1], entry[1], entry[1], 1)
-    hit = {i, entry[1], pending[1][4], entry[2]}
+    hits[#hits + 1] = {i, entry[1], pending[1][4], entry[2]}
     break
   end
 end
-if #hit == 0 then
-  for j = 0, n - 1 do
-    local i = (rotation + j) % n + 1
-    local read = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1,
-                            'STREAMS', KEYS[2 + i], '>')
-    if read then
-      local entry = read[1][2][1]
-      hit = {i, entry[1], 1, entry[2]}
-      break
+for j = 0, n - 1 do
+  if #hits >= want then break end
+  local i = (rotation + j) % n + 1
+  local read = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', want - #hits,
+                          'STREAMS', KEYS[2 + i], '>')
+  if read then
+    for _, entry in ipairs(read[1][2]) do
+      hits[#hits + 1] = {i, entry[1], 1, entry[2]}
     end
   end
 end
 local last = {}
-if #hit == 0 then
+if #hits == 0 then
   for i = 1, n do
     local newest = redis.call('XREVRANGE', KEYS[2 + i], '+', '-', 'COUNT', 1)[1]
     last[i] = newest and newest[1] or '0-0'
   end
 end
-return {wait, hit, cursors, last}
+return {wait, hits, cursors, last}
 """
-"""Promote due scheduled events, then claim or read one entry for a consumer.
+"""Promote due scheduled events, then claim or read up to ARGV[5] entries for a consumer.
 
-Returns ``{wait_us, hit, cursors, last_ids}``: ``wait_us`` until the next scheduled event
-(-1 if none); ``hit`` is empty or ``{stream index, entry id, attempt, fields}``; when
+Returns ``{wait_us, hits, cursors, last_ids}``: ``wait_us`` until the next scheduled
+event (-1 if none); ``hits`` a list of ``{stream index, entry id, attempt, fields}``; when
 nothing was found, ``last_ids`` holds each stream's newest entry id to block on.
 """
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -50,6 +51,10 @@ from plait.mesh._base import (
     _check_version,
 )
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
+
+_BATCH = 16
+"""Entries one poll takes at most; they wait in the subscription, their visibility
+timeout running, so the batch stays small."""
 
 MAX_CONNECTIONS = 64
 """Connections one mesh object opens to Redis at most (commands beyond wait their turn)."""
@@ -383,6 +388,7 @@ class _RedisSubscription(Subscription):
         self._visibility_ms = visibility_ms
         self._cursors: list[bytes | str] = ["0-0"] * len(names)
         self._turn = 0
+        self._buffer: deque[Delivery] = deque()
         self._client: aioredis.Redis | None = None
         self._io = asyncio.Lock()
         self._closing = asyncio.Event()
@@ -411,7 +417,10 @@ class _RedisSubscription(Subscription):
         if self._client is None:
             self._client = mesh._new_client()  # its own connection: cancelling a read is safe
         keys = [mesh._sched, mesh._schedp, *self._streams]
-        args = [self._group, self._consumer, self._visibility_ms, self._turn, *self._cursors]
+        if self._buffer:
+            return self._buffer.popleft()
+        args = [self._group, self._consumer, self._visibility_ms, self._turn, _BATCH,
+                *self._cursors]
         try:
             reply = await mesh._run(mesh._poll_script, keys, args, self._client)
         except MeshError as exc:
@@ -420,11 +429,12 @@ class _RedisSubscription(Subscription):
                 self._ready = False  # the server lost the group (restart, flush): make it again
                 return None
             raise
-        wait_us, hit, cursors, last = reply
+        wait_us, hits, cursors, last = reply
         self._turn += 1
         self._cursors = list(cursors)
-        if hit:
-            return self._delivery(hit)
+        if hits:
+            self._buffer.extend(self._delivery(hit) for hit in hits)
+            return self._buffer.popleft()
         most = mesh._block_ms
         block_ms = most if wait_us < 0 else min(most, math.ceil(wait_us / 1000))
         if block_ms > 0:
