@@ -150,6 +150,11 @@ class SqliteSubscription(Subscription):
         self._group_created = future
         return future
 
+    @property
+    def topics(self) -> list[str]:
+        """The topics this subscription reads."""
+        return self._topics
+
     def wake(self) -> None:
         """Re-check at once: something was written through this mesh."""
         self._wake.set()

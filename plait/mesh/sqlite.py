@@ -176,14 +176,16 @@ class SqliteMesh(Mesh):
             versions = await self._write(ops.commit, batch, savepoint=len(batch) > 1)
         entries: dict[str, Entry] = {}
         event_ids: list[str] = []
+        topics: set[str] = set()
         put_versions = iter(versions)
         for op in batch:
             if isinstance(op, PutOp):
                 entries[op.key] = Entry(op.key, op.value, next(put_versions))
             elif isinstance(op, PublishOp):
                 event_ids.append(op.event_id)
-        if event_ids:
-            self._notify()
+                topics.add(op.topic)
+        if topics:
+            self._notify(topics)
         return TransactionResult(entries, event_ids)
 
     # topics -------------------------------------------------------------------------
@@ -227,9 +229,11 @@ class SqliteMesh(Mesh):
             savepoint=False,
         )
 
-    def _notify(self) -> None:
+    def _notify(self, topics: set[str] | None = None) -> None:
+        """Wake the subscriptions reading any of ``topics`` (None: every subscription)."""
         for sub in self._subs:
-            sub.wake()
+            if topics is None or not topics.isdisjoint(sub.topics):
+                sub.wake()
 
 
 def _noop(conn: object) -> None:
