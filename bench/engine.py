@@ -143,7 +143,7 @@ async def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     spec = load_graph(REVISE)
     value, baseline = await best_of(
-        [await plait_loop(spec, args.rounds), langgraph_loop(args.rounds)], args.seconds
+        [await plait_loop(spec, args.rounds), langgraph_loop(args.rounds)], args.seconds, rounds=10
     )
     figure = Figure(
         BENCH,
