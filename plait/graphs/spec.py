@@ -84,7 +84,8 @@ class Budget(_Model):
         steps: node executions allowed (every revisit of a loop counts).
         tokens: model tokens, in and out; None = unlimited.
         dollars: model spend; None = unlimited.
-        wall_seconds: elapsed time from the start of the run; None = unlimited.
+        wall_seconds: seconds spent running nodes (time parked on a person does not
+            count); None = unlimited.
         retries: re-executions of indeterminate or failed nodes; None = unlimited.
         on_exhausted: ``fail`` ends the run; ``escalate`` parks it for a human, who
             alone may raise the budget.
