@@ -1,0 +1,1 @@
+"""Tests of durable runs: the owner, crashes, decisions, audit and the CLI."""

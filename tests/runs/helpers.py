@@ -1,0 +1,167 @@
+"""Helpers for durable-run tests: graphs, an in-process host, the CLI as a process.
+
+In-process tests host one :class:`~plait.actors.LocalRuntime` with a
+:class:`~plait.runs.RunHost` (the same pair ``plait graph run`` and ``plait worker``
+host) over a mesh of each backend; subprocess tests run ``.venv/bin/plait`` against a
+SQLite file in the test's own directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+
+from plait.actors import LocalRuntime
+from plait.graphs.loader import load_graph
+from plait.graphs.store import import_graph
+from plait.mesh import Mesh
+from plait.models.scripted import ScriptedModel
+from plait.runs import RunHost, RunRecord, Runs
+from plait.tools import ToolRegistry
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parent / "data"
+EXAMPLES = ROOT / "examples"
+PLAIT = Path(sys.executable).with_name("plait")
+
+T = TypeVar("T")
+
+
+def agent_chain(name: str, ids: Sequence[str], **node_extra: Mapping[str, Any]) -> dict[str, Any]:
+    """A graph of agent nodes run one after another, each reading the one before."""
+    nodes = []
+    for index, node_id in enumerate(ids):
+        prompt = "Begin with {{input}}" if index == 0 else f"Go on from {{{{{ids[index - 1]}}}}}"
+        node: dict[str, Any] = {"id": node_id, "type": "agent", "prompt": prompt}
+        if index + 1 < len(ids):
+            node["next"] = ids[index + 1]
+        node.update(node_extra.get(node_id, {}))
+        nodes.append(node)
+    return {"name": name, "agent": "assistant", "entry": ids[0], "nodes": nodes}
+
+
+async def store(mesh: Mesh, graph: Mapping[str, Any] | Path) -> None:
+    """Validate and import a graph (a mapping, or a file's path)."""
+    await import_graph(mesh, load_graph(graph if isinstance(graph, Mapping) else str(graph)))
+
+
+@asynccontextmanager
+async def hosting(
+    mesh: Mesh,
+    model: ScriptedModel | None = None,
+    *,
+    visibility_timeout_ms: int = 1_000,
+    tick_ms: int = 60_000,
+    drain_timeout_s: float = 5.0,
+    tools: ToolRegistry | None = None,
+) -> AsyncIterator[tuple[LocalRuntime, RunHost]]:
+    """Serve runs in this process: a runtime and its run host, installed before it starts.
+
+    With a short ``drain_timeout_s``, leaving the block cancels the handlers still
+    running, leaving their messages unacked: as if the host had died mid-node.
+    """
+    runtime = LocalRuntime(
+        mesh, visibility_timeout_ms=visibility_timeout_ms, drain_timeout_s=drain_timeout_s
+    )
+    host = RunHost(runtime, model=model, tick_ms=tick_ms, tools=tools)
+    async with runtime:
+        yield runtime, host
+
+
+async def settle(runs: Runs, run_id: str, timeout: float = 10.0, **kw: Any) -> RunRecord:
+    """Wait until the run is done, failed, cancelled or waiting on a person."""
+    return await runs.wait(run_id, timeout=timeout, **kw)
+
+
+async def eventually(
+    check: Callable[[], Awaitable[T | None]], timeout: float = 10.0, every: float = 0.02
+) -> T:
+    """Poll ``check`` until it returns something truthy; that value."""
+    with anyio.fail_after(timeout):
+        while True:
+            found = await check()
+            if found:
+                return found
+            await anyio.sleep(every)
+
+
+def commits(trajectory: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """The (node, visit) pairs of a trajectory, in commit order."""
+    return [(step["node"], step["visit"]) for step in trajectory]
+
+
+# -- the CLI as a real process ---------------------------------------------------------
+
+
+class Cli:
+    """Runs ``plait`` as a subprocess in a directory, against one SQLite mesh file."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd = cwd
+        self.mesh_url = f"sqlite:///{cwd / 'mesh.db'}"
+        self.env = {
+            **os.environ,
+            "PLAIT_USER": "ana",
+            "COLUMNS": "200",
+            "PLAIT_MESH": self.mesh_url,
+        }
+        self.env.pop("PLAIT_MODEL", None)
+
+    def argv(self, *args: str) -> list[str]:
+        """The command line of ``plait ARGS --mesh URL``."""
+        return [str(PLAIT), *args, "--mesh", self.mesh_url]
+
+    def __call__(
+        self, *args: str, ok: bool = True, timeout: float = 30.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``plait ARGS`` to its end; by default it must exit 0."""
+        done = subprocess.run(
+            self.argv(*args),
+            cwd=self.cwd,
+            env=self.env,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+        if ok and done.returncode != 0:
+            raise AssertionError(
+                f"plait {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+            )
+        return done
+
+    def json(self, *args: str) -> Any:
+        """Run ``plait ARGS --json`` and parse what it prints."""
+        return json.loads(self(*args, "--json").stdout)
+
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        """Start ``plait ARGS`` and return without waiting."""
+        return subprocess.Popen(
+            self.argv(*args),
+            cwd=self.cwd,
+            env=self.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+
+def poll(check: Callable[[], T | None], timeout: float = 20.0, every: float = 0.05) -> T:
+    """Poll a blocking ``check`` until it returns something truthy; that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout}s waiting on {check}")
+        time.sleep(every)

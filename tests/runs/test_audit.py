@@ -1,0 +1,156 @@
+"""The audit chain: any edit, drop or swap of a stored event is caught and named."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from plait.cli import app
+from plait.decisions import Human
+from plait.errors import AuditChainBroken
+from plait.mesh import Mesh, open_mesh
+from plait.models.scripted import ScriptedModel
+from plait.runs import AuditEvent, Runs
+from plait.runs.audit import event_hash, read_events
+from plait.runs.record import audit_key
+
+from .helpers import EXAMPLES, hosting, settle, store
+
+Tamper = Callable[[Mesh, str, list[AuditEvent]], Awaitable[int]]
+"""Breaks a run's stored history; returns the seq verification must name."""
+
+
+def finished_run(url: str) -> str:
+    """A research-and-verify run taken to done on the mesh at ``url``; its id."""
+
+    async def main() -> str:
+        async with open_mesh(url) as mesh:
+            await store(mesh, EXAMPLES / "research_and_verify.json")
+            runs = Runs(mesh)
+            model = ScriptedModel.from_file(EXAMPLES / "research_and_verify.model.yaml")
+            async with hosting(mesh, model):
+                parked = await settle(
+                    runs, (await runs.start("assistant", "research-and-verify", "Q3")).run_id
+                )
+                await runs.resume(parked.run_id, "yes", by=Human("ana"))
+                rec = await settle(runs, parked.run_id, since=parked)
+            assert rec.status == "done"
+            return rec.run_id
+
+    return anyio.run(main)
+
+
+def committed(events: list[AuditEvent], node: str, visit: int) -> AuditEvent:
+    return next(
+        e for e in events if e.type == "node.committed" and (e.node, e.visit) == (node, visit)
+    )
+
+
+async def edit_a_field(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    event = committed(events, "verify", 1)
+    stored = event.model_dump(mode="json")
+    stored["verdict"] = "pass"  # as if the first review had passed
+    await mesh.put(audit_key(run_id, event.seq), stored)
+    return event.seq
+
+
+async def edit_and_rehash(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    event = committed(events, "verify", 1).model_copy(update={"verdict": "pass"})
+    event.hash = event_hash(event)
+    await mesh.put(audit_key(run_id, event.seq), event.model_dump(mode="json"))
+    return event.seq + 1  # the next event no longer follows it
+
+
+async def drop_one(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    seq = committed(events, "draft", 2).seq
+    await mesh.delete(audit_key(run_id, seq))
+    return seq
+
+
+async def drop_the_last(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    await mesh.delete(audit_key(run_id, events[-1].seq))
+    return events[-1].seq
+
+
+async def swap_two(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    first, second = committed(events, "draft", 1), committed(events, "verify", 1)
+    await mesh.put(audit_key(run_id, first.seq), second.model_dump(mode="json"))
+    await mesh.put(audit_key(run_id, second.seq), first.model_dump(mode="json"))
+    return first.seq
+
+
+async def renumber_a_swap(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    first, second = committed(events, "draft", 1), committed(events, "verify", 1)
+    a = second.model_copy(update={"seq": first.seq})
+    b = first.model_copy(update={"seq": second.seq})
+    await mesh.put(audit_key(run_id, first.seq), a.model_dump(mode="json"))
+    await mesh.put(audit_key(run_id, second.seq), b.model_dump(mode="json"))
+    return first.seq
+
+
+async def garbage(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    seq = committed(events, "publish", 1).seq
+    await mesh.put(audit_key(run_id, seq), {"seq": "nine", "type": ["?"]})
+    return seq
+
+
+async def edit_an_output(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    event = committed(events, "draft", 2)
+    assert event.output_ref is not None
+    stored = await mesh.get(event.output_ref)
+    assert stored is not None
+    await mesh.put(event.output_ref, {**stored.value, "value": "Q3 revenue rose 40%."})
+    return event.seq
+
+
+TAMPERS = [
+    edit_a_field,
+    edit_and_rehash,
+    drop_one,
+    drop_the_last,
+    swap_two,
+    renumber_a_swap,
+    garbage,
+    edit_an_output,
+]
+
+
+@pytest.mark.parametrize("tamper", TAMPERS, ids=[t.__name__ for t in TAMPERS])
+def test_inspect_verify_names_the_broken_event(tmp_path: Path, tamper: Tamper) -> None:
+    url = f"sqlite:///{tmp_path / 'mesh.db'}"
+    run_id = finished_run(url)
+    cli = CliRunner()
+    clean = cli.invoke(app, ["graph", "inspect", run_id, "--verify", "--mesh", url])
+    assert clean.exit_code == 0, clean.output
+    assert "audit chain verified" in clean.output
+
+    async def break_it() -> int:
+        async with open_mesh(url) as mesh:
+            return await tamper(mesh, run_id, await read_events(mesh, run_id))
+
+    seq = anyio.run(break_it)
+    broken = cli.invoke(app, ["graph", "inspect", run_id, "--verify", "--mesh", url])
+    assert broken.exit_code == 1, broken.output
+    assert broken.exception is None or isinstance(broken.exception, SystemExit)
+    assert f"audit event {seq} fails verification" in broken.output
+
+    as_json = cli.invoke(app, ["graph", "inspect", run_id, "--verify", "--json", "--mesh", url])
+    assert as_json.exit_code == 1
+    body: dict[str, Any] = json.loads(as_json.stdout)
+    assert body["verified"] is False
+    assert f"audit event {seq} fails" in body["verify_error"]
+
+    async def verify() -> AuditChainBroken:
+        async with open_mesh(url) as mesh:
+            with pytest.raises(AuditChainBroken) as caught:
+                await Runs(mesh).verify(run_id)
+            return caught.value
+
+    error = anyio.run(verify)
+    assert (error.run_id, error.seq) == (run_id, seq)

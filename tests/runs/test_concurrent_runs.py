@@ -1,0 +1,63 @@
+"""Fifty runs at once in one process: one runtime and run host serve them all."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from plait.mesh import Mesh
+from plait.models.scripted import ScriptedModel
+from plait.runs import RunRecord, Runs
+
+from .helpers import agent_chain, commits, hosting, store
+
+pytestmark = pytest.mark.anyio
+
+RUNS = 50
+NODES = ["one", "two", "three"]
+
+
+def model() -> ScriptedModel:
+    """Each node's answer names the run's item, so outputs cannot cross between runs."""
+    rules = []
+    for i in range(RUNS):
+        rules += [
+            {"node": "one", "match": f"<{i}>", "text": f"one<{i}>"},
+            {"node": "two", "match": f"one<{i}>", "text": f"two<{i}>"},
+            {"node": "three", "match": f"two<{i}>", "text": f"three<{i}>"},
+        ]
+    return ScriptedModel(rules)
+
+
+@pytest.mark.parametrize(
+    "mesh_url", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)], indirect=True
+)
+async def test_fifty_runs_at_once_all_finish_right(mesh: Mesh) -> None:
+    await store(mesh, agent_chain("chain", NODES))
+    runs = Runs(mesh)
+    done: dict[int, RunRecord] = {}
+
+    async def one(i: int) -> None:
+        started = await runs.start("assistant", "chain", f"item <{i}>")
+        done[i] = await runs.wait(started.run_id)
+
+    async with hosting(mesh, model()) as (runtime, _):
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for i in range(RUNS):
+                    tg.start_soon(one, i)
+        await runtime.wait_idle()
+        assert runtime.active_tasks == 0
+
+    assert sorted(done) == list(range(RUNS))
+    assert len({rec.run_id for rec in done.values()}) == RUNS
+    for i, rec in done.items():
+        assert rec.status == "done", (i, rec.error)
+        assert await runs.output(rec) == f"three<{i}>"
+        assert rec.usage.steps == 3 and rec.usage.retries == 0
+        steps = await runs.trajectory(rec.run_id)
+        assert commits(steps) == [(n, 1) for n in NODES]
+        assert steps[0]["prompt"] == f"Begin with item <{i}>"
+        assert await runs.verify(rec.run_id) == 5  # started, three commits, done
+    listed = await runs.list()
+    assert len(listed) == RUNS and {s.status for s in listed} == {"done"}

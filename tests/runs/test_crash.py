@@ -1,0 +1,177 @@
+"""A process killed while a node is in flight: a worker takes over and the run commits once.
+
+``plait graph run`` runs in a subprocess until the slow second node has been claimed,
+then gets SIGKILL. ``plait worker --visibility-timeout 1`` takes the unacked wake over
+and applies the node's ``on_indeterminate`` policy.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import pytest
+
+from plait.decisions import DecisionDesk
+from plait.mesh import Mesh, open_mesh
+from plait.runs import AuditEvent, RunRecord, Runs
+from plait.runs.audit import read_events
+
+from .helpers import DATA, Cli, commits, poll
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = DATA / "slow_chain.model.yaml"
+T = TypeVar("T")
+
+
+def with_mesh(url: str, body: Callable[[Mesh], Awaitable[T]]) -> T:
+    async def main() -> T:
+        async with open_mesh(url) as mesh:
+            return await body(mesh)
+
+    return anyio.run(main)
+
+
+def only_record(url: str) -> RunRecord | None:
+    async def read(mesh: Mesh) -> RunRecord | None:
+        runs = Runs(mesh)
+        found = await runs.list()
+        return await runs.get(found[0].run_id) if found else None
+
+    return with_mesh(url, read)
+
+
+def record_when(url: str, check: Callable[[RunRecord], bool]) -> RunRecord:
+    """Poll the run's record until ``check`` holds for it."""
+
+    def found() -> RunRecord | None:
+        rec = only_record(url)
+        return rec if rec is not None and check(rec) else None
+
+    return poll(found)
+
+
+def history(url: str, run_id: str) -> tuple[RunRecord, list[AuditEvent], list[dict[str, Any]]]:
+    async def read(mesh: Mesh) -> tuple[RunRecord, list[AuditEvent], list[dict[str, Any]]]:
+        runs = Runs(mesh)
+        await runs.verify(run_id)
+        return (
+            await runs.get(run_id),
+            await read_events(mesh, run_id),
+            await runs.trajectory(run_id),
+        )
+
+    return with_mesh(url, read)
+
+
+def kill_while_second_runs(cli: Cli, graph: str) -> RunRecord:
+    """Run ``graph`` in a process and SIGKILL it while ``second`` is in flight."""
+    cli("graph", "import", str(DATA / f"{graph.replace('-', '_')}.json"))
+    doomed = cli.spawn(
+        "graph",
+        "run",
+        "assistant",
+        graph,
+        "--input",
+        "x",
+        "--model",
+        f"scripted:{SCRIPT}",
+        "--json",
+    )
+    try:
+        rec = record_when(cli.mesh_url, lambda r: "second" in r.attempts)
+        os.kill(doomed.pid, signal.SIGKILL)
+        assert doomed.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+        doomed.communicate()
+    assert rec.visits == {"first": 1} and rec.attempts["second"].visit == 1
+    assert str(doomed.pid) in rec.attempts["second"].host
+    return rec
+
+
+def stop(worker: subprocess.Popen[str]) -> str:
+    """SIGTERM the worker; it must drain and exit 0. Its stderr."""
+    worker.send_signal(signal.SIGTERM)
+    try:
+        _, err = worker.communicate(timeout=15)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err
+    return err
+
+
+def assert_each_visit_committed_once(events: list[AuditEvent]) -> None:
+    committed = Counter((e.node, e.visit) for e in events if e.type == "node.committed")
+    assert committed == {("first", 1): 1, ("second", 1): 1, ("third", 1): 1}
+
+
+def test_a_killed_model_node_is_retried_once_by_a_worker(cli: Cli) -> None:
+    interrupted = kill_while_second_runs(cli, "slow-chain")
+    worker = cli.spawn("worker", "--visibility-timeout", "1")
+    try:
+        rec = record_when(cli.mesh_url, lambda r: r.terminal)
+    finally:
+        err = stop(worker)
+    assert rec.status == "done", (rec, err)
+    assert "draining" in err and "stopped after handling" in err
+
+    rec, events, steps = history(cli.mesh_url, rec.run_id)
+    assert_each_visit_committed_once(events)
+    assert commits(steps) == [("first", 1), ("second", 1), ("third", 1)]
+    assert [s["output"] for s in steps] == ["one", "two", "three"]
+    assert rec.usage.retries == 1  # the retry policy of a model node ran once
+    assert rec.visits == {"first": 1, "second": 1, "third": 1}
+    second = next(e for e in events if e.type == "node.committed" and e.node == "second")
+    assert str(worker.pid) in second.actor and interrupted.attempts["second"].host != second.actor
+    assert rec.attempts == {} and rec.ended_detail == "completed"
+    cli("graph", "inspect", rec.run_id, "--verify")
+
+
+def test_a_killed_escalate_node_asks_a_person_and_retry_finishes_it(cli: Cli) -> None:
+    kill_while_second_runs(cli, "slow-escalate")
+    worker = cli.spawn("worker", "--visibility-timeout", "1")
+    try:
+        parked = record_when(cli.mesh_url, lambda r: r.waiting is not None)
+        assert parked.status == "waiting_human"
+        assert parked.waiting is not None and parked.waiting.kind == "indeterminate"
+        assert parked.waiting.node == "second" and parked.attempts == {}
+        decisions = cli.json("decisions", "list")
+        assert len(decisions) == 1
+        asked = decisions[0]
+        assert asked["id"] == parked.waiting.decision_id and asked["status"] == "open"
+        assert asked["options"] == ["retry", "fail"] and "second" in asked["title"]
+
+        cli("decisions", "answer", asked["id"], "--option", "retry")
+        rec = record_when(cli.mesh_url, lambda r: r.terminal)
+    finally:
+        stop(worker)
+    assert rec.status == "done"
+
+    rec, events, steps = history(cli.mesh_url, rec.run_id)
+    assert_each_visit_committed_once(events)
+    assert [s["output"] for s in steps] == ["one", "two", "three"]
+    assert rec.visits["second"] == 1
+    assert rec.usage.retries == 1
+    assert [(e.type, e.node) for e in events if e.type != "run.resumed"] == [
+        ("run.started", None),
+        ("node.committed", "first"),
+        ("node.indeterminate", "second"),
+        ("node.committed", "second"),
+        ("node.committed", "third"),
+        ("run.done", None),
+    ]
+
+    async def answered(mesh: Mesh) -> str | None:
+        return (await DecisionDesk(mesh).get(asked["id"])).value
+
+    assert with_mesh(cli.mesh_url, answered) == "retry"
+    cli("graph", "inspect", rec.run_id, "--verify")
