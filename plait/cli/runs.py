@@ -44,8 +44,9 @@ def human() -> Human:
 @asynccontextmanager
 async def hosting(mesh: Mesh) -> AsyncIterator[LocalRuntime]:
     """Host the actor runtime (and run owners) in this process for the block."""
-    async with LocalRuntime(mesh) as runtime:
-        RunHost(runtime)
+    runtime = LocalRuntime(mesh)
+    RunHost(runtime)  # installed before the first message can arrive
+    async with runtime:
         yield runtime
 
 
