@@ -1,4 +1,4 @@
-"""``plait graph run|runs|inspect|resume|cancel``: durable runs from the command line.
+"""``plait graph run|runs|inspect|resume|cancel|raise-budget``: durable runs from the CLI.
 
 ``run`` and ``resume`` host the runtime in this process until the run is done, failed or
 waiting on a person; ``plait worker`` hosts it for every run on the mesh.
@@ -150,6 +150,37 @@ def resume_cmd(
                 rec = await runs.wait(run_id, since=before,
                                       on_progress=_progress_printer(not as_json))
             await _report(runs, rec, as_json)
+
+    run(main)
+
+
+@graph_app.command("raise-budget")
+def raise_budget_cmd(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    steps: Annotated[int | None, typer.Option("--steps", min=1, help="More steps.")] = None,
+    tokens: Annotated[int | None, typer.Option("--tokens", min=1, help="More tokens.")] = None,
+    dollars: Annotated[
+        float | None, typer.Option("--dollars", min=0.0, help="More dollars.")
+    ] = None,
+    wall_seconds: Annotated[
+        float | None, typer.Option("--wall-seconds", min=0.0, help="More seconds.")
+    ] = None,
+    retries: Annotated[int | None, typer.Option("--retries", min=1, help="More retries.")] = None,
+    mesh: MeshOption = None,
+) -> None:
+    """Raise a run's budget (a person only); a run parked on its budget goes on."""
+    extra = {name: float(amount) for name, amount in (
+        ("steps", steps), ("tokens", tokens), ("dollars", dollars),
+        ("wall_seconds", wall_seconds), ("retries", retries)) if amount is not None}
+    if not extra:
+        fail("give at least one of --steps, --tokens, --dollars, --wall-seconds, --retries")
+
+    async def main() -> None:
+        async with open_mesh(mesh) as m:
+            rec = await Runs(m).raise_budget(run_id, extra, by=human())
+        raised = ", ".join(f"{name} +{amount:g}" for name, amount in extra.items())
+        console.print(f"run {rec.run_id} {rec.status}: budget raised ({raised})",
+                      highlight=False)
 
     run(main)
 
