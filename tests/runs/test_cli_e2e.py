@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from typer.testing import CliRunner
 
 from plait.cli import app
-from plait.decisions import DecisionDesk
+from plait.decisions import DecisionDesk, Human
 from plait.mesh import open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import AuditEvent, RunRecord, Runs
 from plait.runs.audit import read_events
 
-from .helpers import EXAMPLES, Cli, commits, hosting, settle, store
+from .helpers import EXAMPLES, Cli, agent_chain, commits, hosting, settle, store
 
 GRAPH = EXAMPLES / "research_and_verify.json"
 SCRIPT = EXAMPLES / "research_and_verify.model.yaml"
@@ -150,3 +151,48 @@ def test_runs_lists_newest_first_and_cancel_stops_a_waiting_run(tmp_path: Path) 
     assert decision_status == "cancelled"
     assert events[-1].type == "run.cancelled" and events[-1].actor == "ana"
     assert [e.type for e in events].count("node.committed") == 4
+
+
+def test_raise_budget_lets_a_parked_run_go_on(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mesh.db'}"
+    graph = {
+        **agent_chain("tight", ["one", "two"]),
+        "budget": {"steps": 1, "on_exhausted": "escalate"},
+    }
+    model = ScriptedModel([{"node": "one", "text": "1"}, {"node": "two", "text": "2"}])
+
+    async def park() -> RunRecord:
+        async with open_mesh(url) as mesh:
+            await store(mesh, graph)
+            runs = Runs(mesh)
+            async with hosting(mesh, model):
+                parked = await settle(runs, (await runs.start("assistant", "tight", "x")).run_id)
+                assert parked.waiting is not None and parked.waiting.decision_id is not None
+                # "raise" on the desk brings no amounts: the run stays parked for them.
+                await DecisionDesk(mesh).answer(
+                    parked.waiting.decision_id, option="raise", by=Human("ana")
+                )
+                await anyio.sleep(0.3)
+            return await runs.get(parked.run_id)
+
+    parked = anyio.run(park)
+    assert parked.status == "waiting_human"
+    assert parked.waiting is not None and parked.waiting.kind == "budget"
+    cli = CliRunner()
+    env = {"PLAIT_USER": "ana", "PLAIT_MESH": url}
+    nothing = cli.invoke(app, ["graph", "raise-budget", parked.run_id], env=env)
+    assert nothing.exit_code == 1 and "--steps" in nothing.output
+    raised = cli.invoke(app, ["graph", "raise-budget", parked.run_id, "--steps", "2"], env=env)
+    assert raised.exit_code == 0, raised.output
+    assert "budget raised (steps +2)" in raised.output
+
+    async def finish() -> tuple[RunRecord, Any]:
+        async with open_mesh(url) as mesh:
+            runs = Runs(mesh)
+            async with hosting(mesh, model):
+                rec = await settle(runs, parked.run_id, since=parked)
+            return rec, await runs.output(rec)
+
+    rec, output = anyio.run(finish)
+    assert rec.status == "done" and output == "2"
+    assert rec.budget_extra == {"steps": 2}
