@@ -182,9 +182,8 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     elsewhere (``nohup server > log 2>&1 &``) keeps running.
     """
     timeout = min(float(args.get("timeout_s", ctx.timeout_s)), ctx.timeout_s)
-    loop = asyncio.get_running_loop()
-    try:
-        transport, proc = await loop.subprocess_shell(
+    spawn = asyncio.ensure_future(
+        asyncio.get_running_loop().subprocess_shell(
             _Process,
             args["command"],
             cwd=ctx.cwd,
@@ -193,6 +192,13 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,  # its own process group, so a timeout kills it all
         )
+    )
+    try:
+        # Shielded: asyncio cancelled mid-spawn kills only the shell and leaks its pipes.
+        transport, proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        spawn.add_done_callback(_end_spawned)
+        raise
     except OSError as exc:
         raise ToolError(f"tool 'bash': cannot start the shell: {exc}") from exc
     pid = transport.get_pid()
@@ -263,6 +269,14 @@ async def _within(seconds: float, event: asyncio.Event) -> bool:
     with anyio.move_on_after(seconds):
         await event.wait()
     return event.is_set()
+
+
+def _end_spawned(spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, _Process]]) -> None:
+    if spawn.cancelled() or spawn.exception() is not None:
+        return
+    transport, _ = spawn.result()
+    _kill_group(transport.get_pid())
+    transport.close()
 
 
 def _kill_group(pid: int) -> None:

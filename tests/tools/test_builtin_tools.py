@@ -135,14 +135,37 @@ async def test_bash_timeout_kills_the_whole_process_group(
 async def test_bash_cancelled_from_outside_leaves_nothing_running(
     registry: ToolRegistry, ctx: ToolContext, tmp_path: Path
 ) -> None:
-    task = asyncio.ensure_future(
-        registry.call("bash", {"command": "echo $$ > shell.pid; sleep 30"}, ctx)
-    )
+    command = "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait"
+    task = asyncio.ensure_future(registry.call("bash", {"command": command}, ctx))
     shell = int(await _wait_for_file(tmp_path / "shell.pid"))
+    child = int(await _wait_for_file(tmp_path / "child.pid"))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not _alive(shell)
+    with anyio.fail_after(2):
+        while _alive(shell) or _alive(child):
+            await anyio.sleep(0.01)
+
+
+async def test_bash_cancelled_while_starting_leaves_nothing_running(
+    registry: ToolRegistry, ctx: ToolContext, tmp_path: Path
+) -> None:
+    command = "echo $$ > shell.pid; sleep 30 & echo $! > child.pid; wait"
+    for _ in range(5):  # cancel at successive points of the spawn
+        for name in ("shell.pid", "child.pid"):
+            (tmp_path / name).unlink(missing_ok=True)
+        task = asyncio.ensure_future(registry.call("bash", {"command": command}, ctx))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await anyio.sleep(0.2)
+        for name in ("shell.pid", "child.pid"):
+            path = tmp_path / name
+            if path.exists() and path.read_text().strip():
+                with anyio.fail_after(2):
+                    while _alive(int(path.read_text())):
+                        await anyio.sleep(0.01)
 
 
 async def test_bash_timeout_is_capped_by_the_call_limit(
