@@ -128,8 +128,9 @@ class LocalRuntime:
         exist_ok: bool = False,
     ) -> ActorRecord:
         """Create an actor's record; with ``exist_ok`` an existing one is returned."""
-        record = ActorRecord(id=actor_id, kind=kind, topics=topics or [],
-                             config=config or {}, created_at=time.time())
+        record = ActorRecord(
+            id=actor_id, kind=kind, topics=topics or [], config=config or {}, created_at=time.time()
+        )
         try:
             await self.mesh.put(actor_key(actor_id), record.model_dump(), if_version=0)
         except VersionConflict:
@@ -149,8 +150,9 @@ class LocalRuntime:
         self, actor_id: str, body: Any, *, after_ms: int = 0, key: str | None = None
     ) -> str:
         """Send ``body`` to an actor's mailbox (optionally later, with a schedule key)."""
-        return await self.mesh.publish(MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body),
-                                       after_ms=after_ms, key=key)
+        return await self.mesh.publish(
+            MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms, key=key
+        )
 
     async def stop(self, actor_id: str) -> None:
         """Mark an actor stopped; its later messages are dropped."""
@@ -161,8 +163,9 @@ class LocalRuntime:
             record = ActorRecord.model_validate(entry.value)
             record.stopped = True
             try:
-                await self.mesh.put(actor_key(actor_id), record.model_dump(),
-                                    if_version=entry.version)
+                await self.mesh.put(
+                    actor_key(actor_id), record.model_dump(), if_version=entry.version
+                )
             except VersionConflict:
                 continue
             self._activations.pop(actor_id, None)
@@ -191,8 +194,13 @@ class LocalRuntime:
         """Start serving the mailbox."""
         self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         # "begin": mail sent before any runtime ever served this mesh must not be lost.
-        self._sub = self.mesh.subscribe(MAILBOX_TOPIC, self.group, self.host, start="begin",
-                                        visibility_timeout_ms=self.visibility_timeout_ms)
+        self._sub = self.mesh.subscribe(
+            MAILBOX_TOPIC,
+            self.group,
+            self.host,
+            start="begin",
+            visibility_timeout_ms=self.visibility_timeout_ms,
+        )
         self._tg.start_soon(self._dispatch)
         self._tg.start_soon(self._keep_visible)
 
@@ -289,8 +297,12 @@ class LocalRuntime:
                 except Exception:
                     # Left unacked: the mesh delivers it again after the visibility
                     # timeout, and dead-letters it after max_attempts.
-                    log.exception("actor %s failed on message %s (attempt %d)",
-                                  activation.record.id, mail.delivery.id, mail.delivery.attempt)
+                    log.exception(
+                        "actor %s failed on message %s (attempt %d)",
+                        activation.record.id,
+                        mail.delivery.id,
+                        mail.delivery.attempt,
+                    )
                 finally:
                     self._finish(mail.delivery)
                 activation.last_used = time.monotonic()
@@ -306,8 +318,11 @@ class LocalRuntime:
 
     async def _drop(self, delivery: Delivery, reason: str) -> None:
         async with self.mesh.transact() as tx:
-            tx.publish(DEAD_LETTER_TOPIC, "dead", {"event": delivery.id, "data": delivery.data,
-                                                   "reason": reason, "host": self.host})
+            tx.publish(
+                DEAD_LETTER_TOPIC,
+                "dead",
+                {"event": delivery.id, "data": delivery.data, "reason": reason, "host": self.host},
+            )
             tx.ack(delivery)
         self._finish(delivery)
 

@@ -17,8 +17,9 @@ decisions_app = typer.Typer(help="List and answer human decisions.", no_args_is_
 
 @decisions_app.command("list")
 def list_cmd(
-    status: Annotated[str | None, typer.Option("--status", help="open, answered, "
-                                               "cancelled or expired.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="open, answered, cancelled or expired.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
     mesh: MeshOption = None,
 ) -> None:
@@ -32,8 +33,14 @@ def list_cmd(
             return
         table = Table("id", "status", "kind", "options", "run", "title")
         for d in found:
-            table.add_row(d.id, d.status, d.kind, ", ".join(d.options), d.run_id or "",
-                          d.title.splitlines()[0][:60] if d.title else "")
+            table.add_row(
+                d.id,
+                d.status,
+                d.kind,
+                ", ".join(d.options),
+                d.run_id or "",
+                d.title.splitlines()[0][:60] if d.title else "",
+            )
         console.print(table)
 
     run(main)

@@ -30,9 +30,13 @@ from plait.tools.profiles import get_profile
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 ModelOption = Annotated[
     str | None,
-    typer.Option("--model", envvar="PLAIT_MODEL", show_default=False,
-                 help="Model for every agent: openai:MODEL, anthropic:MODEL or scripted:PATH "
-                      "(default: PLAIT_MODEL, else the agent profile's model)."),
+    typer.Option(
+        "--model",
+        envvar="PLAIT_MODEL",
+        show_default=False,
+        help="Model for every agent: openai:MODEL, anthropic:MODEL or scripted:PATH "
+        "(default: PLAIT_MODEL, else the agent profile's model).",
+    ),
 ]
 
 
@@ -66,8 +70,9 @@ def _progress_printer(enabled: bool) -> Any:
         verdict = f" → {event['verdict']}" if event.get("verdict") else ""
         took = f" {elapsed:.2f}s" if isinstance(elapsed, float) else ""
         visit_text = f" (visit {visit})" if visit else ""
-        err_console.print(f"  {mark} {node}{visit_text}{verdict}{took} [dim]{status}[/]",
-                          highlight=False)
+        err_console.print(
+            f"  {mark} {node}{visit_text}{verdict}{took} [dim]{status}[/]", highlight=False
+        )
 
     return show
 
@@ -75,20 +80,32 @@ def _progress_printer(enabled: bool) -> Any:
 async def _report(runs: Runs, rec: RunRecord, as_json: bool) -> None:
     waiting = None
     if rec.waiting is not None:
-        waiting = {"node": rec.waiting.node, "ask": rec.waiting.ask,
-                   "decision_id": rec.waiting.decision_id}
+        waiting = {
+            "node": rec.waiting.node,
+            "ask": rec.waiting.ask,
+            "decision_id": rec.waiting.decision_id,
+        }
     output = await runs.output(rec)
     if as_json:
-        print_json({"run_id": rec.run_id, "status": rec.status, "waiting": waiting,
-                    "output": output, "ended_detail": rec.ended_detail})
+        print_json(
+            {
+                "run_id": rec.run_id,
+                "status": rec.status,
+                "waiting": waiting,
+                "output": output,
+                "ended_detail": rec.ended_detail,
+            }
+        )
         return
-    console.print(f"run [bold]{rec.run_id}[/] {rec.status}"
-                  + (f" ({rec.ended_detail})" if rec.ended_detail else ""), highlight=False)
+    console.print(
+        f"run [bold]{rec.run_id}[/] {rec.status}"
+        + (f" ({rec.ended_detail})" if rec.ended_detail else ""),
+        highlight=False,
+    )
     if rec.error:
         console.print(f"[red]error:[/] {rec.error}", highlight=False)
     if waiting is not None:
-        console.print(f"[yellow]waiting on {waiting['node']}:[/] {waiting['ask']}",
-                      highlight=False)
+        console.print(f"[yellow]waiting on {waiting['node']}:[/] {waiting['ask']}", highlight=False)
         console.print(f"answer with: plait graph resume {rec.run_id} ANSWER", highlight=False)
     if rec.status == "done":
         console.print(output if isinstance(output, str) else repr(output), highlight=False)
@@ -111,23 +128,33 @@ def run_graph_cmd(
         async with open_mesh(mesh) as m:
             stored = await get_graph(m, agent, name, version)
             if model is None and (await get_profile(m, stored.agent)).model is None:
-                fail(f"agent {stored.agent!r} has no model: pass --model (e.g. "
-                     "openai:gpt-4o-mini or scripted:path.yaml) or set PLAIT_MODEL")
+                fail(
+                    f"agent {stored.agent!r} has no model: pass --model (e.g. "
+                    "openai:gpt-4o-mini or scripted:path.yaml) or set PLAIT_MODEL"
+                )
             runs = Runs(m)
             rec = await runs.start(agent, name, input, version=version, model=model)
             if detach:
                 if as_json:
-                    print_json({"run_id": rec.run_id, "status": rec.status, "waiting": None,
-                                "output": None, "ended_detail": None})
+                    print_json(
+                        {
+                            "run_id": rec.run_id,
+                            "status": rec.status,
+                            "waiting": None,
+                            "output": None,
+                            "ended_detail": None,
+                        }
+                    )
                 else:
                     console.print(f"run {rec.run_id} enqueued", highlight=False)
                 return
             if not as_json:
-                err_console.print(f"run [bold]{rec.run_id}[/] of {agent}/{name} "
-                                  f"v{rec.graph.version}", highlight=False)
+                err_console.print(
+                    f"run [bold]{rec.run_id}[/] of {agent}/{name} v{rec.graph.version}",
+                    highlight=False,
+                )
             async with hosting(m):
-                rec = await runs.wait(rec.run_id,
-                                      on_progress=_progress_printer(not as_json))
+                rec = await runs.wait(rec.run_id, on_progress=_progress_printer(not as_json))
             await _report(runs, rec, as_json)
 
     run(main)
@@ -147,8 +174,9 @@ def resume_cmd(
             runs = Runs(m)
             before = await runs.resume(run_id, answer, by=human())
             async with hosting(m):
-                rec = await runs.wait(run_id, since=before,
-                                      on_progress=_progress_printer(not as_json))
+                rec = await runs.wait(
+                    run_id, since=before, on_progress=_progress_printer(not as_json)
+                )
             await _report(runs, rec, as_json)
 
     run(main)
@@ -169,9 +197,17 @@ def raise_budget_cmd(
     mesh: MeshOption = None,
 ) -> None:
     """Raise a run's budget (a person only); a run parked on its budget goes on."""
-    extra = {name: float(amount) for name, amount in (
-        ("steps", steps), ("tokens", tokens), ("dollars", dollars),
-        ("wall_seconds", wall_seconds), ("retries", retries)) if amount is not None}
+    extra = {
+        name: float(amount)
+        for name, amount in (
+            ("steps", steps),
+            ("tokens", tokens),
+            ("dollars", dollars),
+            ("wall_seconds", wall_seconds),
+            ("retries", retries),
+        )
+        if amount is not None
+    }
     if not extra:
         fail("give at least one of --steps, --tokens, --dollars, --wall-seconds, --retries")
 
@@ -179,8 +215,7 @@ def raise_budget_cmd(
         async with open_mesh(mesh) as m:
             rec = await Runs(m).raise_budget(run_id, extra, by=human())
         raised = ", ".join(f"{name} +{amount:g}" for name, amount in extra.items())
-        console.print(f"run {rec.run_id} {rec.status}: budget raised ({raised})",
-                      highlight=False)
+        console.print(f"run {rec.run_id} {rec.status}: budget raised ({raised})", highlight=False)
 
     run(main)
 
@@ -206,8 +241,12 @@ def _when(ts: float) -> str:
 @graph_app.command("runs")
 def runs_cmd(
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's runs.")] = None,
-    status: Annotated[str | None, typer.Option("--status", help="Only runs in this status "
-                                               "(running, waiting_human, done...).")] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status", help="Only runs in this status (running, waiting_human, done...)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
     mesh: MeshOption = None,
 ) -> None:
@@ -217,15 +256,32 @@ def runs_cmd(
         async with open_mesh(mesh) as m:
             found = await Runs(m).list(agent=agent, status=status)
         if as_json:
-            print_json([{"run_id": s.run_id, "agent": s.agent, "graph": s.graph,
-                         "version": s.version, "status": s.status,
-                         "created_at": s.created_at, "updated_at": s.updated_at}
-                        for s in found])
+            print_json(
+                [
+                    {
+                        "run_id": s.run_id,
+                        "agent": s.agent,
+                        "graph": s.graph,
+                        "version": s.version,
+                        "status": s.status,
+                        "created_at": s.created_at,
+                        "updated_at": s.updated_at,
+                    }
+                    for s in found
+                ]
+            )
             return
         table = Table("run", "agent", "graph", "version", "status", "created", "updated")
         for s in found:
-            table.add_row(s.run_id, s.agent, s.graph, str(s.version), s.status,
-                          _when(s.created_at), _when(s.updated_at))
+            table.add_row(
+                s.run_id,
+                s.agent,
+                s.graph,
+                str(s.version),
+                s.status,
+                _when(s.created_at),
+                _when(s.updated_at),
+            )
         console.print(table)
 
     run(main)
@@ -260,21 +316,30 @@ def inspect_cmd(
                 trajectory = []  # the chain's own report says what is wrong with it
         if as_json:
             body: dict[str, Any] = {
-                "run_id": rec.run_id, "status": rec.status, "graph": rec.graph.model_dump(),
-                "output": output, "ended_detail": rec.ended_detail, "trajectory": trajectory}
+                "run_id": rec.run_id,
+                "status": rec.status,
+                "graph": rec.graph.model_dump(),
+                "output": output,
+                "ended_detail": rec.ended_detail,
+                "trajectory": trajectory,
+            }
             if verify:
                 body["verified"] = broken is None
                 body["verify_error"] = str(broken) if broken else None
             print_json(body)
         else:
             g = rec.graph
-            console.print(f"run [bold]{rec.run_id}[/] {rec.status} — {g.agent}/{g.name} "
-                          f"v{g.version} (sha256 {g.sha256[:12]})", highlight=False)
+            console.print(
+                f"run [bold]{rec.run_id}[/] {rec.status} — {g.agent}/{g.name} "
+                f"v{g.version} (sha256 {g.sha256[:12]})",
+                highlight=False,
+            )
             for step in trajectory:
                 flag = f" → {step['verdict']}" if step["verdict"] else ""
                 err = f" [red]{step['error']}[/]" if step["error"] else ""
-                console.print(f"  {step['node']} (visit {step['visit']}){flag}{err}",
-                              highlight=False)
+                console.print(
+                    f"  {step['node']} (visit {step['visit']}){flag}{err}", highlight=False
+                )
             if verified is not None:
                 console.print(f"[green]audit chain verified[/]: {verified} events")
         if broken is not None:

@@ -17,26 +17,43 @@ from plait.runs import RunHost
 
 def worker_cmd(
     mesh: MeshOption = None,
-    model: Annotated[str | None, typer.Option(
-        "--model", envvar="PLAIT_MODEL", show_default=False,
-        help="Model for runs that name none (default: PLAIT_MODEL).")] = None,
-    visibility_timeout: Annotated[float, typer.Option(
-        "--visibility-timeout", min=0.1,
-        help="Seconds before a dead process's unacked work is taken over.")] = 10.0,
-    drain_timeout: Annotated[float, typer.Option(
-        "--drain-timeout", min=0.0, help="Seconds to let work in flight finish on exit.")] = 30.0,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            envvar="PLAIT_MODEL",
+            show_default=False,
+            help="Model for runs that name none (default: PLAIT_MODEL).",
+        ),
+    ] = None,
+    visibility_timeout: Annotated[
+        float,
+        typer.Option(
+            "--visibility-timeout",
+            min=0.1,
+            help="Seconds before a dead process's unacked work is taken over.",
+        ),
+    ] = 10.0,
+    drain_timeout: Annotated[
+        float,
+        typer.Option(
+            "--drain-timeout", min=0.0, help="Seconds to let work in flight finish on exit."
+        ),
+    ] = 30.0,
 ) -> None:
     """Serve every run on the mesh (a dead process's too) until SIGINT or SIGTERM."""
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            runtime = LocalRuntime(m, visibility_timeout_ms=int(visibility_timeout * 1000),
-                                   drain_timeout_s=drain_timeout)
+            runtime = LocalRuntime(
+                m,
+                visibility_timeout_ms=int(visibility_timeout * 1000),
+                drain_timeout_s=drain_timeout,
+            )
             RunHost(runtime, model=load_model(model) if model else None)
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async with runtime:
-                    err_console.print(f"worker {runtime.host} serving {m.url}",
-                                      highlight=False)
+                    err_console.print(f"worker {runtime.host} serving {m.url}", highlight=False)
                     async for signum in signals:
                         err_console.print(f"{signal.Signals(signum).name}: draining…")
                         break

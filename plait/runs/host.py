@@ -57,12 +57,17 @@ class RunHost:
         tick_ms: how often a parked run re-checks its decision as a fallback.
     """
 
-    _hosts: ClassVar[weakref.WeakKeyDictionary[LocalRuntime, RunHost]] = (
-        weakref.WeakKeyDictionary())
+    _hosts: ClassVar[weakref.WeakKeyDictionary[LocalRuntime, RunHost]] = weakref.WeakKeyDictionary()
 
-    def __init__(self, runtime: LocalRuntime, *, model: Model | None = None,
-                 tools: ToolRegistry | None = None, cwd: Path | None = None,
-                 tick_ms: int = 60_000) -> None:
+    def __init__(
+        self,
+        runtime: LocalRuntime,
+        *,
+        model: Model | None = None,
+        tools: ToolRegistry | None = None,
+        cwd: Path | None = None,
+        tick_ms: int = 60_000,
+    ) -> None:
         self.runtime = runtime
         self.mesh = runtime.mesh
         self.id = runtime.host
@@ -121,23 +126,32 @@ class RunHost:
         if spec is None:
             stored = await get_graph(self.mesh, ref.agent, ref.name, ref.version)
             if stored.sha256 != ref.sha256:
-                raise GraphError(f"run {rec.run_id} is pinned to {ref.agent}/{ref.name} "
-                                 f"v{ref.version} sha256 {ref.sha256[:12]}, but the store "
-                                 f"holds {stored.sha256[:12]}")
+                raise GraphError(
+                    f"run {rec.run_id} is pinned to {ref.agent}/{ref.name} "
+                    f"v{ref.version} sha256 {ref.sha256[:12]}, but the store "
+                    f"holds {stored.sha256[:12]}"
+                )
             spec = self.specs[key] = stored.spec
         return spec
 
     async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
         """The executor environment of one run."""
-        agents = {spec.agent} | {a for n in spec.nodes
-                                 if isinstance(a := getattr(n, "agent", None), str)}
+        agents = {spec.agent} | {
+            a for n in spec.nodes if isinstance(a := getattr(n, "agent", None), str)
+        }
         profiles = await profiles_map(self.mesh, sorted(a for a in agents if a))
         decisions = RunDecisions(self.board, rec.run_id)
-        return ExecEnv(spec=spec, run_id=rec.run_id, model=self._model(rec.model),
-                       profiles=profiles, tools=self.tools, human=decisions,
-                       approvals=decisions,
-                       histories=MeshHistories(self.mesh, rec.run_id, self.histories),
-                       cwd=self.cwd)
+        return ExecEnv(
+            spec=spec,
+            run_id=rec.run_id,
+            model=self._model(rec.model),
+            profiles=profiles,
+            tools=self.tools,
+            human=decisions,
+            approvals=decisions,
+            histories=MeshHistories(self.mesh, rec.run_id, self.histories),
+            cwd=self.cwd,
+        )
 
     def _model(self, spec: str | None) -> Model | None:
         if spec is None:
@@ -183,9 +197,14 @@ class RunHost:
                 found.value = await self.value(found.ref)
         return copy
 
-    def store_outputs(self, tx: Transaction, new: RunRecord, key: str | None,
-                      result: NodeResult | None,
-                      digests: dict[str, str] | None = None) -> dict[str, str]:
+    def store_outputs(
+        self,
+        tx: Transaction,
+        new: RunRecord,
+        key: str | None,
+        result: NodeResult | None,
+        digests: dict[str, str] | None = None,
+    ) -> dict[str, str]:
         """Move the values of this transition's outputs under their own keys in ``tx``.
 
         Returns the output key written per node (for the audit event's reference);
@@ -209,18 +228,21 @@ class RunHost:
 
     # -- policies ----------------------------------------------------------------------
 
-    async def verify_effect(self, spec: GraphSpec, rec: RunRecord, key: str,
-                            visit: int) -> NodeResult | None:
+    async def verify_effect(
+        self, spec: GraphSpec, rec: RunRecord, key: str, visit: int
+    ) -> NodeResult | None:
         """Run the node's ``verify`` check; a result if the effect is already there."""
         check = getattr(node_of(spec, rec, key), "verify", None)
         if not check:
             return None
         started = time.time()
-        found = await self.tools.call(check, {"run_id": rec.run_id, "node": key, "visit": visit},
-                                      ToolContext(run_id=rec.run_id, node=key, cwd=self.cwd))
+        found = await self.tools.call(
+            check,
+            {"run_id": rec.run_id, "node": key, "visit": visit},
+            ToolContext(run_id=rec.run_id, node=key, cwd=self.cwd),
+        )
         if isinstance(found, dict) and found.get("done"):
-            return NodeResult(value=found.get("value"), started_at=started,
-                              ended_at=time.time())
+            return NodeResult(value=found.get("value"), started_at=started, ended_at=time.time())
         return None
 
     async def raise_budget_decision(self, rec: RunRecord) -> str:
@@ -228,13 +250,25 @@ class RunHost:
         # Stable for one exhaustion, new after each raise: a raise too small to go on
         # parks the run again on a fresh decision, not on the one just answered.
         raised = ",".join(f"{k}={v:g}" for k, v in sorted(rec.budget_extra.items()))
-        did = decision_id(rec.run_id, "budget", "run", rec.seq,
-                          hashlib.sha256(raised.encode()).hexdigest()[:8] if raised else "")
+        did = decision_id(
+            rec.run_id,
+            "budget",
+            "run",
+            rec.seq,
+            hashlib.sha256(raised.encode()).hexdigest()[:8] if raised else "",
+        )
         ask = rec.waiting.ask if rec.waiting else "The run's budget is exhausted."
-        await self.board.raise_(ask, "choice", ["raise", "stop"], id=did, run_id=rec.run_id,
-                                node="budget", data={"usage": rec.usage.model_dump()},
-                                notify=wake_notify(rec.run_id, "budget"),
-                                by=self.principal(rec.run_id))
+        await self.board.raise_(
+            ask,
+            "choice",
+            ["raise", "stop"],
+            id=did,
+            run_id=rec.run_id,
+            node="budget",
+            data={"usage": rec.usage.model_dump()},
+            notify=wake_notify(rec.run_id, "budget"),
+            by=self.principal(rec.run_id),
+        )
         return did
 
 

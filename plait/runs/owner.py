@@ -79,8 +79,9 @@ class _Wake:
         fresh = False
         for _ in range(_CLAIM_TRIES):
             rec, version = await self.host.record(self.run_id, fresh=fresh)
-            if not fresh and (rec is None or rec.waiting is not None or rec.terminal
-                              or not self._has_work(rec)):
+            if not fresh and (
+                rec is None or rec.waiting is not None or rec.terminal or not self._has_work(rec)
+            ):
                 # This host's last write may miss another host's commit (the one that
                 # sent this wake), so "nothing to do" is only believed of a fresh read.
                 rec, version = await self.host.record(self.run_id, fresh=True)
@@ -92,12 +93,15 @@ class _Wake:
                 return
             except VersionConflict:
                 continue
-        raise RunError(f"run {self.run_id}: the record kept moving under "
-                       f"{_CLAIM_TRIES} tries to handle one wake")
+        raise RunError(
+            f"run {self.run_id}: the record kept moving under "
+            f"{_CLAIM_TRIES} tries to handle one wake"
+        )
 
     def _has_work(self, rec: RunRecord) -> bool:
         return bool(engine.claimable(rec)) or any(
-            a.wake == self.mail.delivery.id for a in rec.attempts.values())
+            a.wake == self.mail.delivery.id for a in rec.attempts.values()
+        )
 
     async def _step(self, rec: RunRecord, version: int) -> None:
         """Claim, run and commit one node of ``rec``; VersionConflict if the record moved."""
@@ -110,15 +114,15 @@ class _Wake:
                 return
             unparked, resumed = found
             if unparked.terminal:
-                await self._write(rec, unparked, version, [*resumed,
-                                                           *_status_events(rec, unparked)])
+                await self._write(
+                    rec, unparked, version, [*resumed, *_status_events(rec, unparked)]
+                )
                 return
             before, rec = rec, unparked
         else:
             before = rec
         policy = "retry"
-        crashed = next((a for a in rec.attempts.values() if a.wake == self.mail.delivery.id),
-                       None)
+        crashed = next((a for a in rec.attempts.values() if a.wake == self.mail.delivery.id), None)
         if crashed is not None:
             policy = await self._indeterminate(spec, rec, crashed)
             if policy == "escalate":
@@ -132,24 +136,36 @@ class _Wake:
                     await self._write(before, rec, version, resumed)
                 return
             key = keys[0]
-        claimed, attempt = engine.claim(spec, rec, key, nonce=uuid.uuid4().hex,
-                                        now=time.time(), host=self.host.id,
-                                        wake=self.mail.delivery.id)
+        claimed, attempt = engine.claim(
+            spec,
+            rec,
+            key,
+            nonce=uuid.uuid4().hex,
+            now=time.time(),
+            host=self.host.id,
+            wake=self.mail.delivery.id,
+        )
         claimed = _as_record(claimed)
         if attempt is None:  # the budget ended or parked the run
-            if (claimed.waiting is not None and claimed.waiting.kind == "budget"
-                    and claimed.waiting.decision_id is None):
+            if (
+                claimed.waiting is not None
+                and claimed.waiting.kind == "budget"
+                and claimed.waiting.decision_id is None
+            ):
                 claimed.waiting.decision_id = await self.host.raise_budget_decision(claimed)
-            await self._write(before, claimed, version,
-                              [*resumed, *_status_events(before, claimed)])
+            await self._write(
+                before, claimed, version, [*resumed, *_status_events(before, claimed)]
+            )
             return
         tx = self.mesh.transact()
         for event in resumed:
             audit.append(tx, claimed, self._audit_event(event, None, {}))
         tx.put(record_key(self.run_id), dump(claimed), if_version=version)
-        tx.publish(events_topic(self.run_id), "started",
-                   {"node": key, "visit": attempt.visit, "status": "running",
-                    "at": attempt.started_at})
+        tx.publish(
+            events_topic(self.run_id),
+            "started",
+            {"node": key, "visit": attempt.visit, "status": "running", "at": attempt.started_at},
+        )
         if resumed:
             tx.put(index_key(self.run_id), summary_of(claimed).model_dump())
         result = await tx.commit()
@@ -160,9 +176,7 @@ class _Wake:
 
     # -- parked runs -------------------------------------------------------------------
 
-    async def _recheck(
-        self, rec: RunRecord
-    ) -> tuple[RunRecord, list[dict[str, Any]]] | None:
+    async def _recheck(self, rec: RunRecord) -> tuple[RunRecord, list[dict[str, Any]]] | None:
         """A parked run's record once its decision closed (None while it is open), with
         the audit event saying who closed it and how."""
         waiting = rec.waiting
@@ -180,9 +194,14 @@ class _Wake:
             # Runs.raise_budget, which unparks the run when it lands.
             return None
         now = time.time()
-        event = {"type": "run.resumed", "node": waiting.node, "decision_id": decision.id,
-                 "status": decision.status, "answer": decision.value,
-                 "by": decision.closed_by or ("expiry" if decision.status == "expired" else None)}
+        event = {
+            "type": "run.resumed",
+            "node": waiting.node,
+            "decision_id": decision.id,
+            "status": decision.status,
+            "answer": decision.value,
+            "by": decision.closed_by or ("expiry" if decision.status == "expired" else None),
+        }
         if waiting.kind in ("human", "approval"):
             return _as_record(engine.resume(rec, now=now)), [event]
         if waiting.kind == "indeterminate" and decision.value == "retry":
@@ -190,12 +209,16 @@ class _Wake:
             retried.usage.retries += 1  # the interrupted visit runs again, as under "retry"
             return retried, [event]
         if waiting.kind == "indeterminate":
-            return _as_record(engine.fail(rec, "indeterminate",
-                                          f"{waiting.node}: a person chose not to retry",
-                                          now=now)), [event]
-        return _as_record(engine.fail(rec, "budget_exhausted",
-                                      "the budget decision closed without a raise",
-                                      now=now)), [event]
+            return _as_record(
+                engine.fail(
+                    rec, "indeterminate", f"{waiting.node}: a person chose not to retry", now=now
+                )
+            ), [event]
+        return _as_record(
+            engine.fail(
+                rec, "budget_exhausted", "the budget decision closed without a raise", now=now
+            )
+        ), [event]
 
     async def _park(self, rec: RunRecord) -> None:
         """Stay parked: schedule the fallback tick and ack, nothing else."""
@@ -214,8 +237,13 @@ class _Wake:
                 expires = None
             if expires is not None:
                 after_ms = max(10, min(after_ms, int((expires - time.time()) * 1000) + 50))
-        tell_in(tx, owner_id(rec.run_id), {"run": rec.run_id, "why": "tick"},
-                after_ms=after_ms, key=tick_key(rec.run_id))
+        tell_in(
+            tx,
+            owner_id(rec.run_id),
+            {"run": rec.run_id, "why": "tick"},
+            after_ms=after_ms,
+            key=tick_key(rec.run_id),
+        )
 
     # -- indeterminate attempts --------------------------------------------------------
 
@@ -224,31 +252,56 @@ class _Wake:
         policy = node.on_indeterminate
         if policy is None:
             tool = getattr(node, "tool", None)
-            read_only = bool(tool and tool in self.host.tools and
-                             self.host.tools.get(tool).read_only)
+            read_only = bool(
+                tool and tool in self.host.tools and self.host.tools.get(tool).read_only
+            )
             policy = default_on_indeterminate(node, read_only)
         return policy
 
     async def _escalate(self, rec: RunRecord, version: int, crashed: Attempt) -> None:
         did = decision_id(self.run_id, "interrupted", crashed.node, crashed.visit)
-        ask = (f"Node {crashed.node} (visit {crashed.visit}) was interrupted mid-flight and "
-               "its effect is unknown. Retry it?")
+        ask = (
+            f"Node {crashed.node} (visit {crashed.visit}) was interrupted mid-flight and "
+            "its effect is unknown. Retry it?"
+        )
         await self.host.board.raise_(
-            ask, "choice", ["retry", "fail"], id=did, run_id=self.run_id, node=crashed.node,
-            notify=wake_notify(self.run_id, "decision"), by=self.host.principal(self.run_id))
+            ask,
+            "choice",
+            ["retry", "fail"],
+            id=did,
+            run_id=self.run_id,
+            node=crashed.node,
+            notify=wake_notify(self.run_id, "decision"),
+            by=self.host.principal(self.run_id),
+        )
         parked = rec.model_copy(deep=True)
         parked.attempts.pop(crashed.node, None)
-        parked.waiting = Waiting(node=crashed.node, kind="indeterminate", ask=ask,
-                                 decision_id=did, options=["retry", "fail"])
+        parked.waiting = Waiting(
+            node=crashed.node,
+            kind="indeterminate",
+            ask=ask,
+            decision_id=did,
+            options=["retry", "fail"],
+        )
         parked.status = "waiting_human"
-        await self._write(rec, parked, version, [{"type": "node.indeterminate",
-                                                  "node": crashed.node,
-                                                  "visit": crashed.visit}])
+        await self._write(
+            rec,
+            parked,
+            version,
+            [{"type": "node.indeterminate", "node": crashed.node, "visit": crashed.visit}],
+        )
 
     # -- execute and commit ------------------------------------------------------------
 
-    async def _execute_and_commit(self, spec: GraphSpec, rec: RunRecord, version: int, key: str,
-                                  attempt: Attempt, verify: bool) -> None:
+    async def _execute_and_commit(
+        self,
+        spec: GraphSpec,
+        rec: RunRecord,
+        version: int,
+        key: str,
+        attempt: Attempt,
+        verify: bool,
+    ) -> None:
         env = await self.host.env(spec, rec)
         result: NodeResult | None = None
         if verify:
@@ -261,8 +314,11 @@ class _Wake:
             hydrated = await self.host.hydrate(spec, base, key)
             new_state, events = engine.complete(spec, hydrated, key, result, now=time.time())
             new = _as_record(new_state)
-            if (new.waiting is not None and new.waiting.kind == "budget"
-                    and new.waiting.decision_id is None):
+            if (
+                new.waiting is not None
+                and new.waiting.kind == "budget"
+                and new.waiting.decision_id is None
+            ):
                 new.waiting.decision_id = await self.host.raise_budget_decision(new)
             try:
                 await self._write(base, new, base_version, events, key=key, result=result)
@@ -275,9 +331,16 @@ class _Wake:
                     return
                 base, base_version = fresh, fresh_version
 
-    async def _write(self, before: RunRecord, new: RunRecord, version: int,
-                     events: list[dict[str, Any]], *, key: str | None = None,
-                     result: NodeResult | None = None) -> None:
+    async def _write(
+        self,
+        before: RunRecord,
+        new: RunRecord,
+        version: int,
+        events: list[dict[str, Any]],
+        *,
+        key: str | None = None,
+        result: NodeResult | None = None,
+    ) -> None:
         """Commit a transition atomically; raises VersionConflict if the record moved."""
         tx = self.mesh.transact()
         new = new.model_copy(deep=True)
@@ -310,42 +373,58 @@ class _Wake:
             raise
         self.host.remember(new, committed.entries[record_key(new.run_id)].version)
 
-    def _audit_event(self, event: dict[str, Any], result: NodeResult | None,
-                     outputs: dict[str, str]) -> audit.AuditEvent:
+    def _audit_event(
+        self, event: dict[str, Any], result: NodeResult | None, outputs: dict[str, str]
+    ) -> audit.AuditEvent:
         node = event.get("node")
-        detail = {k: v for k, v in event.items()
-                  if k not in ("type", "node", "visit", "verdict", "error", "usage", "seq")}
+        detail = {
+            k: v
+            for k, v in event.items()
+            if k not in ("type", "node", "visit", "verdict", "error", "usage", "seq")
+        }
         return audit.AuditEvent(
-            seq=0, type=event["type"], node=node, visit=event.get("visit"),
-            verdict=event.get("verdict"), error=event.get("error"),
-            usage=event.get("usage") or {}, output_ref=outputs.get(node or ""),
-            detail=detail, actor=self.host.id, at=time.time(),
+            seq=0,
+            type=event["type"],
+            node=node,
+            visit=event.get("visit"),
+            verdict=event.get("verdict"),
+            error=event.get("error"),
+            usage=event.get("usage") or {},
+            output_ref=outputs.get(node or ""),
+            detail=detail,
+            actor=self.host.id,
+            at=time.time(),
         )
 
 
 def _as_record(state: RunState) -> RunRecord:
-    return state if isinstance(state, RunRecord) else RunRecord.model_validate(
-        state.model_dump())
+    return state if isinstance(state, RunRecord) else RunRecord.model_validate(state.model_dump())
 
 
 def _status_events(before: RunState, after: RunState) -> list[dict[str, Any]]:
     """The audit event of a status change a wake made outside the engine's complete()."""
     if after.status == before.status or after.status in ("ready", "running"):
         return []
-    event: dict[str, Any] = {"type": f"run.{after.status.split('_')[0]}",
-                             "status": after.status, "ended_detail": after.ended_detail,
-                             "error": after.error}
+    event: dict[str, Any] = {
+        "type": f"run.{after.status.split('_')[0]}",
+        "status": after.status,
+        "ended_detail": after.ended_detail,
+        "error": after.error,
+    }
     if after.waiting is not None:
         event["waiting"] = after.waiting.model_dump()
     return [event]
 
 
-def _progress(new: RunRecord, key: str | None, result: NodeResult | None,
-              events: list[dict[str, Any]]) -> dict[str, Any]:
+def _progress(
+    new: RunRecord, key: str | None, result: NodeResult | None, events: list[dict[str, Any]]
+) -> dict[str, Any]:
     committed = next((e for e in events if e["type"] == "node.committed"), None)
     return {
-        "node": key, "visit": committed["visit"] if committed else None,
-        "status": new.status, "error": result.error if result else None,
+        "node": key,
+        "visit": committed["visit"] if committed else None,
+        "status": new.status,
+        "error": result.error if result else None,
         "verdict": result.verdict if result else None,
         "elapsed": (result.ended_at - result.started_at) if result else None,
         "ended_detail": new.ended_detail,

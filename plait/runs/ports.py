@@ -36,8 +36,11 @@ def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -
 
 def wake_notify(run_id: str, why: str) -> Notify:
     """The event that wakes a run's owner when a decision closes."""
-    return Notify(topic=MAILBOX_TOPIC, kind=MAIL_KIND,
-                  data=mail_data(owner_id(run_id), {"run": run_id, "why": why}))
+    return Notify(
+        topic=MAILBOX_TOPIC,
+        kind=MAIL_KIND,
+        data=mail_data(owner_id(run_id), {"run": run_id, "why": why}),
+    )
 
 
 class RunDecisions:
@@ -62,10 +65,16 @@ class RunDecisions:
         """See :class:`plait.graphs.ports.HumanPort`."""
         did = decision_id(self.run_id, "ask", key, visit)
         decision = await self.board.raise_(
-            ask, "choice" if options else "text", options, id=did,
+            ask,
+            "choice" if options else "text",
+            options,
+            id=did,
             expires_at=time.time() + expires_after_s if expires_after_s else None,
-            on_expire="default" if on_expire == "default" else "fail", default=default,
-            run_id=self.run_id, node=key, notify=wake_notify(self.run_id, "decision"),
+            on_expire="default" if on_expire == "default" else "fail",
+            default=default,
+            run_id=self.run_id,
+            node=key,
+            notify=wake_notify(self.run_id, "decision"),
             by=self.principal,
         )
         return _answer_or_wait(decision, key, "human", ask, options)
@@ -78,8 +87,14 @@ class RunDecisions:
         did = decision_id(self.run_id, "approve", key, visit, f"{tool}_{digest.hexdigest()[:8]}")
         ask = f"Approve calling {tool} with {json.dumps(args, default=str)}?"
         decision = await self.board.raise_(
-            ask, "choice", ["approve", "reject"], id=did, run_id=self.run_id, node=key,
-            data={"tool": tool, "args": args}, notify=wake_notify(self.run_id, "approval"),
+            ask,
+            "choice",
+            ["approve", "reject"],
+            id=did,
+            run_id=self.run_id,
+            node=key,
+            data={"tool": tool, "args": args},
+            notify=wake_notify(self.run_id, "approval"),
             by=self.principal,
         )
         answer = _answer_or_wait(decision, key, "approval", ask, ["approve", "reject"])
@@ -98,8 +113,13 @@ def _answer_or_wait(
         return Answer(decision.default, by="expiry")
     if decision.status != "open":
         raise DecisionClosed(f"decision {decision.id} was {decision.status} without an answer")
-    return Waiting(node=key, kind="approval" if kind == "approval" else "human", ask=ask,
-                   decision_id=decision.id, options=options)
+    return Waiting(
+        node=key,
+        kind="approval" if kind == "approval" else "human",
+        ask=ask,
+        decision_id=decision.id,
+        options=options,
+    )
 
 
 class MeshHistories:

@@ -97,9 +97,14 @@ class RunSummary(BaseModel):
 def summary_of(record: RunState) -> RunSummary:
     """The listing summary of a record."""
     return RunSummary(
-        run_id=record.run_id, agent=record.graph.agent, graph=record.graph.name,
-        version=record.graph.version, status=record.status, created_at=record.created_at,
-        updated_at=record.updated_at, ended_detail=record.ended_detail,
+        run_id=record.run_id,
+        agent=record.graph.agent,
+        graph=record.graph.name,
+        version=record.graph.version,
+        status=record.status,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        ended_detail=record.ended_detail,
     )
 
 

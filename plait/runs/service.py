@@ -62,22 +62,39 @@ class Runs:
         self.mesh = mesh
         self.desk = DecisionDesk(mesh)
 
-    async def start(self, agent: str, name: str, input: Any = None, *,
-                    version: int | None = None, model: str | None = None,
-                    run_id: str | None = None) -> RunRecord:
+    async def start(
+        self,
+        agent: str,
+        name: str,
+        input: Any = None,
+        *,
+        version: int | None = None,
+        model: str | None = None,
+        run_id: str | None = None,
+    ) -> RunRecord:
         """Start a run of the newest (or the given) version of a stored graph."""
         stored = await get_graph(self.mesh, agent, name, version)
         run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
         state = engine.start(stored.spec, run_id, input, now=time.time())
         rec = RunRecord(**state.model_dump(), model=model)
-        owner = ActorRecord(id=owner_id(run_id), kind=OWNER_KIND,
-                            topics=[events_topic(run_id)],
-                            config={"max_concurrency": OWNER_CONCURRENCY},
-                            created_at=rec.created_at)
+        owner = ActorRecord(
+            id=owner_id(run_id),
+            kind=OWNER_KIND,
+            topics=[events_topic(run_id)],
+            config={"max_concurrency": OWNER_CONCURRENCY},
+            created_at=rec.created_at,
+        )
         tx = self.mesh.transact()
-        audit.append(tx, rec, audit.AuditEvent(
-            seq=0, type="run.started", detail={"input": input, "graph": rec.graph.model_dump(),
-                                               "model": model}, at=rec.created_at))
+        audit.append(
+            tx,
+            rec,
+            audit.AuditEvent(
+                seq=0,
+                type="run.started",
+                detail={"input": input, "graph": rec.graph.model_dump(), "model": model},
+                at=rec.created_at,
+            ),
+        )
         tx.put(record_key(run_id), dump(rec), if_version=0)
         tx.put(index_key(run_id), summary_of(rec).model_dump())
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
@@ -92,8 +109,9 @@ class Runs:
             raise RunNotFound(f"no run {run_id!r} in {self.mesh.url}")
         return load(entry.value)
 
-    async def list(self, *, agent: str | None = None,
-                   status: str | None = None) -> list[RunSummary]:
+    async def list(
+        self, *, agent: str | None = None, status: str | None = None
+    ) -> list[RunSummary]:
         """Runs, newest first, filtered by agent and listing status."""
         found = []
         async for entry in self.mesh.scan("runindex/"):
@@ -106,9 +124,14 @@ class Runs:
             found.append(summary)
         return sorted(found, key=lambda s: s.created_at, reverse=True)
 
-    async def wait(self, run_id: str, *, timeout: float | None = None,  # noqa: ASYNC109
-                   on_progress: Callable[[dict[str, Any]], None] | None = None,
-                   since: RunRecord | None = None) -> RunRecord:
+    async def wait(
+        self,
+        run_id: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        since: RunRecord | None = None,
+    ) -> RunRecord:
         """Wait until the run is done, failed, cancelled or waiting on a person.
 
         Args:
@@ -119,14 +142,16 @@ class Runs:
                 same decision does not count as settled.
         """
         answered = since.waiting.decision_id if since and since.waiting else None
-        sub = self.mesh.subscribe(events_topic(run_id), f"watch-{uuid.uuid4().hex}", "w",
-                                  start="begin")
+        sub = self.mesh.subscribe(
+            events_topic(run_id), f"watch-{uuid.uuid4().hex}", "w", start="begin"
+        )
         try:
             with anyio.fail_after(timeout):
                 while True:
                     rec = await self.get(run_id)
-                    if rec.terminal or (rec.waiting is not None
-                                        and rec.waiting.decision_id != answered):
+                    if rec.terminal or (
+                        rec.waiting is not None and rec.waiting.decision_id != answered
+                    ):
                         return rec
                     with anyio.move_on_after(0.5):
                         async for delivery in sub:
@@ -149,8 +174,11 @@ class Runs:
         options = waiting.options
         if waiting.kind == "approval":
             lowered = answer.strip().lower()
-            answer = "approve" if lowered in ("yes", "y", "approve", "approved") else (
-                "reject" if lowered in ("no", "n", "reject", "rejected") else answer)
+            answer = (
+                "approve"
+                if lowered in ("yes", "y", "approve", "approved")
+                else ("reject" if lowered in ("no", "n", "reject", "rejected") else answer)
+            )
         if options:
             await self.desk.answer(waiting.decision_id, option=answer, by=by)
         else:
@@ -169,13 +197,19 @@ class Runs:
                 return rec
             new = RunRecord(**engine.cancel(rec, now=time.time()).model_dump())
             tx = self.mesh.transact()
-            audit.append(tx, new, audit.AuditEvent(seq=0, type="run.cancelled",
-                                                   actor=by.name, at=time.time()))
+            audit.append(
+                tx,
+                new,
+                audit.AuditEvent(seq=0, type="run.cancelled", actor=by.name, at=time.time()),
+            )
             tx.put(record_key(run_id), dump(new), if_version=entry.version)
             tx.put(index_key(run_id), summary_of(new).model_dump())
             tx.cancel(tick_key(run_id))
-            tx.publish(events_topic(run_id), "progress",
-                       {"node": None, "status": "cancelled", "ended_detail": "cancelled"})
+            tx.publish(
+                events_topic(run_id),
+                "progress",
+                {"node": None, "status": "cancelled", "ended_detail": "cancelled"},
+            )
             try:
                 await tx.commit()
             except VersionConflict:
@@ -186,8 +220,9 @@ class Runs:
                     await self.desk.cancel(rec.waiting.decision_id, by=by)
             return new
 
-    async def raise_budget(self, run_id: str, extra: dict[str, float], *,
-                           by: Principal) -> RunRecord:
+    async def raise_budget(
+        self, run_id: str, extra: dict[str, float], *, by: Principal
+    ) -> RunRecord:
         """Raise a run's budget (a person only) and wake it if it waited on that.
 
         Args:
@@ -205,8 +240,9 @@ class Runs:
         human: Human = require_human(by, "raise a budget")
         for name, amount in extra.items():
             if name not in BUDGET_LIMITS:
-                raise ConfigError(f"cannot raise budget {name!r}: the limits are "
-                                  f"{', '.join(BUDGET_LIMITS)}")
+                raise ConfigError(
+                    f"cannot raise budget {name!r}: the limits are {', '.join(BUDGET_LIMITS)}"
+                )
             if not float(amount) > 0:
                 raise ConfigError(f"a budget raise must be positive, got {name}={amount!r}")
         while True:
@@ -215,15 +251,23 @@ class Runs:
                 raise RunNotFound(f"no run {run_id!r} in {self.mesh.url}")
             rec = load(entry.value)
             if rec.terminal:
-                raise RunError(f"run {run_id} is {rec.status}: its budget can no longer be "
-                               "raised")
+                raise RunError(f"run {run_id} is {rec.status}: its budget can no longer be raised")
             new = RunRecord(**engine.raise_budget(rec, extra, now=time.time()).model_dump())
             if rec.waiting is not None and rec.waiting.kind != "budget":
                 # A raise answers no question: the run keeps waiting on its person.
                 new.waiting, new.status = rec.waiting, rec.status
             tx = self.mesh.transact()
-            audit.append(tx, new, audit.AuditEvent(seq=0, type="budget.raised", actor=human.name,
-                                                   detail={"extra": extra}, at=time.time()))
+            audit.append(
+                tx,
+                new,
+                audit.AuditEvent(
+                    seq=0,
+                    type="budget.raised",
+                    actor=human.name,
+                    detail={"extra": extra},
+                    at=time.time(),
+                ),
+            )
             tx.put(record_key(run_id), dump(new), if_version=entry.version)
             tx.put(index_key(run_id), summary_of(new).model_dump())
             tell_in(tx, owner_id(run_id), {"run": run_id, "why": "budget"})
@@ -246,12 +290,19 @@ class Runs:
                 continue
             stored = await self.mesh.get(event.output_ref) if event.output_ref else None
             payload = stored.value if stored is not None else {}
-            steps.append({
-                "node": event.node, "visit": event.visit, "prompt": payload.get("prompt"),
-                "output": payload.get("value"), "verdict": event.verdict,
-                "usage": event.usage, "started_at": event.detail.get("started_at"),
-                "ended_at": event.detail.get("ended_at"), "error": event.error,
-            })
+            steps.append(
+                {
+                    "node": event.node,
+                    "visit": event.visit,
+                    "prompt": payload.get("prompt"),
+                    "output": payload.get("value"),
+                    "verdict": event.verdict,
+                    "usage": event.usage,
+                    "started_at": event.detail.get("started_at"),
+                    "ended_at": event.detail.get("ended_at"),
+                    "error": event.error,
+                }
+            )
         return steps
 
     async def output(self, rec: RunRecord) -> Any:
