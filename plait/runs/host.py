@@ -190,12 +190,12 @@ class RunHost:
         siblings = [k for k, p in fanout.instances.items() if p.target == plan.target]
         if any(k != key and k not in rec.outputs for k in siblings):
             return rec
-        copy = rec.model_copy(deep=True)
+        outputs = dict(rec.outputs)
         for k in siblings:
-            found = copy.outputs.get(k)
+            found = outputs.get(k)
             if found is not None and found.ref:
-                found.value = await self.value(found.ref)
-        return copy
+                outputs[k] = found.model_copy(update={"value": await self.value(found.ref)})
+        return rec.model_copy(update={"outputs": outputs})
 
     def store_outputs(
         self,
@@ -207,12 +207,18 @@ class RunHost:
     ) -> dict[str, str]:
         """Move the values of this transition's outputs under their own keys in ``tx``.
 
+        ``new`` must own its ``outputs`` dict (the caller copied it); its entries are
+        replaced, never changed in place, since they may be shared with older states.
+
         Returns the output key written per node (for the audit event's reference);
         ``digests``, if given, receives each written payload's sha256 per node.
         """
         refs: dict[str, str] = {}
-        for name, out in new.outputs.items():
-            if out.seq == new.seq and out.ref is None and (out.value is not None or name == key):
+        outputs = new.outputs
+        for name, out in list(outputs.items()):
+            if out.value is None and name != key:
+                continue
+            if out.seq == new.seq and out.ref is None:
                 ref = output_key(new.run_id, name, out.visit)
                 payload: dict[str, Any] = {"value": out.value}
                 if name == key and result is not None:
@@ -221,9 +227,10 @@ class RunHost:
                 if digests is not None:
                     digests[name] = output_digest(payload)
                 self.values[ref] = out.value
-                out.ref = ref
                 refs[name] = ref
-            out.value = None
+                outputs[name] = out.model_copy(update={"value": None, "ref": ref})
+            elif out.value is not None:  # hydrated for a fan-in: the value lives at its ref
+                outputs[name] = out.model_copy(update={"value": None})
         return refs
 
     # -- policies ----------------------------------------------------------------------

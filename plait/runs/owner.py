@@ -35,12 +35,11 @@ from plait.graphs.state import Attempt, RunState, Waiting
 from plait.mesh import Transaction
 from plait.runs import audit
 from plait.runs.host import RunHost
-from plait.runs.ports import decision_id, wake_notify
+from plait.runs.ports import decision_id, store_history, wake_notify
 from plait.runs.record import (
     RunRecord,
     dump,
     events_topic,
-    history_key,
     index_key,
     output_key,
     owner_id,
@@ -343,7 +342,9 @@ class _Wake:
     ) -> None:
         """Commit a transition atomically; raises VersionConflict if the record moved."""
         tx = self.mesh.transact()
-        new = new.model_copy(deep=True)
+        # A shallow copy owning its outputs dict: audit appends set scalars on it, and
+        # store_outputs replaces entries that may be shared with the state it came from.
+        new = new.model_copy(update={"outputs": dict(new.outputs)})
         digests: dict[str, str] = {}
         outputs = self.host.store_outputs(tx, new, key, result, digests)
         for event in events:
@@ -352,10 +353,12 @@ class _Wake:
                 event = {**event, "output_sha256": digests[node]}
             audit.append(tx, new, self._audit_event(event, result, outputs))
         tx.put(record_key(new.run_id), dump(new), if_version=version)
+        history: tuple[str, list[Any]] | None = None
         if result is not None and result.history is not None and key is not None:
-            history = [m.model_dump(mode="json") for m in result.history]
-            tx.put(history_key(new.run_id, key), history)
-            self.host.histories[history_key(new.run_id, key)] = history
+            visit = new.visits.get(key) or (new.attempts[key].visit if key in new.attempts else 1)
+            history = store_history(
+                tx, self.host.histories, new.run_id, key, visit, result.history
+            )
         for _ in engine.claimable(new):
             tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "next"})
         if new.waiting is not None:
@@ -372,6 +375,8 @@ class _Wake:
             self.mail.acked = False  # nothing of the transaction landed, its ack neither
             raise
         self.host.remember(new, committed.entries[record_key(new.run_id)].version)
+        if history is not None:
+            self.host.histories[history[0]] = history[1]
 
     def _audit_event(
         self, event: dict[str, Any], result: NodeResult | None, outputs: dict[str, str]

@@ -21,7 +21,7 @@ from plait.decisions import Agent, Decision, DecisionBoard, Notify
 from plait.errors import DecisionClosed
 from plait.graphs.ports import Answer
 from plait.graphs.state import Waiting
-from plait.mesh import Mesh
+from plait.mesh import Mesh, Transaction
 from plait.models import Message
 from plait.runs.record import history_key, owner_id
 
@@ -123,7 +123,12 @@ def _answer_or_wait(
 
 
 class MeshHistories:
-    """Agent conversations stored under ``runs/<id>/hist/<key>``, cached in this process."""
+    """Agent conversations, stored append-only under ``runs/<id>/hist/<key>/<visit>``.
+
+    Each visit stores only the messages it added, so a long revise loop writes the same
+    few messages per visit however long the conversation grows; the whole conversation
+    is kept in this process's cache (as messages, validated once).
+    """
 
     def __init__(self, mesh: Mesh, run_id: str, cache: OrderedDict[str, list[Any]]) -> None:
         self.mesh = mesh
@@ -133,11 +138,47 @@ class MeshHistories:
     async def load(self, key: str) -> list[Message]:
         """See :class:`plait.graphs.ports.HistoryPort`."""
         hkey = history_key(self.run_id, key)
-        raw = self.cache.get(hkey)
-        if raw is None:
-            entry = await self.mesh.get(hkey)
-            raw = entry.value if entry is not None else []
-        return [Message.model_validate(m) for m in raw]
+        cached = self.cache.get(hkey)
+        if cached is None:
+            cached = [
+                Message.model_validate(m)
+                async for entry in self.mesh.scan(f"{hkey}/")
+                for m in entry.value
+            ]
+            self.cache[hkey] = cached
+        return list(cached)
 
 
-__all__ = ["MeshHistories", "RunDecisions", "decision_id", "wake_notify"]
+def history_part_key(run_id: str, key: str, visit: int) -> str:
+    """The mesh key of the messages one visit added to a node's conversation."""
+    return f"{history_key(run_id, key)}/{visit:06d}"
+
+
+def store_history(
+    tx: Transaction,
+    cache: OrderedDict[str, list[Any]],
+    run_id: str,
+    key: str,
+    visit: int,
+    history: list[Message],
+) -> tuple[str, list[Message]]:
+    """Add the messages this visit appended to ``tx``.
+
+    Returns the cache entry to set once ``tx`` commits (not before: a commit that
+    conflicts and is recomputed must store the same messages again).
+    """
+    hkey = history_key(run_id, key)
+    before = len(cache.get(hkey) or ())
+    added = history[before:] if len(history) >= before else history
+    tx.put(history_part_key(run_id, key, visit), [m.model_dump() for m in added])
+    return hkey, list(history)
+
+
+__all__ = [
+    "MeshHistories",
+    "RunDecisions",
+    "decision_id",
+    "history_part_key",
+    "store_history",
+    "wake_notify",
+]

@@ -4,7 +4,7 @@
 
     runs/<run_id>                      the record (RunRecord): small, CAS-written
     runs/<run_id>/out/<key>/<visit>    a visit's output, prompt and error
-    runs/<run_id>/hist/<key>           an agent node's conversation, for its next visit
+    runs/<run_id>/hist/<key>/<visit>   what a visit added to an agent node's conversation
     runs/<run_id>/audit/<seq>          the audit chain, one event per key
     runindex/<run_id>                  a summary for listing runs, written on status change
 
