@@ -57,6 +57,8 @@ class _Activation:
     handler: Handler
     queue: deque[Mail] = field(default_factory=deque)
     running: int = 0
+    starting: int = 0
+    """Workers spawned that have not taken a message yet."""
     last_used: float = 0.0
 
     @property
@@ -255,8 +257,13 @@ class LocalRuntime:
         activation.queue.append(Mail(actor_id, data.get("body"), delivery))
         activation.last_used = time.monotonic()
         assert self._tg is not None
-        while activation.running < activation.max_concurrency and activation.queue:
+        # One worker per queued message not yet covered by a worker still starting.
+        while (
+            activation.running < activation.max_concurrency
+            and len(activation.queue) > activation.starting
+        ):
             activation.running += 1
+            activation.starting += 1
             self._tg.start_soon(self._work, activation)
 
     async def _activate(self, actor_id: str) -> _Activation | None:
@@ -285,6 +292,7 @@ class LocalRuntime:
                 del self._activations[actor_id]
 
     async def _work(self, activation: _Activation) -> None:
+        activation.starting -= 1
         try:
             while activation.queue:
                 mail = activation.queue.popleft()
