@@ -72,6 +72,7 @@ class _Wake:
         self.run_id = run_id
         self.mail = mail
         self.mesh = host.mesh
+        self.spec: GraphSpec | None = None
 
     async def run(self) -> None:
         """Handle the wake; a record another wake moved meanwhile is decided on again."""
@@ -104,7 +105,7 @@ class _Wake:
 
     async def _step(self, rec: RunRecord, version: int) -> None:
         """Claim, run and commit one node of ``rec``; VersionConflict if the record moved."""
-        spec = await self.host.spec(rec)
+        spec = self.spec = await self.host.spec(rec)
         resumed: list[dict[str, Any]] = []
         if rec.waiting is not None:
             found = await self._recheck(rec)
@@ -122,6 +123,10 @@ class _Wake:
             before = rec
         policy = "retry"
         crashed = next((a for a in rec.attempts.values() if a.wake == self.mail.delivery.id), None)
+        if crashed is not None and self.mail.delivery.attempt == 1 and not resumed:
+            # Claimed for this very wake by the commit that sent it: nobody has run it.
+            await self._execute_and_commit(spec, rec, version, crashed.node, crashed, False)
+            return
         if crashed is not None:
             policy = await self._indeterminate(spec, rec, crashed)
             if policy == "escalate":
@@ -167,9 +172,8 @@ class _Wake:
         )
         if resumed:
             tx.put(index_key(self.run_id), summary_of(claimed).model_dump())
-        result = await tx.commit()
-        version = result.entries[record_key(self.run_id)].version
-        self.host.remember(claimed, version)
+        await self._commit(tx, claimed, version)
+        version += 1
         verify = crashed is not None and policy == "verify"
         await self._execute_and_commit(spec, claimed, version, key, attempt, verify)
 
@@ -352,15 +356,12 @@ class _Wake:
             if event["type"] == "node.committed" and node in digests:
                 event = {**event, "output_sha256": digests[node]}
             audit.append(tx, new, self._audit_event(event, result, outputs))
+        new = self._claim_next(tx, new)
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         history: tuple[str, list[Any]] | None = None
         if result is not None and result.history is not None and key is not None:
             visit = new.visits.get(key) or (new.attempts[key].visit if key in new.attempts else 1)
-            history = store_history(
-                tx, self.host.histories, new.run_id, key, visit, result.history
-            )
-        for _ in engine.claimable(new):
-            tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "next"})
+            history = store_history(tx, self.host.histories, new.run_id, key, visit, result.history)
         if new.waiting is not None:
             await self._tick(tx, new)
         elif new.terminal:
@@ -370,13 +371,53 @@ class _Wake:
         tx.publish(events_topic(new.run_id), "progress", _progress(new, key, result, events))
         self.mail.ack_in(tx)
         try:
-            committed = await tx.commit()
+            await self._commit(tx, new, version)
         except VersionConflict:
             self.mail.acked = False  # nothing of the transaction landed, its ack neither
             raise
-        self.host.remember(new, committed.entries[record_key(new.run_id)].version)
         if history is not None:
             self.host.histories[history[0]] = history[1]
+
+    def _claim_next(self, tx: Transaction, new: RunRecord) -> RunRecord:
+        """Send one wake per node that may run next, each node claimed for its wake.
+
+        The claim rides in this commit, so the wake's handler runs its node at once
+        instead of writing a claim of its own. A wake arriving a second time finds its
+        attempt unfinished: its first handler died, and the node's policy decides.
+        """
+        assert self.spec is not None
+        spec = self.spec
+        for key in engine.claimable(new):
+            wake = tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "next"})
+            claimed, attempt = engine.claim(
+                spec,
+                new,
+                key,
+                nonce=uuid.uuid4().hex,
+                now=time.time(),
+                host=self.host.id,
+                wake=wake,
+            )
+            if attempt is None:
+                continue  # a budget is spent: the plain wake's handler says so
+            new = _as_record(claimed)
+            tx.publish(
+                events_topic(new.run_id),
+                "started",
+                {"node": key, "visit": attempt.visit, "status": "running",
+                 "at": attempt.started_at},
+            )  # fmt: skip
+        return new
+
+    async def _commit(self, tx: Transaction, new: RunRecord, version: int) -> None:
+        """Commit ``tx`` writing ``new`` over ``version``, then cache ``new``.
+
+        Only a committed record is cached: a record cached before its commit landed
+        could be taken for the different record another host commits under the same
+        version number.
+        """
+        await tx.commit()
+        self.host.remember(new, version + 1)
 
     def _audit_event(
         self, event: dict[str, Any], result: NodeResult | None, outputs: dict[str, str]

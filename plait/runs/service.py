@@ -95,10 +95,16 @@ class Runs:
                 at=rec.created_at,
             ),
         )
+        wake = tell_in(tx, owner.id, {"run": run_id, "why": "start"})
+        # The entry node is claimed for the first wake, as every commit claims the next.
+        claimed, attempt = engine.claim(
+            stored.spec, rec, rec.ready[0], nonce=uuid.uuid4().hex, now=time.time(), wake=wake
+        )
+        if attempt is not None:
+            rec = RunRecord.model_validate(claimed, from_attributes=True)
         tx.put(record_key(run_id), dump(rec), if_version=0)
         tx.put(index_key(run_id), summary_of(rec).model_dump())
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
-        tell_in(tx, owner.id, {"run": run_id, "why": "start"})
         await tx.commit()
         return rec
 
