@@ -29,9 +29,12 @@ from plait.models import Model, load_model
 from plait.runs.audit import output_digest
 from plait.runs.ports import MeshHistories, RunDecisions, decision_id, wake_notify
 from plait.runs.record import RunRecord, load, output_key, owner_id, record_key
-from plait.tools import ToolContext, ToolRegistry, default_registry, profiles_map
+from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry, profiles_map
 
 _CACHE_SIZE = 10_000
+
+PROFILE_TTL_S = 5.0
+"""How long a host uses agent profiles it read before reading them again."""
 
 
 class _Lru(OrderedDict[str, Any]):
@@ -81,6 +84,7 @@ class RunHost:
         self.values: _Lru = _Lru()
         self.histories: _Lru = _Lru()
         self._models: dict[str, Model] = {}
+        self._profile_cache: dict[str, tuple[float, dict[str, AgentProfile]]] = {}
         self._hosts[runtime] = self
 
     @classmethod
@@ -139,7 +143,7 @@ class RunHost:
         agents = {spec.agent} | {
             a for n in spec.nodes if isinstance(a := getattr(n, "agent", None), str)
         }
-        profiles = await profiles_map(self.mesh, sorted(a for a in agents if a))
+        profiles = await self._profiles(sorted(a for a in agents if a))
         decisions = RunDecisions(self.board, rec.run_id)
         return ExecEnv(
             spec=spec,
@@ -152,6 +156,16 @@ class RunHost:
             histories=MeshHistories(self.mesh, rec.run_id, self.histories),
             cwd=self.cwd,
         )
+
+    async def _profiles(self, names: list[str]) -> dict[str, AgentProfile]:
+        """Agent profiles, re-read at most every PROFILE_TTL_S seconds."""
+        key = ",".join(names)
+        cached = self._profile_cache.get(key)
+        now = time.monotonic()
+        if cached is None or now - cached[0] > PROFILE_TTL_S:
+            cached = (now, await profiles_map(self.mesh, names))
+            self._profile_cache[key] = cached
+        return dict(cached[1])
 
     def _model(self, spec: str | None) -> Model | None:
         if spec is None:
