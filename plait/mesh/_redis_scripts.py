@@ -150,7 +150,7 @@ for j = 0, n - 1 do
   end
 end
 local last = {}
-if #hits == 0 then
+if #hits < want then
   for i = 1, n do
     local newest = redis.call('XREVRANGE', KEYS[2 + i], '+', '-', 'COUNT', 1)[1]
     last[i] = newest and newest[1] or '0-0'
@@ -162,7 +162,8 @@ return {wait, hits, cursors, last}
 
 Returns ``{wait_us, hits, cursors, last_ids}``: ``wait_us`` until the next scheduled
 event (-1 if none); ``hits`` a list of ``{stream index, entry id, attempt, fields}``; when
-nothing was found, ``last_ids`` holds each stream's newest entry id to block on.
+fewer than asked were found (the streams are drained), ``last_ids`` holds each stream's
+newest entry id to block on.
 """
 
 CREATE_GROUPS = """

@@ -389,6 +389,7 @@ class _RedisSubscription(Subscription):
         self._cursors: list[bytes | str] = ["0-0"] * len(names)
         self._turn = 0
         self._buffer: deque[Delivery] = deque()
+        self._drained: tuple[list[Any], int] | None = None
         self._client: aioredis.Redis | None = None
         self._io = asyncio.Lock()
         self._closing = asyncio.Event()
@@ -419,6 +420,15 @@ class _RedisSubscription(Subscription):
         keys = [mesh._sched, mesh._schedp, *self._streams]
         if self._buffer:
             return self._buffer.popleft()
+        if self._drained is not None:
+            # The last poll drained every stream: wait for news before polling again,
+            # instead of a poll that would only find nothing.
+            last, wait_us = self._drained
+            self._drained = None
+            most = mesh._block_ms
+            block_ms = most if wait_us < 0 else min(most, math.ceil(wait_us / 1000))
+            if block_ms > 0:
+                await self._block(dict(zip(self._streams, last, strict=True)), block_ms)
         args = [self._group, self._consumer, self._visibility_ms, self._turn, _BATCH,
                 *self._cursors]
         try:
@@ -434,6 +444,8 @@ class _RedisSubscription(Subscription):
         self._cursors = list(cursors)
         if hits:
             self._buffer.extend(self._delivery(hit) for hit in hits)
+            if last:
+                self._drained = (list(last), wait_us)
             return self._buffer.popleft()
         most = mesh._block_ms
         block_ms = most if wait_us < 0 else min(most, math.ceil(wait_us / 1000))
