@@ -20,7 +20,8 @@ from plait.actors import LocalRuntime
 from plait.decisions import Agent, DecisionBoard
 from plait.errors import GraphError
 from plait.graphs.engine import NodeResult, node_of
-from plait.graphs.ports import ExecEnv
+from plait.graphs.ports import ExecEnv, SubgraphRunner
+from plait.graphs.session import run_graph
 from plait.graphs.reads import node_reads
 from plait.graphs.spec import GraphSpec
 from plait.graphs.store import get_graph
@@ -145,6 +146,7 @@ class RunHost:
         }
         profiles = await self._profiles(sorted(a for a in agents if a))
         decisions = RunDecisions(self.board, rec.run_id)
+        model = self._model(rec.model)
         return ExecEnv(
             spec=spec,
             run_id=rec.run_id,
@@ -154,8 +156,40 @@ class RunHost:
             human=decisions,
             approvals=decisions,
             histories=MeshHistories(self.mesh, rec.run_id, self.histories),
+            subgraphs=self._subgraph_runner(model, profiles),
             cwd=self.cwd,
         )
+
+    def _subgraph_runner(
+        self, model: Model | None, profiles: dict[str, AgentProfile]
+    ) -> SubgraphRunner:
+        """Runs a stored child graph to completion inside the subgraph node's visit.
+
+        The child runs in this process, as one node of its parent: a crash re-runs the
+        whole child under the subgraph node's policy. A child that would wait on a person
+        fails the node (give the person's step to the parent instead).
+        """
+
+        async def run_child(
+            agent: str, name: str, version: int | None, child_input: Any, parent: str
+        ) -> Any:
+            stored = await get_graph(self.mesh, agent, name, version)
+            child = await run_graph(
+                stored.spec,
+                child_input,
+                model=model,
+                profiles=profiles,
+                tools=self.tools,
+                cwd=self.cwd,
+            )
+            if child.status != "done":
+                raise GraphError(
+                    f"subgraph {agent}/{name} v{stored.version} under {parent!r} ended "
+                    f"{child.status}: {child.ended_detail or ''} {child.error or ''}".strip()
+                )
+            return child.output
+
+        return run_child
 
     async def _profiles(self, names: list[str]) -> dict[str, AgentProfile]:
         """Agent profiles, re-read at most every PROFILE_TTL_S seconds."""
