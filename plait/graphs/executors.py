@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from plait.errors import GraphError, PlaitError, TemplateError, ToolError
+from plait.errors import DecisionClosed, GraphError, PlaitError, TemplateError, ToolError
 from plait.graphs.agent_loop import (
     ToolRejected,
     Turn,
@@ -98,6 +98,8 @@ def _detail_of(exc: PlaitError) -> str:
         return "template_error"
     if isinstance(exc, ToolError):
         return "tool_execution_failed"
+    if isinstance(exc, DecisionClosed):
+        return "decision_closed"  # expired (policy fail) or cancelled without an answer
     return "node_failed"
 
 

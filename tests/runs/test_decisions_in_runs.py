@@ -185,6 +185,7 @@ async def test_an_unanswered_question_expires(
         assert [s["output"] for s in steps] == ["the plan", "take the default", "finished"]
     else:
         assert rec.error is not None and "expired" in rec.error
+        assert rec.ended_detail == "decision_closed"
         assert commits(steps) == [("prep", 1), ("ask", 1)]
     await runs.verify(rec.run_id)
 
