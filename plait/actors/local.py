@@ -336,7 +336,9 @@ class LocalRuntime:
 
     async def _keep_visible(self) -> None:
         """Extend the visibility of messages whose handlers are still running."""
-        period = max(0.05, self.visibility_timeout_ms / 3000)
+        # At most a second apart whatever our own timeout: another runtime on the mesh
+        # may take over with a shorter one (it judges by the last extension it sees).
+        period = max(0.05, min(self.visibility_timeout_ms / 3000, 1.0))
         while True:
             await anyio.sleep(period)
             for delivery in list(self._in_flight.values()):
