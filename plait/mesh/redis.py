@@ -429,8 +429,14 @@ class _RedisSubscription(Subscription):
             block_ms = most if wait_us < 0 else min(most, math.ceil(wait_us / 1000))
             if block_ms > 0:
                 await self._block(dict(zip(self._streams, last, strict=True)), block_ms)
-        args = [self._group, self._consumer, self._visibility_ms, self._turn, _BATCH,
-                *self._cursors]
+        args = [
+            self._group,
+            self._consumer,
+            self._visibility_ms,
+            self._turn,
+            _BATCH,
+            *self._cursors,
+        ]
         try:
             reply = await mesh._run(mesh._poll_script, keys, args, self._client)
         except MeshError as exc:

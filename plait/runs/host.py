@@ -21,8 +21,8 @@ from plait.decisions import Agent, DecisionBoard
 from plait.errors import GraphError
 from plait.graphs.engine import NodeResult, node_of
 from plait.graphs.ports import ExecEnv, SubgraphRunner
-from plait.graphs.session import run_graph
 from plait.graphs.reads import node_reads
+from plait.graphs.session import run_graph
 from plait.graphs.spec import GraphSpec
 from plait.graphs.store import get_graph
 from plait.mesh import Transaction
