@@ -17,29 +17,31 @@ from __future__ import annotations
 
 COMMIT = """
 -- KEYS[1] index, KEYS[2] sched, KEYS[3] schedp, KEYS[3 + i] the key of op i
--- ARGV[1] op count, then per op a code and its fields:
+-- ARGV[1] one msgpack array (one argument to encode, not dozens): the op count, then
+-- per op a code and its fields:
 --   P name data if_version | D name if_version | A group entry_id | C schedule_key
 --   E event_id kind data at after_ms schedule_key   (if_version and schedule_key may be '')
 local index, sched, payloads = KEYS[1], KEYS[2], KEYS[3]
+local ARG = cmsgpack.unpack(ARGV[1])
 local ops, a = {}, 2
-for i = 1, tonumber(ARGV[1]) do
-  local code = ARGV[a]
+for i = 1, tonumber(ARG[1]) do
+  local code = ARG[a]
   local op = {code = code, key = KEYS[3 + i]}
   if code == 'P' then
-    op.name, op.data, op.ifv = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+    op.name, op.data, op.ifv = ARG[a + 1], ARG[a + 2], ARG[a + 3]
     a = a + 4
   elseif code == 'D' then
-    op.name, op.ifv = ARGV[a + 1], ARGV[a + 2]
+    op.name, op.ifv = ARG[a + 1], ARG[a + 2]
     a = a + 3
   elseif code == 'E' then
-    op.id, op.kind, op.data, op.at = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-    op.after, op.skey = tonumber(ARGV[a + 5]), ARGV[a + 6]
+    op.id, op.kind, op.data, op.at = ARG[a + 1], ARG[a + 2], ARG[a + 3], ARG[a + 4]
+    op.after, op.skey = tonumber(ARG[a + 5]), ARG[a + 6]
     a = a + 7
   elseif code == 'C' then
-    op.skey = ARGV[a + 1]
+    op.skey = ARG[a + 1]
     a = a + 2
   else
-    op.group, op.entry = ARGV[a + 1], ARGV[a + 2]
+    op.group, op.entry = ARG[a + 1], ARG[a + 2]
     a = a + 3
   end
   ops[i] = op

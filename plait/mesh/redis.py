@@ -22,6 +22,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+import msgpack
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -51,6 +52,16 @@ from plait.mesh._base import (
     _check_version,
 )
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
+
+def _pack(args: list[Any]) -> bytes:
+    """The commit script's arguments as one msgpack array.
+
+    Redis's Lua msgpack predates the bin type, so bytes travel as raw strings (Lua
+    strings are bytes either way).
+    """
+    data: bytes = msgpack.packb(args, use_bin_type=False)
+    return data
+
 
 _BATCH = 16
 """Entries one poll takes at most; they wait in the subscription, their visibility
@@ -232,11 +243,11 @@ class RedisMesh(Mesh):
         reply = await self._run(
             self._commit_script,
             [self._index, self._sched, self._schedp, self._kv + key],
-            [1, "P", key, data, "" if if_version is None else if_version],
+            [_pack([1, "P", key, data, "" if if_version is None else if_version])],
         )
         if reply[0] == b"conflict":
             raise VersionConflict(key, int(reply[2]), int(reply[3]))
-        return Entry(key, decode(data), int(reply[1][0]))
+        return Entry(key, value, int(reply[1][0]))
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         tx = self.transact()
@@ -291,7 +302,7 @@ class RedisMesh(Mesh):
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))
-        reply = await self._run(self._commit_script, keys, args)
+        reply = await self._run(self._commit_script, keys, [_pack(args)])
         if reply[0] == b"conflict":
             raise VersionConflict(reply[1].decode(), int(reply[2]), int(reply[3]))
         results = [int(r) for r in reply[1]]
