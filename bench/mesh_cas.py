@@ -20,6 +20,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import msgpack
 import redis.asyncio as aioredis
 from _common import Figure, Measure, best_of, parse_args, rate, rate_sync, report
 from redis.exceptions import RedisError
@@ -70,7 +71,8 @@ async def redis_figures(seconds: float) -> list[Figure]:
 
         async def cas(task: int) -> None:
             name = f"floor/{task}"
-            await script([*fixed, f"{prefix}kv:{name}"], [1, "P", name, data, versions[task]])
+            args = msgpack.packb([1, "P", name, data, versions[task]], use_bin_type=False)
+            await script([*fixed, f"{prefix}kv:{name}"], [args])
             versions[task] += 1
 
         return lambda seconds: rate(cas, seconds, tasks=tasks)
