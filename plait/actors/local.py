@@ -40,7 +40,7 @@ from plait.actors._base import (
     resolve_kind,
 )
 from plait.errors import ActorError, ActorNotFound, PlaitError, VersionConflict
-from plait.mesh import Delivery, Mesh, Subscription
+from plait.mesh import Delivery, Mesh, Subscription, Transaction
 
 log = logging.getLogger("plait.actors")
 
@@ -110,6 +110,8 @@ class LocalRuntime:
         self._slots = anyio.Semaphore(max_in_flight)
         self._in_flight: dict[int, Delivery] = {}
         self._handling: set[str] = set()
+        self._accepting = 0
+        self._closing = False
         self._tg: TaskGroup | None = None
         self._sub: Subscription | None = None
         self._stack = contextlib.AsyncExitStack()
@@ -210,6 +212,7 @@ class LocalRuntime:
         """Stop taking messages, wait for handlers in flight, then stop."""
         if self._tg is None:
             return
+        self._closing = True
         if self._sub is not None:
             await self._sub.close()
         with anyio.move_on_after(self.drain_timeout_s):
@@ -217,28 +220,69 @@ class LocalRuntime:
         self._tg.cancel_scope.cancel()
         await self._stack.aclose()
         self._tg = None
+        self._closing = False
 
     async def wait_idle(self) -> None:
         """Wait until no message is in flight."""
         await self._idle.wait()
 
+    def take_in(self, tx: Transaction, count: int = 1) -> bool:
+        """Add to ``tx`` the take of up to ``count`` mailbox messages for this runtime.
+
+        A handler that tells actors (its own next wake) takes the mail in the same
+        commit, and hands what it took to :meth:`deliver`, instead of this runtime
+        reading it back from the mesh. False (nothing added) while not serving.
+        """
+        if self._tg is None or self._closing:
+            return False
+        for _ in range(count):
+            tx.take(
+                MAILBOX_TOPIC, self.group, self.host,
+                visibility_timeout_ms=self.visibility_timeout_ms,
+            )  # fmt: skip
+        return True
+
+    def deliver(self, deliveries: list[Delivery]) -> None:
+        """Handle mailbox messages this runtime took in a transaction (see :meth:`take_in`).
+
+        They are pending for this runtime's consumer; if it stops before handling them
+        the mesh delivers them again after the visibility timeout, as any other.
+        """
+        if self._tg is None:
+            return
+        for delivery in deliveries:
+            self._idle = anyio.Event()
+            self._accepting += 1
+            self._tg.start_soon(self._accept_taken, delivery)
+
     async def _dispatch(self) -> None:
         assert self._sub is not None and self._tg is not None
         async for delivery in self._sub:
-            if delivery.id in self._handling:
-                # Redelivered while a handler here still runs it (it outlived the
-                # visibility timeout): that handler acks it, so running it again here
-                # would only do its work twice.
-                continue
-            await self._slots.acquire()
-            self._in_flight[id(delivery)] = delivery
-            self._handling.add(delivery.id)
-            self._idle = anyio.Event()
-            try:
-                await self._route(delivery)
-            except PlaitError:
-                log.exception("cannot route mailbox message %s", delivery.id)
-                self._finish(delivery)
+            await self._accept(delivery)
+
+    async def _accept_taken(self, delivery: Delivery) -> None:
+        try:
+            await self._accept(delivery)
+        finally:
+            self._accepting -= 1
+            if not self._in_flight and not self._accepting:
+                self._idle.set()
+
+    async def _accept(self, delivery: Delivery) -> None:
+        if delivery.id in self._handling:
+            # Redelivered while a handler here still runs it (it outlived the
+            # visibility timeout): that handler acks it, so running it again here
+            # would only do its work twice.
+            return
+        await self._slots.acquire()
+        self._in_flight[id(delivery)] = delivery
+        self._handling.add(delivery.id)
+        self._idle = anyio.Event()
+        try:
+            await self._route(delivery)
+        except PlaitError:
+            log.exception("cannot route mailbox message %s", delivery.id)
+            self._finish(delivery)
 
     async def _route(self, delivery: Delivery) -> None:
         data = delivery.data if isinstance(delivery.data, dict) else {}
@@ -321,7 +365,7 @@ class LocalRuntime:
         if self._in_flight.pop(id(delivery), None) is not None:
             self._handling.discard(delivery.id)
             self._slots.release()
-        if not self._in_flight:
+        if not self._in_flight and not self._accepting:
             self._idle.set()
 
     async def _drop(self, delivery: Delivery, reason: str) -> None:

@@ -192,7 +192,17 @@ class AckOp:
     delivery: Delivery
 
 
-Op = PutOp | DeleteOp | PublishOp | CancelOp | AckOp
+@dataclass(frozen=True, slots=True)
+class TakeOp:
+    """A take inside a transaction: the next event of a group, for one consumer."""
+
+    topic: str
+    group: str
+    consumer: str
+    visibility_timeout_ms: int
+
+
+Op = PutOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,10 +212,13 @@ class TransactionResult:
     Attributes:
         entries: the entry each put produced, by key.
         event_ids: the ids of the events it published, in order.
+        taken: the deliveries its takes made, in order (a take that found nothing
+            makes none).
     """
 
     entries: dict[str, Entry]
     event_ids: list[str]
+    taken: list[Delivery] = field(default_factory=list)
 
 
 class Transaction:
@@ -248,6 +261,26 @@ class Transaction:
     def ack(self, delivery: Delivery) -> None:
         """Add the ack of a delivery."""
         self.ops.append(AckOp(delivery))
+
+    def take(
+        self,
+        topic: str,
+        group: str,
+        consumer: str,
+        *,
+        visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
+    ) -> None:
+        """Deliver to ``consumer`` the next new event of ``group`` on ``topic``, atomically.
+
+        After the batch's own publishes, the event the group would hand out next (if
+        any) becomes pending for ``consumer``, exactly as if its subscription had read
+        it, and comes back in :attr:`TransactionResult.taken`. A consumer that publishes
+        work for itself takes it in the same commit instead of reading it back. The
+        group must exist already (a subscription created it); otherwise nothing is
+        taken.
+        """
+        check_key(topic, "topic")
+        self.ops.append(TakeOp(topic, group, consumer, visibility_timeout_ms))
 
     async def commit(self) -> TransactionResult:
         """Apply every operation atomically, or none.
@@ -477,6 +510,7 @@ __all__ = [
     "PutOp",
     "StartFrom",
     "Subscription",
+    "TakeOp",
     "Transaction",
     "TransactionResult",
     "new_event_id",

@@ -20,6 +20,7 @@ COMMIT = """
 -- ARGV[1] one msgpack array (one argument to encode, not dozens): the op count, then
 -- per op a code and its fields:
 --   P name data if_version | D name if_version | A group entry_id | C schedule_key
+--   T group consumer   (take: the group's next new entry, for that consumer)
 --   E event_id kind data at after_ms schedule_key   (if_version and schedule_key may be '')
 local index, sched, payloads = KEYS[1], KEYS[2], KEYS[3]
 local ARG = cmsgpack.unpack(ARGV[1])
@@ -40,6 +41,9 @@ for i = 1, tonumber(ARG[1]) do
   elseif code == 'C' then
     op.skey = ARG[a + 1]
     a = a + 2
+  elseif code == 'T' then
+    op.group, op.consumer = ARG[a + 1], ARG[a + 2]
+    a = a + 3
   else
     op.group, op.entry = ARG[a + 1], ARG[a + 2]
     a = a + 3
@@ -90,6 +94,12 @@ for i, op in ipairs(ops) do
   elseif op.code == 'C' then
     redis.call('ZREM', sched, 'k:' .. op.skey)
     redis.call('HDEL', payloads, 'k:' .. op.skey)
+  elseif op.code == 'T' then
+    local read = redis.pcall('XREADGROUP', 'GROUP', op.group, op.consumer, 'COUNT', 1,
+                             'STREAMS', op.key, '>')
+    if type(read) == 'table' and read.err == nil and read[1] then
+      result = read[1][2][1]
+    end
   else
     result = redis.call('XACK', op.key, op.group, op.entry)
   end
@@ -99,7 +109,8 @@ return {'ok', out}
 """
 """Apply a batch of puts, deletes, publishes, cancels and acks, all or none.
 
-Returns ``{'ok', results}`` (a put's new version, a delete's 1/0 existed) or
+Returns ``{'ok', results}`` (a put's new version, a delete's 1/0 existed, a take's
+``{entry id, fields}`` or 0) or
 ``{'conflict', key, expected, actual}`` having written nothing.
 """
 

@@ -13,7 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from plait.errors import ConfigError, MeshUnavailable, VersionConflict
-from plait.mesh._base import AckOp, CancelOp, DeleteOp, Op, PublishOp, PutOp, StartFrom, now_ms
+from plait.mesh._base import (
+    AckOp,
+    CancelOp,
+    DeleteOp,
+    Op,
+    PublishOp,
+    PutOp,
+    StartFrom,
+    TakeOp,
+    now_ms,
+)
 
 SCHEMA_VERSION = 1
 
@@ -225,13 +235,27 @@ def schedule_key(key: str) -> str:
     return "k" + key
 
 
-def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> list[int]:
-    """Apply ``ops`` in order; return the version each put produced, in order.
+# A take: the group's next new event becomes pending for one consumer (its cursor moves).
+_NEXT_NEW = (
+    "SELECT seq, id, kind, data, at_ms FROM events WHERE topic = ?1 "
+    "AND seq > (SELECT cursor FROM consumer_groups WHERE topic = ?1 AND grp = ?2) "
+    "ORDER BY seq LIMIT 1"
+)
+_ADVANCE_CURSOR = "UPDATE consumer_groups SET cursor = ? WHERE topic = ? AND grp = ?"
+_TAKE_PENDING = (
+    "INSERT INTO pending (topic, grp, seq, consumer, delivered_ms, attempt) "
+    "VALUES (?, ?, ?, ?, ?, 1)"
+)
+
+
+def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list[Any]]:
+    """Apply ``ops`` in order; return each put's new version, and what each take took.
 
     A conflict raises midway: the writer rolls this request's savepoint back, so
     nothing of the batch remains.
     """
     versions: list[int] = []
+    taken: list[Any] = []
     for op in ops:
         if isinstance(op, PutOp):
             versions.append(put(conn, op.key, op.data, op.if_version))
@@ -251,7 +275,14 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> list[int]:
         elif isinstance(op, AckOp):
             d = op.delivery
             conn.execute(_ACK, (d.topic, d.group, d.position))
-    return versions
+        elif isinstance(op, TakeOp):
+            row = conn.execute(_NEXT_NEW, (op.topic, op.group)).fetchone()
+            if row is not None:
+                seq = row[0]
+                conn.execute(_ADVANCE_CURSOR, (seq, op.topic, op.group))
+                conn.execute(_TAKE_PENDING, (op.topic, op.group, seq, op.consumer, now_ms()))
+                taken.append((op, seq, *row[1:]))
+    return versions, taken
 
 
 def ack(conn: sqlite3.Connection, topic: str, group: str, seq: Any) -> None:

@@ -29,6 +29,7 @@ from plait.mesh._base import (
     PutOp,
     StartFrom,
     Subscription,
+    TakeOp,
     TransactionResult,
     _check_version,
     now_ms,
@@ -159,8 +160,21 @@ class MemoryMesh(Mesh):
                 self._scheduled.pop(op.key, None)
             elif isinstance(op, AckOp):
                 self._ack_now(op.delivery)
+        taken = [
+            d for op in ops if isinstance(op, TakeOp) and (d := self._take_new(op)) is not None
+        ]
         self._notify()
-        return TransactionResult(entries, event_ids)
+        return TransactionResult(entries, event_ids, taken)
+
+    def _take_new(self, op: TakeOp) -> Delivery | None:
+        topic = self._topics.get(op.topic)
+        state = topic.groups.get(op.group) if topic is not None else None
+        if topic is None or state is None or state.cursor >= len(topic.log):
+            return None
+        position = state.cursor
+        state.cursor += 1
+        pending = state.pending[position] = _Pending(op.consumer, now_ms(), 1)
+        return self._delivery(op.topic, topic, op.group, position, pending)
 
     # topics -------------------------------------------------------------------------
 

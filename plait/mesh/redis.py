@@ -48,10 +48,12 @@ from plait.mesh._base import (
     PutOp,
     StartFrom,
     Subscription,
+    TakeOp,
     TransactionResult,
     _check_version,
 )
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
+
 
 def _pack(args: list[Any]) -> bytes:
     """The commit script's arguments as one msgpack array.
@@ -299,19 +301,41 @@ class RedisMesh(Mesh):
             elif isinstance(op, AckOp):
                 keys.append(self._stream(op.delivery.topic))
                 args += ("A", op.delivery.group, op.delivery.position)
+            elif isinstance(op, TakeOp):
+                keys.append(self._stream(op.topic))
+                args += ("T", op.group, op.consumer)
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))
         reply = await self._run(self._commit_script, keys, [_pack(args)])
         if reply[0] == b"conflict":
             raise VersionConflict(reply[1].decode(), int(reply[2]), int(reply[3]))
-        results = [int(r) for r in reply[1]]
+        results: list[int] = []
+        taken: list[Delivery] = []
+        for op, raw in zip(ops, reply[1], strict=True):
+            if isinstance(op, TakeOp):
+                results.append(0)
+                if isinstance(raw, list):
+                    taken.append(self._taken(op, raw[0], raw[1]))
+            else:
+                results.append(int(raw))
         entries = {
             op.key: Entry(op.key, op.value, results[i])
             for i, op in enumerate(ops)
             if isinstance(op, PutOp)
         }
-        return TransactionResult(entries, event_ids), results
+        return TransactionResult(entries, event_ids, taken), results
+
+    def _taken(self, op: TakeOp, entry_id: bytes, flat: list[bytes]) -> Delivery:
+        fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        event = Event(
+            fields[b"id"].decode(),
+            op.topic,
+            fields[b"kind"].decode(),
+            decode(fields[b"data"]),
+            int(fields[b"at"]),
+        )
+        return Delivery(event, op.group, op.consumer, 1, entry_id.decode(), self._ack)
 
     # topics -------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     Delivery,
     Entry,
+    Event,
     Mesh,
     Op,
     PublishOp,
@@ -172,8 +173,9 @@ class SqliteMesh(Mesh):
     async def _commit(self, ops_: Sequence[Op]) -> TransactionResult:
         batch = list(ops_)
         versions: list[int] = []
+        took: list[Any] = []
         if batch:
-            versions = await self._write(ops.commit, batch, savepoint=len(batch) > 1)
+            versions, took = await self._write(ops.commit, batch, savepoint=len(batch) > 1)
         entries: dict[str, Entry] = {}
         event_ids: list[str] = []
         topics: set[str] = set()
@@ -184,9 +186,22 @@ class SqliteMesh(Mesh):
             elif isinstance(op, PublishOp):
                 event_ids.append(op.event_id)
                 topics.add(op.topic)
-        if topics:
-            self._notify(topics)
-        return TransactionResult(entries, event_ids)
+        taken = [
+            Delivery(
+                Event(event_id, op.topic, kind, decode(data), at_ms),
+                op.group, op.consumer, 1, seq, self._ack,
+            )
+            for op, seq, event_id, kind, data, at_ms in took
+        ]  # fmt: skip
+        # A topic whose new events this very transaction took needs no reader woken.
+        untaken = {
+            t for t in topics
+            if sum(isinstance(o, PublishOp) and o.topic == t for o in batch)
+            > sum(d.topic == t for d in taken)
+        }  # fmt: skip
+        if untaken:
+            self._notify(untaken)
+        return TransactionResult(entries, event_ids, taken)
 
     # topics -------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from plait.graphs.engine import NodeResult
 from plait.graphs.executors import execute
 from plait.graphs.spec import GraphSpec, default_on_indeterminate
 from plait.graphs.state import Attempt, RunState, Waiting
-from plait.mesh import Transaction
+from plait.mesh import Transaction, TransactionResult
 from plait.runs import audit
 from plait.runs.host import RunHost
 from plait.runs.ports import decision_id, store_history, wake_notify
@@ -52,6 +52,7 @@ OWNER_KIND = "plait.runs.owner:handle"
 """The actor kind of run owners."""
 
 _CLAIM_TRIES = 50
+_TAKE_AT_MOST = 4
 
 
 async def handle(ctx: ActorContext, mail: Mail) -> None:
@@ -356,7 +357,11 @@ class _Wake:
             if event["type"] == "node.committed" and node in digests:
                 event = {**event, "output_sha256": digests[node]}
             audit.append(tx, new, self._audit_event(event, result, outputs))
+        wakes = len(engine.claimable(new))
         new = self._claim_next(tx, new)
+        # This runtime takes the wakes it sends in the same commit (up to a few), and
+        # handles them without reading them back from the mesh.
+        took = wakes > 0 and self.host.runtime.take_in(tx, min(wakes, _TAKE_AT_MOST))
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         history: tuple[str, list[Any]] | None = None
         if result is not None and result.history is not None and key is not None:
@@ -371,12 +376,14 @@ class _Wake:
         tx.publish(events_topic(new.run_id), "progress", _progress(new, key, result, events))
         self.mail.ack_in(tx)
         try:
-            await self._commit(tx, new, version)
+            committed = await self._commit(tx, new, version)
         except VersionConflict:
             self.mail.acked = False  # nothing of the transaction landed, its ack neither
             raise
         if history is not None:
             self.host.histories[history[0]] = history[1]
+        if took and committed.taken:
+            self.host.runtime.deliver(committed.taken)
 
     def _claim_next(self, tx: Transaction, new: RunRecord) -> RunRecord:
         """Send one wake per node that may run next, each node claimed for its wake.
@@ -409,15 +416,16 @@ class _Wake:
             )  # fmt: skip
         return new
 
-    async def _commit(self, tx: Transaction, new: RunRecord, version: int) -> None:
+    async def _commit(self, tx: Transaction, new: RunRecord, version: int) -> TransactionResult:
         """Commit ``tx`` writing ``new`` over ``version``, then cache ``new``.
 
         Only a committed record is cached: a record cached before its commit landed
         could be taken for the different record another host commits under the same
         version number.
         """
-        await tx.commit()
+        result = await tx.commit()
         self.host.remember(new, version + 1)
+        return result
 
     def _audit_event(
         self, event: dict[str, Any], result: NodeResult | None, outputs: dict[str, str]

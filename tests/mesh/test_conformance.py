@@ -500,3 +500,43 @@ async def test_drop_group_forgets_its_place_and_pending(mesh: Mesh) -> None:
     second = await next_within(again, 2)
     assert second is not None and second.data == 2 and second.attempt == 1
     await again.close()
+
+
+async def test_take_delivers_the_next_event_within_the_transaction(mesh: Mesh) -> None:
+    sub = mesh.subscribe("work", "workers", "me", visibility_timeout_ms=300)
+    other = mesh.subscribe("work", "workers", "other", visibility_timeout_ms=300)
+    await mesh.publish("setup", "n", 0)  # the groups exist once a write has gone through
+    async with mesh.transact() as tx:
+        tx.put("state", 1, if_version=0)
+        event_id = tx.publish("work", "job", {"n": 1})
+        tx.take("work", "workers", "me", visibility_timeout_ms=300)
+    result = await tx.commit()
+    assert [d.id for d in result.taken] == [event_id]
+    taken = result.taken[0]
+    assert (taken.data, taken.consumer, taken.group, taken.attempt) == (
+        {"n": 1},
+        "me",
+        "workers",
+        1,
+    )
+    assert await next_within(other, 0.1) is None  # the group handed it to "me" only
+    await taken.ack()
+    assert await next_within(other, 0.6) is None  # acked: never redelivered
+    nothing = mesh.transact()
+    nothing.take("work", "workers", "me")
+    nothing.take("work", "no-such-group", "me")
+    assert (await nothing.commit()).taken == []
+    await sub.close()
+    await other.close()
+
+
+async def test_an_unacked_take_is_redelivered_like_any_delivery(mesh: Mesh) -> None:
+    other = mesh.subscribe("jobs2", "g", "other", visibility_timeout_ms=300)
+    await mesh.publish("setup", "n", 0)
+    tx = mesh.transact()
+    tx.publish("jobs2", "job", "lost")
+    tx.take("jobs2", "g", "dead", visibility_timeout_ms=300)
+    assert len((await tx.commit()).taken) == 1
+    again = await next_within(other, 3)
+    assert again is not None and again.data == "lost" and again.attempt == 2
+    await other.close()
