@@ -155,7 +155,7 @@ class RunHost:
             tools=self.tools,
             human=decisions,
             approvals=decisions,
-            histories=MeshHistories(self.mesh, rec.run_id, self.histories),
+            histories=MeshHistories(self.mesh, rec.run_id, self.histories, rec.visits),
             subgraphs=self._subgraph_runner(model, profiles),
             cwd=self.cwd,
         )

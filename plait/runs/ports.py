@@ -130,15 +130,24 @@ class MeshHistories:
     is kept in this process's cache (as messages, validated once).
     """
 
-    def __init__(self, mesh: Mesh, run_id: str, cache: OrderedDict[str, list[Any]]) -> None:
+    def __init__(
+        self,
+        mesh: Mesh,
+        run_id: str,
+        cache: OrderedDict[str, list[Any]],
+        visits: dict[str, int] | None = None,
+    ) -> None:
         self.mesh = mesh
         self.run_id = run_id
         self.cache = cache
+        self.visits = visits
 
     async def load(self, key: str) -> list[Message]:
         """See :class:`plait.graphs.ports.HistoryPort`."""
         hkey = history_key(self.run_id, key)
         cached = self.cache.get(hkey)
+        if cached is None and self.visits is not None and not self.visits.get(key):
+            return []  # the node's first visit: nothing to read
         if cached is None:
             cached = [
                 Message.model_validate(m)
