@@ -16,6 +16,7 @@ handler in a live process is never mistaken for a dead one.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import time
 from collections import OrderedDict, deque
@@ -64,6 +65,12 @@ class _Activation:
     @property
     def max_concurrency(self) -> int:
         return max(1, int(self.record.config.get("max_concurrency", 1)))
+
+
+_current: contextvars.ContextVar[_Activation | None] = contextvars.ContextVar(
+    "plait_actor_activation", default=None
+)
+"""The activation whose handler runs in this task (each worker task has its own)."""
 
 
 class LocalRuntime:
@@ -253,9 +260,29 @@ class LocalRuntime:
         if self._tg is None:
             return
         for delivery in deliveries:
+            if delivery.id in self._handling:
+                continue
             self._idle = anyio.Event()
-            self._accepting += 1
-            self._tg.start_soon(self._accept_taken, delivery)
+            if not self._enqueue_now(delivery):
+                self._accepting += 1
+                self._tg.start_soon(self._accept_taken, delivery)
+
+    def _enqueue_now(self, delivery: Delivery) -> bool:
+        """Queue a delivery for an actor active here, without a task; False if it can't."""
+        data = delivery.data if isinstance(delivery.data, dict) else {}
+        actor_id = data.get("to")
+        activation = self._activations.get(actor_id) if isinstance(actor_id, str) else None
+        if activation is None or delivery.attempt > self.max_attempts:
+            return False
+        try:
+            self._slots.acquire_nowait()
+        except anyio.WouldBlock:
+            return False
+        self._in_flight[id(delivery)] = delivery
+        self._since[id(delivery)] = time.monotonic()
+        self._handling.add(delivery.id)
+        self._enqueue(activation, Mail(activation.record.id, data.get("body"), delivery))
+        return True
 
     async def _dispatch(self) -> None:
         assert self._sub is not None and self._tg is not None
@@ -301,14 +328,17 @@ class LocalRuntime:
         if activation is None:
             await self._drop(delivery, "no such actor, or stopped")
             return
-        activation.queue.append(Mail(actor_id, data.get("body"), delivery))
+        self._enqueue(activation, Mail(actor_id, data.get("body"), delivery))
+
+    def _enqueue(self, activation: _Activation, mail: Mail) -> None:
+        activation.queue.append(mail)
         activation.last_used = time.monotonic()
         assert self._tg is not None
-        # One worker per queued message not yet covered by a worker still starting.
-        while (
-            activation.running < activation.max_concurrency
-            and len(activation.queue) > activation.starting
-        ):
+        # One worker per queued message not yet covered by a worker still starting, or
+        # by the worker whose handler is queueing it (it takes the next one when done).
+        ready = activation.starting + (1 if _current.get() is activation else 0)
+        while activation.running < activation.max_concurrency and len(activation.queue) > ready:
+            ready += 1
             activation.running += 1
             activation.starting += 1
             self._tg.start_soon(self._work, activation)
@@ -344,6 +374,7 @@ class LocalRuntime:
             while activation.queue:
                 mail = activation.queue.popleft()
                 ctx = ActorContext(activation.record, self.mesh, self)
+                _current.set(activation)
                 try:
                     await activation.handler(ctx, mail)
                     if not mail.acked:
