@@ -32,6 +32,7 @@ text and tool calls.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -217,7 +218,9 @@ def _last_user_message(messages: Sequence[Message]) -> str:
     return next((m.content for m in reversed(messages) if m.role == "user"), "")
 
 
+@functools.lru_cache(maxsize=4096)
 def _words(text: str) -> int:
+    # Cached: a conversation's earlier messages are counted again on every call.
     return len(text.split())
 
 
