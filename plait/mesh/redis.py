@@ -69,8 +69,8 @@ _BATCH = 16
 """Entries one poll takes at most; they wait in the subscription, their visibility
 timeout running, so the batch stays small."""
 
-MAX_CONNECTIONS = 64
-"""Connections one mesh object opens to Redis at most (commands beyond wait their turn)."""
+MAX_CONNECTIONS = 1024
+"""Connections one mesh object opens to Redis at most (one per command in flight)."""
 
 # Restart an event's idle time, but only while this consumer still owns it: once another
 # consumer has reclaimed it, extending must not steal it back. JUSTID keeps the
@@ -135,7 +135,6 @@ class RedisMesh(Mesh):
             "socket_connect_timeout": connect_timeout,
             "socket_timeout": timeout,
             "retry": Retry(NoBackoff(), 0),
-            "timeout": timeout,
         }
         db = urlsplit(url).path.strip("/")
         if db and not db.isdigit():
@@ -165,9 +164,9 @@ class RedisMesh(Mesh):
         self._subs: set[_RedisSubscription] = set()
 
     def _new_client(self) -> aioredis.Redis:
-        # A blocking pool: past MAX_CONNECTIONS commands wait for a free connection
-        # instead of failing with "Too many connections".
-        pool = aioredis.BlockingConnectionPool.from_url(
+        # A plain pool (a blocking one costs a lock and a timer per command) with room
+        # for far more commands in flight than one process runs.
+        pool = aioredis.ConnectionPool.from_url(
             self._redis_url, max_connections=MAX_CONNECTIONS, **self._client_options
         )
         return aioredis.Redis.from_pool(pool)  # the client owns and closes its pool

@@ -52,7 +52,10 @@ class AuditEvent(BaseModel):
 
 def event_hash(event: AuditEvent) -> str:
     """The hash an event must carry: over its previous hash and its content."""
-    body = event.model_dump(mode="json", exclude={"hash"})
+    return _hash_body(event.model_dump(mode="json", exclude={"hash"}))
+
+
+def _hash_body(body: dict[str, Any]) -> str:
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -65,8 +68,9 @@ def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
     """
     event.seq = record.audit_seq + 1
     event.prev = record.last_hash
-    event.hash = event_hash(event)
-    tx.put(audit_key(record.run_id, event.seq), event.model_dump(mode="json"), if_version=0)
+    body = event.model_dump(mode="json", exclude={"hash"})  # one dump: hashed, then stored
+    event.hash = body["hash"] = _hash_body(body)
+    tx.put(audit_key(record.run_id, event.seq), body, if_version=0)
     record.audit_seq, record.last_hash = event.seq, event.hash
     return event
 
