@@ -16,6 +16,9 @@ draft | pass: publish)`` with a verifier that fails a fixed number of times.
 - ``runs_redis_concurrent``: transitions per second of 200 runs at once on Redis.
 - ``resume_latency_ms``: median time from answering a parked run to its next claim.
 
+The process tunes Python's cyclic garbage collector as a serving process does
+(:func:`plait.actors.tune_gc_for_serving`, which ``plait worker`` calls too).
+
 Run: ``python bench/runs.py [--json] [--seconds 1.0]``. Redis is read from
 ``PLAIT_BENCH_REDIS`` (default ``redis://127.0.0.1:6379/0``) under fresh key prefixes
 that are removed afterwards; its figures are skipped if it does not answer.
@@ -43,7 +46,7 @@ from _common import Figure, best_of, parse_args, report
 from _langgraph_loop import SYNCHRONOUS_NAMES, LangGraphLoop
 from redis.exceptions import RedisError
 
-from plait.actors import LocalRuntime
+from plait.actors import LocalRuntime, tune_gc_for_serving
 from plait.decisions import Human
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
@@ -399,6 +402,9 @@ class Cost(Figure):
 
 async def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__.splitlines()[0] if __doc__ else BENCH, argv)
+    # This process hosts runs as `plait worker` does, so it tunes the collector the
+    # same way; LangGraph runs in the same process under the same setting.
+    tune_gc_for_serving()
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
         figures += await sqlite_transitions(args.seconds, Path(tmp))

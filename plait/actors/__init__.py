@@ -18,7 +18,12 @@ from plait.actors._base import (
     resolve_kind,
     tell_in,
 )
-from plait.actors.local import DEAD_LETTER_TOPIC, DEFAULT_VISIBILITY_TIMEOUT_MS, LocalRuntime
+from plait.actors.local import (
+    DEAD_LETTER_TOPIC,
+    DEFAULT_VISIBILITY_TIMEOUT_MS,
+    LocalRuntime,
+    tune_gc_for_serving,
+)
 
 __all__ = [
     "DEAD_LETTER_TOPIC",
@@ -34,4 +39,5 @@ __all__ = [
     "new_host_id",
     "resolve_kind",
     "tell_in",
+    "tune_gc_for_serving",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import gc
 import logging
 import time
 from collections import OrderedDict, deque
@@ -44,6 +45,22 @@ from plait.errors import ActorError, ActorNotFound, PlaitError, VersionConflict
 from plait.mesh import Delivery, Mesh, Subscription, Transaction
 
 log = logging.getLogger("plait.actors")
+
+SERVING_GC_THRESHOLDS = (50_000, 20, 20)
+"""Cyclic-GC thresholds for a process that serves runs (see :func:`tune_gc_for_serving`)."""
+
+
+def tune_gc_for_serving() -> None:
+    """Raise the cyclic garbage collector's thresholds for a process that serves runs.
+
+    Serving allocates many short-lived objects per node transition, and at Python's
+    default thresholds a busy host spends a large share of its time in collections
+    that find little garbage: raising the first threshold lets a collection pay for
+    tens of thousands of allocations instead of 700. Process-wide, so an application
+    opts in once at startup; ``plait worker`` and the CLI commands that host runs do.
+    """
+    gc.set_threshold(*SERVING_GC_THRESHOLDS)
+
 
 DEAD_LETTER_TOPIC = "actors.dead"
 """Where messages go that failed ``max_attempts`` times."""
@@ -431,4 +448,10 @@ class LocalRuntime:
                     self._since[key] = time.monotonic()
 
 
-__all__ = ["DEAD_LETTER_TOPIC", "DEFAULT_VISIBILITY_TIMEOUT_MS", "LocalRuntime"]
+__all__ = [
+    "DEAD_LETTER_TOPIC",
+    "DEFAULT_VISIBILITY_TIMEOUT_MS",
+    "SERVING_GC_THRESHOLDS",
+    "LocalRuntime",
+    "tune_gc_for_serving",
+]

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from plait.actors import LocalRuntime
+from plait.actors import LocalRuntime, tune_gc_for_serving
 from plait.cli._common import MeshOption, console, err_console, fail, print_json, run
 from plait.cli.graph import graph_app
 from plait.decisions import Human
@@ -48,6 +48,7 @@ def human() -> Human:
 @asynccontextmanager
 async def hosting(mesh: Mesh) -> AsyncIterator[LocalRuntime]:
     """Host the actor runtime (and run owners) in this process for the block."""
+    tune_gc_for_serving()
     runtime = LocalRuntime(mesh)
     RunHost(runtime)  # installed before the first message can arrive
     async with runtime:

@@ -8,7 +8,7 @@ from typing import Annotated
 import anyio
 import typer
 
-from plait.actors import LocalRuntime
+from plait.actors import LocalRuntime, tune_gc_for_serving
 from plait.cli._common import MeshOption, err_console, run
 from plait.mesh import open_mesh
 from plait.models import load_model
@@ -44,6 +44,7 @@ def worker_cmd(
     """Serve every run on the mesh (a dead process's too) until SIGINT or SIGTERM."""
 
     async def main() -> None:
+        tune_gc_for_serving()
         async with open_mesh(mesh) as m:
             runtime = LocalRuntime(
                 m,

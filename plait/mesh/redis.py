@@ -31,7 +31,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from plait.errors import ConfigError, MeshError, MeshUnavailable, VersionConflict
+from plait.errors import ConfigError, MeshError, MeshUnavailable, PlaitError, VersionConflict
 from plait.mesh import _redis_scripts as scripts
 from plait.mesh import redact_url
 from plait.mesh._base import (
@@ -150,6 +150,7 @@ class RedisMesh(Mesh):
         self._groups_script = self._client.register_script(scripts.CREATE_GROUPS)
         self._scan_script = self._client.register_script(scripts.SCAN_PAGE)
         self._extend_script: AsyncScript | None = None
+        self._commits = _CommitBatcher(self)
         self._scripts = (
             self._commit_script,
             self._poll_script,
@@ -208,6 +209,29 @@ class RedisMesh(Mesh):
         except (RedisError, OSError) as exc:
             raise self._error(exc) from exc
 
+    async def _run_many(
+        self, script: AsyncScript, calls: list[tuple[list[str], list[Any]]]
+    ) -> list[Any]:
+        """Call ``script`` once per ``(keys, args)`` in one pipeline: one round trip.
+
+        Each reply is the script's result or the plait error of that one call.
+        """
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+        except (RedisError, OSError) as exc:
+            raise self._error(exc) from exc
+        out: list[Any] = []
+        for (keys, args), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, NoScriptError):
+                reply = await self._run(script, keys, args)  # loads it once, then calls
+            elif isinstance(reply, RedisError | OSError):
+                reply = self._error(reply)
+            out.append(reply)
+        return out
+
     async def open(self) -> None:
         # one round trip: check the server and load every script, so no later call
         # pays for a NOSCRIPT miss
@@ -219,7 +243,7 @@ class RedisMesh(Mesh):
                 await pipe.execute()
 
     async def close(self) -> None:
-        for task in list(self._group_tasks):
+        for task in [*self._group_tasks, *self._commits._drains]:
             task.cancel()
         await asyncio.gather(*(sub.close() for sub in list(self._subs)))
         with suppress(RedisError, OSError):
@@ -241,8 +265,7 @@ class RedisMesh(Mesh):
         check_key(key)
         _check_version(if_version)
         data = encode(key, value, self.max_value_bytes)
-        reply = await self._run(
-            self._commit_script,
+        reply = await self._commits.call(
             [self._index, self._sched, self._schedp, self._kv + key],
             [_pack([1, "P", key, data, "" if if_version is None else if_version])],
         )
@@ -306,7 +329,7 @@ class RedisMesh(Mesh):
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))
-        reply = await self._run(self._commit_script, keys, [_pack(args)])
+        reply = await self._commits.call(keys, [_pack(args)])
         if reply[0] == b"conflict":
             raise VersionConflict(reply[1].decode(), int(reply[2]), int(reply[3]))
         results: list[int] = []
@@ -401,6 +424,68 @@ def _forget_task(tasks: set[asyncio.Task[None]]) -> Callable[[asyncio.Task[None]
             task.exception()  # the subscription reports it; do not log it as lost
 
     return done
+
+
+class _CommitBatcher:
+    """Sends the commit scripts of concurrent callers together.
+
+    While one commit is on the wire, the commits that arrive meanwhile wait, and go
+    out as one pipeline when it returns: one round trip and one connection for many
+    transactions, each still its own atomic script. A lone caller goes out at once.
+    """
+
+    def __init__(self, mesh: RedisMesh) -> None:
+        self._mesh = mesh
+        self._waiting: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
+        self._busy = False
+        self._drains: set[asyncio.Task[None]] = set()
+
+    async def call(self, keys: list[str], args: list[Any]) -> Any:
+        """The commit script's reply for ``keys`` and ``args``."""
+        if self._busy:
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._waiting.append((keys, args, future))
+            return await future
+        self._busy = True
+        try:
+            return await self._mesh._run(self._mesh._commit_script, keys, args)
+        finally:
+            if self._waiting:
+                # A task of its own: the waiters must be answered even if this caller
+                # is cancelled.
+                drain = asyncio.ensure_future(self._drain())
+                self._drains.add(drain)
+                drain.add_done_callback(self._drains.discard)
+            else:
+                self._busy = False
+
+    async def _drain(self) -> None:
+        try:
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                calls = [(keys, args) for keys, args, _ in batch]
+                try:
+                    replies = await self._mesh._run_many(self._mesh._commit_script, calls)
+                except (PlaitError, asyncio.CancelledError) as exc:
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+                    continue
+                for (_, _, future), reply in zip(batch, replies, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(reply, BaseException):
+                        future.set_exception(reply)
+                    else:
+                        future.set_result(reply)
+        finally:
+            self._busy = False
+            for _, _, future in self._waiting:
+                if not future.done():
+                    future.cancel()
+            self._waiting = []
 
 
 class _RedisSubscription(Subscription):
