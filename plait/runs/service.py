@@ -148,9 +148,8 @@ class Runs:
                 same decision does not count as settled.
         """
         answered = since.waiting.decision_id if since and since.waiting else None
-        sub = self.mesh.subscribe(
-            events_topic(run_id), f"watch-{uuid.uuid4().hex}", "w", start="begin"
-        )
+        group = f"watch-{uuid.uuid4().hex}"
+        sub = self.mesh.subscribe(events_topic(run_id), group, "w", start="begin")
         try:
             with anyio.fail_after(timeout):
                 while True:
@@ -168,6 +167,8 @@ class Runs:
                                 break
         finally:
             await sub.close()
+            with anyio.CancelScope(shield=True):
+                await self.mesh.drop_group(events_topic(run_id), group)
 
     async def resume(self, run_id: str, answer: str, *, by: Principal) -> RunRecord:
         """Answer what the run waits on; its owner wakes at once through the mesh."""
