@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-import httpx
 
 from plait.errors import ToolArgumentsInvalid, ToolError, ToolNotPermitted
 from plait.tools.registry import Tool, ToolContext, tool
@@ -82,6 +81,8 @@ async def http_get(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
             f"invalid arguments for tool 'http_get':\n  args.url: {url!r} is not an "
             "http:// or https:// URL"
         )
+    import httpx  # here, not at the top: it costs every CLI start a tenth of a second
+
     limit: int = args.get("max_bytes", DEFAULT_MAX_BYTES)
     body = bytearray()
     truncated = False
