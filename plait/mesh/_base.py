@@ -56,6 +56,9 @@ StartFrom = Literal["new", "begin"]
 DEFAULT_VISIBILITY_TIMEOUT_MS = 30_000
 """How long a received, unacked event waits before it is delivered again."""
 
+TRIM_INTERVAL_S = 10.0
+"""How often a subscription trims the topics it reads (see :meth:`Mesh.trim`)."""
+
 
 def now_ms() -> int:
     """Wall-clock milliseconds since the epoch, the mesh's one notion of time."""
@@ -464,6 +467,17 @@ class Mesh(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} cannot extend deliveries yet")
 
+    async def trim(self, topic: str) -> int:
+        """Forget the events of ``topic`` that every group has passed and acked.
+
+        Returns how many were removed. A topic with no group keeps everything (a
+        group made later with ``start="begin"`` reads what the topic still holds).
+        Subscriptions call this now and then, so topics do not grow without end. The
+        memory mesh keeps every event: it lives only as long as its process.
+        """
+        check_key(topic, "topic")
+        return 0
+
     @abc.abstractmethod
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         """Forget a consumer group on ``topics``: its place and its pending events.
@@ -498,6 +512,7 @@ class Mesh(abc.ABC):
 
 __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT_MS",
+    "TRIM_INTERVAL_S",
     "AckOp",
     "CancelOp",
     "DeleteOp",

@@ -211,3 +211,39 @@ Returns ``{count, last name, name, value, version, ...}``.
 """
 
 __all__ = ["COMMIT", "CREATE_GROUPS", "POLL", "SCAN_PAGE"]
+
+TRIM = """
+-- KEYS the streams. For each with at least one group: drop the entries every group has
+-- passed (its last-delivered id) and acked (below its smallest pending id).
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local function less(a, b)
+  local am, as = parse(a)
+  local bm, bs = parse(b)
+  return am < bm or (am == bm and as < bs)
+end
+local removed = 0
+for _, key in ipairs(KEYS) do
+  local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', key)
+  if ok and #groups > 0 then
+    local floor = nil
+    for _, g in ipairs(groups) do
+      local info = {}
+      for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
+      local keep
+      if tonumber(info['pending']) > 0 then
+        keep = redis.call('XPENDING', key, info['name'])[2]
+      else
+        local ms, seq = parse(info['last-delivered-id'])
+        keep = ms .. '-' .. (seq + 1)
+      end
+      if floor == nil or less(keep, floor) then floor = keep end
+    end
+    removed = removed + redis.call('XTRIM', key, 'MINID', floor)
+  end
+end
+return removed
+"""
+"""Trim streams to what some group still needs; returns how many entries went."""

@@ -16,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from plait.mesh._base import Delivery, Event, StartFrom, Subscription, now_ms
+from plait.mesh._base import TRIM_INTERVAL_S, Delivery, Event, StartFrom, Subscription, now_ms
 from plait.mesh._codec import decode
-from plait.mesh._sqlite_ops import create_groups
+from plait.mesh._sqlite_ops import create_groups, trim
 
 if TYPE_CHECKING:
     from plait.mesh.sqlite import SqliteMesh
@@ -138,6 +139,7 @@ class SqliteSubscription(Subscription):
         self._wake = asyncio.Event()
         self._closed = False
         self._stash: deque[Delivery] = deque()
+        self._trimmed_at = time.monotonic()
         self._group_created: asyncio.Future[Any] | None = None
         with contextlib.suppress(RuntimeError):  # no running loop: create on first read
             asyncio.get_running_loop()
@@ -165,6 +167,7 @@ class SqliteSubscription(Subscription):
             await asyncio.shield(created)
         created.result()
         mesh = self._mesh
+        self._maybe_trim()
         while not self._closed:
             if self._stash:
                 return self._stash.popleft()
@@ -186,6 +189,15 @@ class SqliteSubscription(Subscription):
                 async with asyncio.timeout(timeout):
                     await self._wake.wait()
         raise StopAsyncIteration
+
+    def _maybe_trim(self) -> None:
+        """Now and then, drop the events of our topics that every group is done with."""
+        now = time.monotonic()
+        if now - self._trimmed_at < TRIM_INTERVAL_S:
+            return
+        self._trimmed_at = now
+        for topic in self._topics:
+            self._mesh._write(trim, topic, savepoint=False).add_done_callback(_retrieve)
 
     async def _claim(self) -> Delivery | None:
         future = self._mesh._write(

@@ -300,6 +300,18 @@ def extend(conn: sqlite3.Connection, topic: str, group: str, seq: Any, consumer:
     conn.execute(_EXTEND, (now_ms(), topic, group, seq, consumer))
 
 
+_TRIM = (
+    "DELETE FROM events WHERE topic = ?1 "
+    "AND seq <= (SELECT min(cursor) FROM consumer_groups WHERE topic = ?1) "
+    "AND seq < coalesce((SELECT min(seq) FROM pending WHERE topic = ?1), 9223372036854775807)"
+)
+
+
+def trim(conn: sqlite3.Connection, topic: str) -> int:
+    """Delete the events of ``topic`` every group passed and acked; how many."""
+    return int(conn.execute(_TRIM, (topic,)).rowcount)
+
+
 def drop_group(conn: sqlite3.Connection, topics: Sequence[str], group: str) -> None:
     """Forget ``group`` on each topic, with its pending deliveries."""
     for topic in topics:
@@ -337,4 +349,5 @@ __all__ = [
     "put",
     "scan_page",
     "schedule_key",
+    "trim",
 ]

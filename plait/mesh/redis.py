@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -36,6 +37,7 @@ from plait.mesh import _redis_scripts as scripts
 from plait.mesh import redact_url
 from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
+    TRIM_INTERVAL_S,
     AckOp,
     CancelOp,
     DeleteOp,
@@ -150,6 +152,7 @@ class RedisMesh(Mesh):
         self._groups_script = self._client.register_script(scripts.CREATE_GROUPS)
         self._scan_script = self._client.register_script(scripts.SCAN_PAGE)
         self._extend_script: AsyncScript | None = None
+        self._trim_script: AsyncScript | None = None
         self._commits = _CommitBatcher(self)
         self._scripts = (
             self._commit_script,
@@ -365,6 +368,13 @@ class RedisMesh(Mesh):
         with self._translate():
             await self._client.xack(self._stream(delivery.topic), delivery.group, delivery.position)
 
+    async def trim(self, topic: str) -> int:
+        check_key(topic, "topic")
+        if self._trim_script is None:
+            self._trim_script = self._client.register_script(scripts.TRIM)
+        removed = await self._run(self._trim_script, [self._stream(topic)], [])
+        return int(removed)
+
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         names = [topics] if isinstance(topics, str) else list(topics)
         with self._translate():
@@ -509,6 +519,7 @@ class _RedisSubscription(Subscription):
         self._turn = 0
         self._buffer: deque[Delivery] = deque()
         self._drained: tuple[list[Any], int] | None = None
+        self._trimmed_at = time.monotonic()
         self._client: aioredis.Redis | None = None
         self._io = asyncio.Lock()
         self._closing = asyncio.Event()
@@ -539,6 +550,11 @@ class _RedisSubscription(Subscription):
         keys = [mesh._sched, mesh._schedp, *self._streams]
         if self._buffer:
             return self._buffer.popleft()
+        if time.monotonic() - self._trimmed_at >= TRIM_INTERVAL_S:
+            # Now and then, drop what every group of our streams is done with.
+            self._trimmed_at = time.monotonic()
+            for name in self._names:
+                await mesh.trim(name)
         if self._drained is not None:
             # The last poll drained every stream: wait for news before polling again,
             # instead of a poll that would only find nothing.

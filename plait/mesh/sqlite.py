@@ -230,6 +230,11 @@ class SqliteMesh(Mesh):
             ops.ack, delivery.topic, delivery.group, delivery.position, savepoint=False
         )
 
+    async def trim(self, topic: str) -> int:
+        check_key(topic, "topic")
+        removed: int = await self._write(ops.trim, topic, savepoint=False)
+        return removed
+
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         names = [topics] if isinstance(topics, str) else list(topics)
         await self._write(ops.drop_group, names, group)

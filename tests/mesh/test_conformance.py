@@ -540,3 +540,29 @@ async def test_an_unacked_take_is_redelivered_like_any_delivery(mesh: Mesh) -> N
     again = await next_within(other, 3)
     assert again is not None and again.data == "lost" and again.attempt == 2
     await other.close()
+
+
+async def test_trim_drops_only_what_every_group_is_done_with(mesh: Mesh, backend: str) -> None:
+    a = mesh.subscribe("trimmed", "ga", "c", start="begin")
+    b = mesh.subscribe("trimmed", "gb", "c", start="begin", visibility_timeout_ms=300)
+    await mesh.publish("setup", "n", 0)  # the groups exist once a write has gone through
+    for i in range(5):
+        await mesh.publish("trimmed", "n", i)
+    for d in await drain(a, 0.5):
+        await d.ack()
+    first, second = await next_within(b, 2), await next_within(b, 2)
+    assert first is not None and second is not None
+    await first.ack()  # event 1 stays pending for gb
+    removed = await mesh.trim("trimmed")
+    assert removed == (0 if backend == "memory" else 1)  # event 0 alone: passed and acked
+    rest: list[int] = []
+    while (d := await next_within(b, 1.0)) is not None:
+        rest.append(d.data)
+        await d.ack()
+    assert sorted(rest) == [1, 2, 3, 4]  # what gb still needed is all there
+    late = mesh.subscribe("trimmed", "late", "c", start="begin")
+    seen = [d.data for d in await drain(late, 0.5)]
+    assert seen == ([0, 1, 2, 3, 4] if backend == "memory" else [1, 2, 3, 4])
+    assert await mesh.trim("no-groups-here") == 0
+    for sub in (a, b, late):
+        await sub.close()
