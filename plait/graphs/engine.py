@@ -205,7 +205,7 @@ def complete(
         if reason is not None:
             s = _exhaust(spec, s, reason, now)
     _settle(s)
-    events.extend(_status_events(state, s))
+    events.extend(status_events(state, s))
     return s, events
 
 
@@ -529,7 +529,8 @@ def _settle(s: RunState) -> None:
         s.status = "running" if s.attempts else "ready"
 
 
-def _status_events(before: RunState, after: RunState) -> list[Event]:
+def status_events(before: RunState, after: RunState) -> list[Event]:
+    """The ``run.*`` event of a status change from ``before`` to ``after``, if any."""
     if after.status == before.status or after.status in ("ready", "running"):
         return []
     event: Event = {
@@ -563,4 +564,5 @@ __all__ = [
     "resume",
     "run_output_key",
     "start",
+    "status_events",
 ]

@@ -8,6 +8,7 @@ lists, which is msgpack's only lossy corner and the same on every backend.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgpack
@@ -75,4 +76,12 @@ def check_key(key: str, what: str = "key") -> None:
         raise InvalidKey(f"a mesh {what} must not contain NUL characters: {key!r}")
 
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "check_key", "decode", "encode"]
+def topic_names(topics: str | Sequence[str]) -> list[str]:
+    """The topics a subscribe or drop_group call names, each checked."""
+    names = [topics] if isinstance(topics, str) else list(topics)
+    for name in names:
+        check_key(name, "topic")
+    return names
+
+
+__all__ = ["DEFAULT_MAX_VALUE_BYTES", "check_key", "decode", "encode", "topic_names"]

@@ -34,7 +34,7 @@ from plait.mesh._base import (
     _check_version,
     now_ms,
 )
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode, topic_names
 
 _SCAN_PAGE = 256
 
@@ -218,7 +218,7 @@ class MemoryMesh(Mesh):
             group.pending.pop(delivery.position, None)
 
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
-        for name in [topics] if isinstance(topics, str) else topics:
+        for name in topic_names(topics):
             topic = self._topics.get(name)
             if topic is not None:
                 topic.groups.pop(group, None)
@@ -252,9 +252,8 @@ class MemoryMesh(Mesh):
         start: StartFrom = "new",
         visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
     ) -> Subscription:
-        names = [topics] if isinstance(topics, str) else list(topics)
+        names = topic_names(topics)
         for name in names:
-            check_key(name, "topic")
             topic = self._topic(name)
             if group not in topic.groups:
                 topic.groups[group] = _Group(cursor=0 if start == "begin" else len(topic.log))

@@ -54,7 +54,7 @@ from plait.mesh._base import (
     TransactionResult,
     _check_version,
 )
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode, topic_names
 
 
 def _pack(args: list[Any]) -> bytes:
@@ -376,7 +376,7 @@ class RedisMesh(Mesh):
         return int(removed)
 
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
-        names = [topics] if isinstance(topics, str) else list(topics)
+        names = topic_names(topics)
         with self._translate():
             for name in names:
                 with suppress(ResponseError):  # no such stream or group: nothing to drop
@@ -404,9 +404,7 @@ class RedisMesh(Mesh):
         start: StartFrom = "new",
         visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
     ) -> Subscription:
-        names = [topics] if isinstance(topics, str) else list(topics)
-        for name in names:
-            check_key(name, "topic")
+        names = topic_names(topics)
         check_key(group, "group")
         check_key(consumer, "consumer")
         sub = _RedisSubscription(self, names, group, consumer, start, visibility_timeout_ms)

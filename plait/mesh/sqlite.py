@@ -34,7 +34,7 @@ from plait.mesh._base import (
     TransactionResult,
     _check_version,
 )
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode, topic_names
 from plait.mesh._sqlite_delivery import SqliteSubscription
 from plait.mesh._sqlite_worker import Worker
 
@@ -214,9 +214,7 @@ class SqliteMesh(Mesh):
         start: StartFrom = "new",
         visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
     ) -> Subscription:
-        names = [topics] if isinstance(topics, str) else list(topics)
-        for name in names:
-            check_key(name, "topic")
+        names = topic_names(topics)
         check_key(group, "group")
         check_key(consumer, "consumer")
         sub = SqliteSubscription(
@@ -236,8 +234,7 @@ class SqliteMesh(Mesh):
         return removed
 
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
-        names = [topics] if isinstance(topics, str) else list(topics)
-        await self._write(ops.drop_group, names, group)
+        await self._write(ops.drop_group, topic_names(topics), group)
 
     async def extend(self, delivery: Delivery) -> None:
         await self._write(

@@ -31,13 +31,14 @@ from plait.graphs import engine
 from plait.graphs.engine import NodeResult
 from plait.graphs.executors import execute
 from plait.graphs.spec import GraphSpec, default_on_indeterminate
-from plait.graphs.state import Attempt, RunState, Waiting
+from plait.graphs.state import Attempt, Waiting
 from plait.mesh import Transaction, TransactionResult
 from plait.runs import audit
 from plait.runs.host import RunHost
 from plait.runs.ports import decision_id, store_history, wake_notify
 from plait.runs.record import (
     RunRecord,
+    as_record,
     dump,
     events_topic,
     index_key,
@@ -116,7 +117,7 @@ class _Wake:
             unparked, resumed = found
             if unparked.terminal:
                 await self._write(
-                    rec, unparked, version, [*resumed, *_status_events(rec, unparked)]
+                    rec, unparked, version, [*resumed, *engine.status_events(rec, unparked)]
                 )
                 return
             before, rec = rec, unparked
@@ -150,7 +151,7 @@ class _Wake:
             host=self.host.id,
             wake=self.mail.delivery.id,
         )
-        claimed = _as_record(claimed)
+        claimed = as_record(claimed)
         if attempt is None:  # the budget ended or parked the run
             if (
                 claimed.waiting is not None
@@ -159,7 +160,7 @@ class _Wake:
             ):
                 claimed.waiting.decision_id = await self.host.raise_budget_decision(claimed)
             await self._write(
-                before, claimed, version, [*resumed, *_status_events(before, claimed)]
+                before, claimed, version, [*resumed, *engine.status_events(before, claimed)]
             )
             return
         tx = self.mesh.transact()
@@ -207,18 +208,18 @@ class _Wake:
             "by": decision.closed_by or ("expiry" if decision.status == "expired" else None),
         }
         if waiting.kind in ("human", "approval"):
-            return _as_record(engine.resume(rec, now=now)), [event]
+            return as_record(engine.resume(rec, now=now)), [event]
         if waiting.kind == "indeterminate" and decision.value == "retry":
-            retried = _as_record(engine.resume(rec, now=now))
+            retried = as_record(engine.resume(rec, now=now))
             retried.usage.retries += 1  # the interrupted visit runs again, as under "retry"
             return retried, [event]
         if waiting.kind == "indeterminate":
-            return _as_record(
+            return as_record(
                 engine.fail(
                     rec, "indeterminate", f"{waiting.node}: a person chose not to retry", now=now
                 )
             ), [event]
-        return _as_record(
+        return as_record(
             engine.fail(
                 rec, "budget_exhausted", "the budget decision closed without a raise", now=now
             )
@@ -317,7 +318,7 @@ class _Wake:
         while True:
             hydrated = await self.host.hydrate(spec, base, key)
             new_state, events = engine.complete(spec, hydrated, key, result, now=time.time())
-            new = _as_record(new_state)
+            new = as_record(new_state)
             if (
                 new.waiting is not None
                 and new.waiting.kind == "budget"
@@ -407,7 +408,7 @@ class _Wake:
             )
             if attempt is None:
                 continue  # a budget is spent: the plain wake's handler says so
-            new = _as_record(claimed)
+            new = as_record(claimed)
             tx.publish(
                 events_topic(new.run_id),
                 "started",
@@ -449,25 +450,6 @@ class _Wake:
             actor=self.host.id,
             at=time.time(),
         )
-
-
-def _as_record(state: RunState) -> RunRecord:
-    return state if isinstance(state, RunRecord) else RunRecord.model_validate(state.model_dump())
-
-
-def _status_events(before: RunState, after: RunState) -> list[dict[str, Any]]:
-    """The audit event of a status change a wake made outside the engine's complete()."""
-    if after.status == before.status or after.status in ("ready", "running"):
-        return []
-    event: dict[str, Any] = {
-        "type": f"run.{after.status.split('_')[0]}",
-        "status": after.status,
-        "ended_detail": after.ended_detail,
-        "error": after.error,
-    }
-    if after.waiting is not None:
-        event["waiting"] = after.waiting.model_dump()
-    return [event]
 
 
 def _progress(

@@ -113,6 +113,11 @@ def dump(record: RunRecord) -> dict[str, Any]:
     return record.model_dump(mode="python", exclude_defaults=False)
 
 
+def as_record(state: RunState) -> RunRecord:
+    """``state`` as a run record: the engine keeps a record's class, so usually itself."""
+    return state if isinstance(state, RunRecord) else RunRecord.model_validate(state.model_dump())
+
+
 def load(value: Any) -> RunRecord:
     """A stored record."""
     return RunRecord.model_validate(value)
@@ -122,6 +127,7 @@ __all__ = [
     "RUN_ID_PREFIX",
     "RunRecord",
     "RunSummary",
+    "as_record",
     "audit_key",
     "audit_prefix",
     "dump",

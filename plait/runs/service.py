@@ -38,6 +38,7 @@ from plait.runs.record import (
     RUN_ID_PREFIX,
     RunRecord,
     RunSummary,
+    as_record,
     dump,
     events_topic,
     index_key,
@@ -101,7 +102,7 @@ class Runs:
             stored.spec, rec, rec.ready[0], nonce=uuid.uuid4().hex, now=time.time(), wake=wake
         )
         if attempt is not None:
-            rec = RunRecord.model_validate(claimed, from_attributes=True)
+            rec = as_record(claimed)
         tx.put(record_key(run_id), dump(rec), if_version=0)
         tx.put(index_key(run_id), summary_of(rec).model_dump())
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
@@ -202,7 +203,7 @@ class Runs:
             rec = load(entry.value)
             if rec.terminal:
                 return rec
-            new = RunRecord(**engine.cancel(rec, now=time.time()).model_dump())
+            new = as_record(engine.cancel(rec, now=time.time()))
             tx = self.mesh.transact()
             audit.append(
                 tx,
@@ -259,7 +260,7 @@ class Runs:
             rec = load(entry.value)
             if rec.terminal:
                 raise RunError(f"run {run_id} is {rec.status}: its budget can no longer be raised")
-            new = RunRecord(**engine.raise_budget(rec, extra, now=time.time()).model_dump())
+            new = as_record(engine.raise_budget(rec, extra, now=time.time()))
             if rec.waiting is not None and rec.waiting.kind != "budget":
                 # A raise answers no question: the run keeps waiting on its person.
                 new.waiting, new.status = rec.waiting, rec.status
