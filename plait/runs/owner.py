@@ -42,7 +42,6 @@ from plait.runs.record import (
     dump,
     events_topic,
     index_key,
-    output_key,
     owner_id,
     record_key,
     summary_of,
@@ -468,4 +467,4 @@ def _progress(
     }
 
 
-__all__ = ["OWNER_KIND", "handle", "listing_status", "output_key"]
+__all__ = ["OWNER_KIND", "handle", "listing_status"]
