@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import getpass
 import os
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -56,15 +55,21 @@ async def hosting(mesh: Mesh) -> AsyncIterator[LocalRuntime]:
 
 
 def _progress_printer(enabled: bool) -> Any:
-    started: dict[tuple[Any, Any], float] = {}
+    def begin(node: Any, visit: Any) -> None:
+        err_console.print(f"  [dim]…[/] {node} (visit {visit})", highlight=False)
 
     def show(event: dict[str, Any]) -> None:
-        if not enabled or event.get("node") is None:
+        if not enabled:
             return
+        if event.get("node") is not None:
+            done(event)
+        for visit in event.get("started") or ():
+            begin(visit.get("node"), visit.get("visit"))
+
+    def done(event: dict[str, Any]) -> None:
         node, visit, status = event["node"], event.get("visit"), event.get("status")
-        if status == "running" and "at" in event:
-            started[(node, visit)] = time.monotonic()
-            err_console.print(f"  [dim]…[/] {node} (visit {visit})", highlight=False)
+        if status == "running" and "at" in event:  # a visit claimed by its own wake
+            begin(node, visit)
             return
         elapsed = event.get("elapsed")
         mark = "[red]✗[/]" if event.get("error") else "[green]✓[/]"

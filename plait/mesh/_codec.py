@@ -8,6 +8,7 @@ lists, which is msgpack's only lossy corner and the same on every backend.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +44,16 @@ def _ext_hook(code: int, data: bytes) -> Any:
     return msgpack.ExtType(code, data)
 
 
+class _Packers(threading.local):
+    """One msgpack packer per thread: building one per value costs more than packing."""
+
+    def __init__(self) -> None:
+        self.packer = msgpack.Packer(default=_default, use_bin_type=True, strict_types=False)
+
+
+_packers = _Packers()
+
+
 def encode(key: str, value: Any, limit: int = DEFAULT_MAX_VALUE_BYTES) -> bytes:
     """Encode ``value`` for ``key``; raise a plait error naming the key if it cannot be.
 
@@ -50,11 +61,14 @@ def encode(key: str, value: Any, limit: int = DEFAULT_MAX_VALUE_BYTES) -> bytes:
         ValueNotEncodable: the value holds a type msgpack cannot carry.
         ValueTooLarge: the encoded value is over ``limit`` bytes.
     """
+    packer = _packers.packer
     try:
-        data: bytes = msgpack.packb(value, default=_default, use_bin_type=True, strict_types=False)
+        data: bytes = packer.pack(value)
     except _Unencodable as exc:
+        packer.reset()  # a failed pack leaves its partial output in the buffer
         raise ValueNotEncodable(key, exc.type_name) from None
     except (TypeError, ValueError, OverflowError) as exc:
+        packer.reset()
         raise ValueNotEncodable(key, type(value).__name__) from exc
     if len(data) > limit:
         raise ValueTooLarge(key, len(data), limit)

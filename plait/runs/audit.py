@@ -1,8 +1,9 @@
 """The audit chain: one event per committed transition, each hash covering the last.
 
-An event's hash is the sha256 of the previous event's hash and the event's canonical
-JSON, so editing, dropping or reordering any event breaks every hash after it, and the
-record's ``last_hash`` pins the newest one (a dropped tail is caught too).
+An event's hash is the sha256 of its canonical JSON (keys sorted, no spaces, UTF-8),
+which holds the previous event's hash, so editing, dropping or reordering any event
+breaks every hash after it, and the record's ``last_hash`` pins the newest one (a
+dropped tail is caught too).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 import json
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, Field, ValidationError
 
 from plait.errors import AuditChainBroken
@@ -52,12 +54,46 @@ class AuditEvent(BaseModel):
 
 def event_hash(event: AuditEvent) -> str:
     """The hash an event must carry: over its previous hash and its content."""
-    return _hash_body(event.model_dump(mode="json", exclude={"hash"}))
+    return _digest(_body(event))
 
 
-def _hash_body(body: dict[str, Any]) -> str:
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+def _body(event: AuditEvent) -> dict[str, Any]:
+    """The event as stored, without its hash: what the hash covers.
+
+    Built field by field rather than by ``model_dump``: once per transition, and the
+    same function serves the writer and the checker, so the two cannot drift apart.
+    """
+    return {
+        "seq": event.seq,
+        "type": event.type,
+        "node": event.node,
+        "visit": event.visit,
+        "verdict": event.verdict,
+        "error": event.error,
+        "usage": {name: float(value) for name, value in event.usage.items()},
+        "output_ref": event.output_ref,
+        "detail": event.detail,
+        "actor": event.actor,
+        "at": float(event.at),
+        "prev": event.prev,
+    }
+
+
+def _canonical(value: Any) -> bytes:
+    # Sorted keys, no whitespace, UTF-8; a value JSON has no type for is hashed as its repr.
+    try:
+        return orjson.dumps(
+            value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=repr
+        )
+    except orjson.JSONEncodeError:  # an int beyond 64 bits: the same form, the slow way
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+        )
+        return text.encode()
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(_canonical(value)).hexdigest()
 
 
 def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
@@ -68,8 +104,8 @@ def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
     """
     event.seq = record.audit_seq + 1
     event.prev = record.last_hash
-    body = event.model_dump(mode="json", exclude={"hash"})  # one dump: hashed, then stored
-    event.hash = body["hash"] = _hash_body(body)
+    body = _body(event)
+    event.hash = body["hash"] = _digest(body)
     tx.put(audit_key(record.run_id, event.seq), body, if_version=0)
     record.audit_seq, record.last_hash = event.seq, event.hash
     return event
@@ -77,10 +113,7 @@ def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
 
 def output_digest(payload: Any) -> str:
     """The sha256 of a visit's stored output payload, as an audit event pins it."""
-    canonical = json.dumps(
-        payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
-    )
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return _digest(payload)
 
 
 def _parse(run_id: str, entry: Entry) -> AuditEvent:

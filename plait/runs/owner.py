@@ -357,11 +357,11 @@ class _Wake:
             if event["type"] == "node.committed" and node in digests:
                 event = {**event, "output_sha256": digests[node]}
             audit.append(tx, new, self._audit_event(event, result, outputs))
-        wakes = len(engine.claimable(new))
-        new = self._claim_next(tx, new)
+        started: list[dict[str, Any]] = []
+        new = self._claim_next(tx, new, started)
         # This runtime takes the wakes it sends in the same commit (up to a few), and
         # handles them without reading them back from the mesh.
-        took = wakes > 0 and self.host.runtime.take_in(tx, min(wakes, _TAKE_AT_MOST))
+        took = bool(started) and self.host.runtime.take_in(tx, min(len(started), _TAKE_AT_MOST))
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         history: tuple[str, list[Any]] | None = None
         if result is not None and result.history is not None and key is not None:
@@ -373,7 +373,9 @@ class _Wake:
             tx.cancel(tick_key(new.run_id))
         if listing_status(new.status) != listing_status(before.status):
             tx.put(index_key(new.run_id), summary_of(new).model_dump())
-        tx.publish(events_topic(new.run_id), "progress", _progress(new, key, result, events))
+        tx.publish(
+            events_topic(new.run_id), "progress", _progress(new, key, result, events, started)
+        )
         self.mail.ack_in(tx)
         try:
             committed = await self._commit(tx, new, version)
@@ -385,12 +387,15 @@ class _Wake:
         if took and committed.taken:
             self.host.runtime.deliver(committed.taken)
 
-    def _claim_next(self, tx: Transaction, new: RunRecord) -> RunRecord:
+    def _claim_next(
+        self, tx: Transaction, new: RunRecord, started: list[dict[str, Any]]
+    ) -> RunRecord:
         """Send one wake per node that may run next, each node claimed for its wake.
 
         The claim rides in this commit, so the wake's handler runs its node at once
         instead of writing a claim of its own. A wake arriving a second time finds its
         attempt unfinished: its first handler died, and the node's policy decides.
+        Each claimed visit is added to ``started`` (for the progress event).
         """
         assert self.spec is not None
         spec = self.spec
@@ -408,12 +413,7 @@ class _Wake:
             if attempt is None:
                 continue  # a budget is spent: the plain wake's handler says so
             new = as_record(claimed)
-            tx.publish(
-                events_topic(new.run_id),
-                "started",
-                {"node": key, "visit": attempt.visit, "status": "running",
-                 "at": attempt.started_at},
-            )  # fmt: skip
+            started.append({"node": key, "visit": attempt.visit, "at": attempt.started_at})
         return new
 
     async def _commit(self, tx: Transaction, new: RunRecord, version: int) -> TransactionResult:
@@ -436,7 +436,8 @@ class _Wake:
             for k, v in event.items()
             if k not in ("type", "node", "visit", "verdict", "error", "usage", "seq")
         }
-        return audit.AuditEvent(
+        # Built from this module's own values: no validation needed on the hot path.
+        return audit.AuditEvent.model_construct(
             seq=0,
             type=event["type"],
             node=node,
@@ -448,12 +449,20 @@ class _Wake:
             detail=detail,
             actor=self.host.id,
             at=time.time(),
+            prev="",
+            hash="",
         )
 
 
 def _progress(
-    new: RunRecord, key: str | None, result: NodeResult | None, events: list[dict[str, Any]]
+    new: RunRecord,
+    key: str | None,
+    result: NodeResult | None,
+    events: list[dict[str, Any]],
+    started: list[dict[str, Any]],
 ) -> dict[str, Any]:
+    """The progress event of a commit: the visit it committed, the run's status, and
+    the visits it started (``started``: node, visit and epoch seconds of each)."""
     committed = next((e for e in events if e["type"] == "node.committed"), None)
     return {
         "node": key,
@@ -464,6 +473,7 @@ def _progress(
         "elapsed": (result.ended_at - result.started_at) if result else None,
         "ended_detail": new.ended_detail,
         "waiting": new.waiting.model_dump() if new.waiting else None,
+        "started": started,
     }
 
 
