@@ -12,7 +12,6 @@ same call may succeed if simply tried again.
     ├── ConfigError (ValueError)              bad URL, option or setting
     ├── MeshError
     │   ├── VersionConflict                   a CAS expectation did not hold
-    │   │   └── CommitDependencyFailed        a transaction it required did not commit
     │   ├── MeshUnavailable (ConnectionError) the backend cannot be reached (retryable)
     │   ├── InvalidKey (ValueError)           empty or malformed key
     │   ├── ValueNotEncodable (TypeError)     msgpack cannot encode the value
@@ -84,25 +83,6 @@ class VersionConflict(MeshError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.key, self.expected, self.actual))
-
-
-class CommitDependencyFailed(VersionConflict):
-    """A transaction required another (``Transaction.require``) that did not commit.
-
-    Nothing of it was written: what it was built on never landed, so it is a conflict
-    (``key`` is empty, both versions 0).
-
-    Attributes:
-        reason: why the required transaction did not commit.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__("", 0, 0)
-        self.reason = reason
-        self.args = (f"not committed: a transaction it required did not commit ({reason})",)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.reason,))
 
 
 class MeshUnavailable(MeshError, ConnectionError):

@@ -37,7 +37,6 @@ reached raises :class:`MeshUnavailable`. No driver exception escapes.
 from __future__ import annotations
 
 import abc
-import asyncio
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -45,7 +44,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from plait.errors import CommitDependencyFailed, PlaitError
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, encode
 
 StartFrom = Literal["new", "begin"]
@@ -209,15 +207,7 @@ class TakeOp:
     visibility_timeout_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class AckTakenOp:
-    """The ack of event ``event_id`` if a take of the ``earlier`` transaction took it."""
-
-    earlier: Transaction
-    event_id: str
-
-
-Op = PutOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp | AckTakenOp
+Op = PutOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,12 +235,7 @@ class Transaction:
     def __init__(self, mesh: Mesh) -> None:
         self._mesh = mesh
         self.ops: list[Op] = []
-        self.requires: list[Transaction] = []
-        """The transactions that must commit before this one may (:meth:`require`)."""
-        self.token: Any = None
-        """The backend's handle on this transaction once submitted (opaque)."""
         self._committed: TransactionResult | None = None
-        self._future: asyncio.Future[TransactionResult] | None = None
 
     def put(self, key: str, value: Any, if_version: int | None = None) -> None:
         """Add a put; see :meth:`Mesh.put`."""
@@ -302,56 +287,13 @@ class Transaction:
         check_key(topic, "topic")
         self.ops.append(TakeOp(topic, group, consumer, visibility_timeout_ms))
 
-    def require(self, earlier: Transaction) -> None:
-        """Commit only if ``earlier`` commits, and after it.
-
-        ``earlier`` must be a transaction of the same mesh already handed to
-        :meth:`submit`, whose outcome need not be known yet: a caller may build on what
-        it will write and submit this one at once. If ``earlier`` fails, this one fails
-        with :class:`~plait.errors.CommitDependencyFailed` and writes nothing.
-
-        Raises:
-            ValueError: ``earlier`` belongs to another mesh or was not submitted.
-        """
-        if earlier._mesh is not self._mesh:
-            raise ValueError("a transaction can only require one of the same mesh")
-        if earlier._future is None:
-            raise ValueError("submit() the required transaction before requiring it")
-        if all(e is not earlier for e in self.requires):
-            self.requires.append(earlier)
-
-    def ack_taken(self, earlier: Transaction, event_id: str) -> None:
-        """Ack event ``event_id`` if one of ``earlier``'s takes delivered it; else nothing.
-
-        For a consumer that handles an event it took in a transaction still being
-        committed: its own commit acks the event without waiting to learn where the
-        event sits in its topic. Implies :meth:`require` of ``earlier``.
-        """
-        self.require(earlier)
-        self.ops.append(AckTakenOp(earlier, event_id))
-
-    def submit(self) -> asyncio.Future[TransactionResult]:
-        """Start committing now; the future holds the result or the error.
-
-        The caller may go on (build the next transaction on what this one will write)
-        before the commit lands. A transaction that :meth:`require` s this one is
-        applied after it: backends that apply commits in order (SQLite's writer) queue
-        it at once; the others wait for this one's outcome first.
-        """
-        if self._future is None:
-            self._future = self._mesh._submit(self)
-        return self._future
-
     async def commit(self) -> TransactionResult:
         """Apply every operation atomically, or none.
 
         Raises:
             VersionConflict: a put or delete's ``if_version`` did not hold; nothing was
                 written, published, cancelled or acked.
-            CommitDependencyFailed: a transaction it requires did not commit.
         """
-        if self._future is not None or self.requires:
-            return await self.submit()
         if self._committed is None:
             self._committed = await self._mesh._commit(self.ops)
         return self._committed
@@ -554,34 +496,7 @@ class Mesh(abc.ABC):
 
     @abc.abstractmethod
     async def _commit(self, ops: Sequence[Op]) -> TransactionResult:
-        """Apply ``ops`` atomically (backends implement this; never an AckTakenOp)."""
-
-    def _submit(self, tx: Transaction) -> asyncio.Future[TransactionResult]:
-        """Start committing ``tx`` (see :meth:`Transaction.submit`).
-
-        This default waits for the transactions ``tx`` requires, turns its
-        :class:`AckTakenOp` s into acks of what they took, then commits. A backend that
-        applies commits in submission order may queue ``tx`` at once instead.
-        """
-        return asyncio.ensure_future(self._commit_after(tx))
-
-    async def _commit_after(self, tx: Transaction) -> TransactionResult:
-        taken: dict[int, list[Delivery]] = {}
-        for earlier in tx.requires:
-            assert earlier._future is not None
-            try:
-                # Shielded: a caller giving up on this commit must not cancel that one.
-                result = await asyncio.shield(earlier._future)
-            except PlaitError as exc:
-                raise CommitDependencyFailed(str(exc)) from exc
-            taken[id(earlier)] = result.taken
-        ops: list[Op] = []
-        for op in tx.ops:
-            if isinstance(op, AckTakenOp):
-                ops += [AckOp(d) for d in taken[id(op.earlier)] if d.id == op.event_id]
-            else:
-                ops.append(op)
-        return await self._commit(ops)
+        """Apply ``ops`` atomically (backends implement this)."""
 
     def _publish_op(
         self, topic: str, kind: str, data: Any, after_ms: int, key: str | None
@@ -601,7 +516,6 @@ __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT_MS",
     "TRIM_INTERVAL_S",
     "AckOp",
-    "AckTakenOp",
     "CancelOp",
     "DeleteOp",
     "Delivery",

@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from plait.errors import CommitDependencyFailed, ConfigError, MeshUnavailable, VersionConflict
+from plait.errors import ConfigError, MeshUnavailable, VersionConflict
 from plait.mesh._base import (
     AckOp,
-    AckTakenOp,
     CancelOp,
     DeleteOp,
     Op,
@@ -27,36 +26,6 @@ from plait.mesh._base import (
 )
 
 SCHEMA_VERSION = 1
-
-Outcome = tuple[bool, Any]
-"""A request's outcome: ``(True, result)`` or ``(False, exception)``."""
-
-
-class Ticket:
-    """What the writer thread knows of one submitted commit, for the commits behind it.
-
-    Read and written on the writer thread only: a later request in the queue checks
-    that the commit it requires went through and finds what that commit took.
-
-    Attributes:
-        ok: whether the commit went through (None until the writer ran it).
-        error: why it did not.
-        taken: what its takes took: ``event id -> (topic, group, seq)``.
-    """
-
-    __slots__ = ("error", "ok", "taken")
-
-    def __init__(self) -> None:
-        self.ok: bool | None = None
-        self.error = ""
-        self.taken: dict[str, tuple[str, str, int]] = {}
-
-    def settle(self, outcome: Outcome) -> None:
-        """Record a request's outcome."""
-        self.ok = outcome[0]
-        if not outcome[0]:
-            self.error = str(outcome[1])
-
 
 BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """The result codes of a lock held by another connection beyond the busy timeout."""
@@ -279,21 +248,12 @@ _TAKE_PENDING = (
 )
 
 
-def commit(
-    conn: sqlite3.Connection,
-    ops: Sequence[Op],
-    requires: Sequence[Ticket] = (),
-    ticket: Ticket | None = None,
-) -> tuple[list[int], list[Any]]:
+def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list[Any]]:
     """Apply ``ops`` in order; return each put's new version, and what each take took.
 
     A conflict raises midway: the writer rolls this request's savepoint back, so
-    nothing of the batch remains. ``requires`` are the tickets of commits queued before
-    this one that must have gone through; ``ticket`` records what this one takes.
+    nothing of the batch remains.
     """
-    for earlier in requires:
-        if earlier.ok is not True:
-            raise CommitDependencyFailed(earlier.error or "it was not committed first")
     versions: list[int] = []
     taken: list[Any] = []
     for op in ops:
@@ -322,13 +282,6 @@ def commit(
                 conn.execute(_ADVANCE_CURSOR, (seq, op.topic, op.group))
                 conn.execute(_TAKE_PENDING, (op.topic, op.group, seq, op.consumer, now_ms()))
                 taken.append((op, seq, *row[1:]))
-                if ticket is not None:
-                    ticket.taken[row[1]] = (op.topic, op.group, seq)
-        elif isinstance(op, AckTakenOp):
-            earlier = op.earlier.token
-            hit = earlier.taken.get(op.event_id) if isinstance(earlier, Ticket) else None
-            if hit is not None:
-                conn.execute(_ACK, hit)
     return versions, taken
 
 
@@ -384,8 +337,6 @@ def create_groups(
 __all__ = [
     "BUSY_CODES",
     "SCHEMA_VERSION",
-    "Outcome",
-    "Ticket",
     "ack",
     "commit",
     "create_groups",

@@ -27,15 +27,15 @@ from queue import SimpleQueue
 from typing import Any
 
 from plait.errors import ConfigError, InvalidKey, MeshError, MeshUnavailable
-from plait.mesh._sqlite_ops import BUSY_CODES, Outcome, Ticket, open_connection
+from plait.mesh._sqlite_ops import BUSY_CODES, open_connection
 
-Request = tuple[
-    Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any] | None", bool, Ticket | None
-]
-"""``fn`` run as ``fn(conn, *args)``, ``args``, the caller's future, whether ``fn``
+Request = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any] | None", bool]
+"""``fn`` run as ``fn(conn, *args)``, ``args``, the caller's future, and whether ``fn``
 needs a savepoint of its own (False when it makes at most one write statement, which
-SQLite applies or undoes whole), and the ticket that records its outcome, if any."""
+SQLite applies or undoes whole)."""
 
+Outcome = tuple[bool, Any]
+"""``(True, result)`` or ``(False, exception)``."""
 
 _MAX_BATCH = 512
 _CONFIG_CODES = (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB)
@@ -83,20 +83,15 @@ class Worker:
         self._thread.start()
 
     def submit(
-        self,
-        fn: Callable[..., Any],
-        *args: Any,
-        savepoint: bool = True,
-        ticket: Ticket | None = None,
+        self, fn: Callable[..., Any], *args: Any, savepoint: bool = True
     ) -> asyncio.Future[Any]:
         """Queue ``fn(conn, *args)`` and return a future of its result (on this loop).
 
         Pass ``savepoint=False`` only for a ``fn`` that writes with at most one
         statement and raises only before or after it: a batch then skips the savepoint.
-        A ``ticket`` records the outcome for requests queued behind this one.
         """
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.put((fn, args, future, savepoint, ticket))
+        self._queue.put((fn, args, future, savepoint))
         return future
 
     def stop(self) -> None:
@@ -148,9 +143,6 @@ class Worker:
                 outcomes = [self._call(conn, request) for request in batch]
         except Exception as exc:  # forwarded to every caller of the batch, none left hanging
             outcomes = [(False, translate(exc, self.path, self.busy_timeout_ms))] * len(batch)
-        for request, outcome in zip(batch, outcomes, strict=True):
-            if request[4] is not None:
-                request[4].settle(outcome)  # final: a batch that failed to commit fails all
         _resolve(batch, outcomes)
         return conn
 
@@ -182,8 +174,6 @@ class Worker:
                 if savepoint:
                     conn.execute("SAVEPOINT request")
                 outcome = self._call(conn, request)
-                if request[4] is not None:
-                    request[4].settle(outcome)  # for requests behind it in this batch
                 if not outcome[0] and not conn.in_transaction:
                     # SQLite rolled the whole transaction back (disk full, I/O error).
                     return [outcome] * len(batch)

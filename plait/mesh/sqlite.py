@@ -31,7 +31,6 @@ from plait.mesh._base import (
     PutOp,
     StartFrom,
     Subscription,
-    Transaction,
     TransactionResult,
     _check_version,
 )
@@ -103,14 +102,10 @@ class SqliteMesh(Mesh):
         return self._writer, self._reader
 
     def _write(
-        self,
-        fn: Callable[..., Any],
-        *args: Any,
-        savepoint: bool = True,
-        ticket: ops.Ticket | None = None,
+        self, fn: Callable[..., Any], *args: Any, savepoint: bool = True
     ) -> asyncio.Future[Any]:
         writer = self._writer or self._start()[0]
-        return writer.submit(fn, *args, savepoint=savepoint, ticket=ticket)
+        return writer.submit(fn, *args, savepoint=savepoint)
 
     def _read(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         reader = self._reader or self._start()[1]
@@ -177,30 +172,10 @@ class SqliteMesh(Mesh):
 
     async def _commit(self, ops_: Sequence[Op]) -> TransactionResult:
         batch = list(ops_)
-        if not batch:
-            return TransactionResult({}, [], [])
-        raw = await self._write(ops.commit, batch, savepoint=len(batch) > 1)
-        return self._result(batch, raw)
-
-    def _submit(self, tx: Transaction) -> asyncio.Future[TransactionResult]:
-        # The writer applies requests in queue order, so a transaction that requires
-        # earlier ones is queued at once: the writer checks their tickets when it gets
-        # to it, and commits it in the same group as them when it can.
-        if any(not isinstance(earlier.token, ops.Ticket) for earlier in tx.requires):
-            return super()._submit(tx)
-        batch = list(tx.ops)
-        tx.token = ticket = ops.Ticket()
-        requires = [earlier.token for earlier in tx.requires]
-        raw = self._write(
-            ops.commit, batch, requires, ticket, savepoint=len(batch) > 1, ticket=ticket
-        )
-        return asyncio.ensure_future(self._settled(batch, raw))
-
-    async def _settled(self, batch: list[Op], raw: asyncio.Future[Any]) -> TransactionResult:
-        return self._result(batch, await raw)
-
-    def _result(self, batch: list[Op], raw: tuple[list[int], list[Any]]) -> TransactionResult:
-        versions, took = raw
+        versions: list[int] = []
+        took: list[Any] = []
+        if batch:
+            versions, took = await self._write(ops.commit, batch, savepoint=len(batch) > 1)
         entries: dict[str, Entry] = {}
         event_ids: list[str] = []
         topics: set[str] = set()

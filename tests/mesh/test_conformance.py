@@ -11,7 +11,6 @@ import anyio
 import pytest
 
 from plait.errors import (
-    CommitDependencyFailed,
     ConfigError,
     InvalidKey,
     PlaitError,
@@ -19,7 +18,7 @@ from plait.errors import (
     ValueTooLarge,
     VersionConflict,
 )
-from plait.mesh import Delivery, Entry, Mesh, Subscription, open_mesh
+from plait.mesh import Delivery, Mesh, Subscription, open_mesh
 
 pytestmark = pytest.mark.anyio
 
@@ -567,79 +566,3 @@ async def test_trim_drops_only_what_every_group_is_done_with(mesh: Mesh, backend
     assert await mesh.trim("no-groups-here") == 0
     for sub in (a, b, late):
         await sub.close()
-
-
-async def test_a_required_transaction_is_applied_first(mesh: Mesh) -> None:
-    first = mesh.transact()
-    first.put("chain", "one", if_version=0)
-    pending = first.submit()
-    # Built on what `first` will write, and submitted before it is known to have landed.
-    second = mesh.transact()
-    second.put("chain", "two", if_version=1)
-    second.require(first)
-    result = await second.commit()
-    assert (await pending).entries["chain"].version == 1
-    assert result.entries["chain"].version == 2
-    assert await mesh.get("chain") == Entry("chain", "two", 2)
-
-
-async def test_what_requires_a_failed_transaction_writes_nothing(mesh: Mesh) -> None:
-    await mesh.put("base", 1)
-    first = mesh.transact()
-    first.put("base", 2, if_version=7)  # conflicts
-    pending = first.submit()
-    second = mesh.transact()
-    second.put("built-on-it", "x")
-    second.publish("chain-events", "n", 1)
-    second.require(first)
-    second_pending = second.submit()
-    third = mesh.transact()
-    third.put("built-on-that", "y")
-    third.require(second)
-    results = await asyncio.gather(pending, second_pending, third.submit(), return_exceptions=True)
-    assert isinstance(results[0], VersionConflict)
-    assert not isinstance(results[0], CommitDependencyFailed)
-    assert isinstance(results[1], CommitDependencyFailed)
-    assert isinstance(results[2], CommitDependencyFailed)
-    assert "version conflict" in str(results[1])
-    assert await mesh.get("built-on-it") is None
-    assert await mesh.get("built-on-that") is None
-    late = mesh.subscribe("chain-events", "g", "c", start="begin")
-    assert await next_within(late, 0.3) is None
-    await late.close()
-
-
-async def test_only_a_submitted_transaction_of_the_same_mesh_can_be_required(mesh: Mesh) -> None:
-    first, second = mesh.transact(), mesh.transact()
-    with pytest.raises(ValueError, match="submit"):
-        second.require(first)
-
-
-async def test_ack_taken_acks_what_the_required_commit_took(mesh: Mesh) -> None:
-    other = mesh.subscribe("acked-later", "g", "other", visibility_timeout_ms=300)
-    await mesh.publish("setup", "n", 0)  # the group exists once a write has gone through
-    first = mesh.transact()
-    mine = first.publish("acked-later", "job", "mine")
-    first.take("acked-later", "g", "me", visibility_timeout_ms=300)
-    pending = first.submit()
-    second = mesh.transact()
-    second.ack_taken(first, mine)
-    second.ack_taken(first, "an-event-it-never-took")  # nothing to ack: no error
-    await second.commit()
-    assert [d.id for d in (await pending).taken] == [mine]
-    assert await next_within(other, 0.8) is None  # acked: never redelivered
-    await other.close()
-
-
-async def test_ack_taken_of_an_event_taken_elsewhere_leaves_it(mesh: Mesh) -> None:
-    other = mesh.subscribe("not-taken", "g", "other", visibility_timeout_ms=300)
-    await mesh.publish("setup", "n", 0)
-    first = mesh.transact()
-    event_id = first.publish("not-taken", "job", "theirs")
-    first.submit()
-    second = mesh.transact()
-    second.ack_taken(first, event_id)  # `first` took nothing: the event stays new
-    await second.commit()
-    found = await next_within(other, 2)
-    assert found is not None and found.id == event_id
-    await other.close()

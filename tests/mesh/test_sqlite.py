@@ -12,13 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from plait.errors import (
-    CommitDependencyFailed,
-    ConfigError,
-    MeshError,
-    MeshUnavailable,
-    VersionConflict,
-)
+from plait.errors import ConfigError, MeshError, MeshUnavailable, VersionConflict
 from plait.mesh import Mesh, open_mesh
 from plait.mesh import _sqlite_worker as worker_module
 from plait.mesh.sqlite import SqliteMesh
@@ -283,39 +277,3 @@ async def test_delayed_event_from_another_object_is_on_time(db_path: Path) -> No
         late_ms = (time.time() - published) * 1000 - 300
         assert d.data == "x" and 0 <= late_ms <= 250
         await sub.close()
-
-
-async def test_required_commits_queue_at_once_and_commit_in_one_group(
-    mesh: SqliteMesh, db_path: Path, batch_sizes: list[tuple[int, int]]
-) -> None:
-    await mesh.put("chain", 0)
-    blocker = sqlite3.connect(db_path, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")  # every request below queues behind this lock
-    batch_sizes.clear()
-    first = mesh.transact()
-    first.put("chain", 1, if_version=1)
-    pending = [first.submit()]
-    for version in (2, 3):  # each built on the one before, none of them landed yet
-        nxt = mesh.transact()
-        nxt.put("chain", version, if_version=version)
-        nxt.require(first)
-        pending.append(nxt.submit())
-        first = nxt
-    failed = mesh.transact()
-    failed.put("chain", "stale", if_version=1)  # conflicts once the chain has landed
-    pending.append(failed.submit())
-    after_failed = mesh.transact()
-    after_failed.put("never", 1)
-    after_failed.require(failed)
-    pending.append(after_failed.submit())
-    await asyncio.sleep(0.2)
-    blocker.execute("COMMIT")
-    blocker.close()
-    results = await asyncio.gather(*pending, return_exceptions=True)
-    assert [r.entries["chain"].version for r in results[:3]] == [2, 3, 4]
-    assert isinstance(results[3], VersionConflict)
-    assert isinstance(results[4], CommitDependencyFailed)
-    assert batch_sizes == [(5, 2)]  # one BEGIN ... COMMIT for the whole chain
-    assert await mesh.get("never") is None
-    found = await mesh.get("chain")
-    assert found is not None and (found.value, found.version) == (3, 4)
