@@ -58,24 +58,56 @@ def event_hash(event: AuditEvent) -> str:
 
 
 def _body(event: AuditEvent) -> dict[str, Any]:
-    """The event as stored, without its hash: what the hash covers.
+    """The event as stored, without its hash: what the hash covers."""
+    return body_of(
+        seq=event.seq,
+        type=event.type,
+        node=event.node,
+        visit=event.visit,
+        verdict=event.verdict,
+        error=event.error,
+        usage=event.usage,
+        output_ref=event.output_ref,
+        detail=event.detail,
+        actor=event.actor,
+        at=event.at,
+        prev=event.prev,
+    )
 
-    Built field by field rather than by ``model_dump``: once per transition, and the
-    same function serves the writer and the checker, so the two cannot drift apart.
+
+def body_of(
+    *,
+    seq: int,
+    type: str,
+    node: str | None = None,
+    visit: int | None = None,
+    verdict: str | None = None,
+    error: str | None = None,
+    usage: dict[str, float] | None = None,
+    output_ref: str | None = None,
+    detail: dict[str, Any] | None = None,
+    actor: str = "",
+    at: float = 0.0,
+    prev: str = "",
+) -> dict[str, Any]:
+    """An audit event as stored (see :class:`AuditEvent`), without its hash.
+
+    Built field by field rather than through the model: once per transition, and the
+    writer and the checker both go through here, so the two cannot drift apart.
     """
     return {
-        "seq": event.seq,
-        "type": event.type,
-        "node": event.node,
-        "visit": event.visit,
-        "verdict": event.verdict,
-        "error": event.error,
-        "usage": {name: float(value) for name, value in event.usage.items()},
-        "output_ref": event.output_ref,
-        "detail": event.detail,
-        "actor": event.actor,
-        "at": float(event.at),
-        "prev": event.prev,
+        "seq": seq,
+        "type": type,
+        "node": node,
+        "visit": visit,
+        "verdict": verdict,
+        "error": error,
+        "usage": {name: float(value) for name, value in (usage or {}).items()},
+        "output_ref": output_ref,
+        "detail": detail or {},
+        "actor": actor,
+        "at": float(at),
+        "prev": prev,
     }
 
 
@@ -102,13 +134,32 @@ def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
     Updates ``record.audit_seq`` and ``record.last_hash`` in place; the caller writes
     the record in the same transaction.
     """
-    event.seq = record.audit_seq + 1
-    event.prev = record.last_hash
-    body = _body(event)
-    event.hash = body["hash"] = _digest(body)
-    tx.put(audit_key(record.run_id, event.seq), body, if_version=0)
-    record.audit_seq, record.last_hash = event.seq, event.hash
+    stored = append_fields(
+        tx,
+        record,
+        type=event.type,
+        node=event.node,
+        visit=event.visit,
+        verdict=event.verdict,
+        error=event.error,
+        usage=event.usage,
+        output_ref=event.output_ref,
+        detail=event.detail,
+        actor=event.actor,
+        at=event.at,
+    )
+    event.seq, event.prev, event.hash = stored["seq"], stored["prev"], stored["hash"]
     return event
+
+
+def append_fields(tx: Transaction, record: RunRecord, **fields: Any) -> dict[str, Any]:
+    """:func:`append` of an event given as :class:`AuditEvent` fields (no ``seq``,
+    ``prev`` or ``hash``); returns the event as stored."""
+    body = body_of(seq=record.audit_seq + 1, prev=record.last_hash, **fields)
+    body["hash"] = _digest(body)
+    tx.put(audit_key(record.run_id, body["seq"]), body, if_version=0)
+    record.audit_seq, record.last_hash = body["seq"], body["hash"]
+    return body
 
 
 def output_digest(payload: Any) -> str:
@@ -192,4 +243,13 @@ async def verify(mesh: Mesh, record: RunRecord) -> int:
     return expected - 1
 
 
-__all__ = ["AuditEvent", "append", "event_hash", "output_digest", "read_events", "verify"]
+__all__ = [
+    "AuditEvent",
+    "append",
+    "append_fields",
+    "body_of",
+    "event_hash",
+    "output_digest",
+    "read_events",
+    "verify",
+]

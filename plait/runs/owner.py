@@ -164,7 +164,7 @@ class _Wake:
             return
         tx = self.mesh.transact()
         for event in resumed:
-            audit.append(tx, claimed, self._audit_event(event, None, {}))
+            audit.append_fields(tx, claimed, **self._audit_fields(event, None, {}))
         tx.put(record_key(self.run_id), dump(claimed), if_version=version)
         tx.publish(
             events_topic(self.run_id),
@@ -356,7 +356,7 @@ class _Wake:
             node = event.get("node")
             if event["type"] == "node.committed" and node in digests:
                 event = {**event, "output_sha256": digests[node]}
-            audit.append(tx, new, self._audit_event(event, result, outputs))
+            audit.append_fields(tx, new, **self._audit_fields(event, result, outputs))
         started: list[dict[str, Any]] = []
         new = self._claim_next(tx, new, started)
         # This runtime takes the wakes it sends in the same commit (up to a few), and
@@ -427,31 +427,28 @@ class _Wake:
         self.host.remember(new, version + 1)
         return result
 
-    def _audit_event(
+    def _audit_fields(
         self, event: dict[str, Any], result: NodeResult | None, outputs: dict[str, str]
-    ) -> audit.AuditEvent:
+    ) -> dict[str, Any]:
+        """The audit event of an engine event, as :func:`audit.append_fields` takes it."""
         node = event.get("node")
         detail = {
             k: v
             for k, v in event.items()
             if k not in ("type", "node", "visit", "verdict", "error", "usage", "seq")
         }
-        # Built from this module's own values: no validation needed on the hot path.
-        return audit.AuditEvent.model_construct(
-            seq=0,
-            type=event["type"],
-            node=node,
-            visit=event.get("visit"),
-            verdict=event.get("verdict"),
-            error=event.get("error"),
-            usage=event.get("usage") or {},
-            output_ref=outputs.get(node or ""),
-            detail=detail,
-            actor=self.host.id,
-            at=time.time(),
-            prev="",
-            hash="",
-        )
+        return {
+            "type": event["type"],
+            "node": node,
+            "visit": event.get("visit"),
+            "verdict": event.get("verdict"),
+            "error": event.get("error"),
+            "usage": event.get("usage") or {},
+            "output_ref": outputs.get(node or ""),
+            "detail": detail,
+            "actor": self.host.id,
+            "at": time.time(),
+        }
 
 
 def _progress(

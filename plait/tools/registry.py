@@ -81,6 +81,7 @@ class Tool:
     read_only: bool = False
     external: bool = False
     requires_approval: bool = False
+    _spec: ToolSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -88,10 +89,12 @@ class Tool:
                 f"invalid tool name {self.name!r}: use 1-64 letters, digits, '_' or '-'"
             )
         _validator_for(self.name, self.parameters)
+        spec = ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        object.__setattr__(self, "_spec", spec)  # built once: models get it on every turn
 
     def spec(self) -> ToolSpec:
-        """What a model is told of this tool."""
-        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        """What a model is told of this tool (one shared object: do not change it)."""
+        return self._spec
 
 
 def tool(
