@@ -279,7 +279,7 @@ class LocalRuntime:
         for delivery in deliveries:
             if delivery.id in self._handling:
                 continue
-            self._idle = anyio.Event()
+            self._busy()
             if not self._enqueue_now(delivery):
                 self._accepting += 1
                 self._tg.start_soon(self._accept_taken, delivery)
@@ -300,6 +300,11 @@ class LocalRuntime:
         self._handling.add(delivery.id)
         self._enqueue(activation, Mail(activation.record.id, data.get("body"), delivery))
         return True
+
+    def _busy(self) -> None:
+        """Work arrived: :meth:`wait_idle` waits until it is done."""
+        if self._idle.is_set():  # a busy runtime keeps the event its waiters hold
+            self._idle = anyio.Event()
 
     async def _dispatch(self) -> None:
         assert self._sub is not None and self._tg is not None
@@ -324,7 +329,7 @@ class LocalRuntime:
         self._in_flight[id(delivery)] = delivery
         self._since[id(delivery)] = time.monotonic()
         self._handling.add(delivery.id)
-        self._idle = anyio.Event()
+        self._busy()
         try:
             await self._route(delivery)
         except PlaitError:
