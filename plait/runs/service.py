@@ -103,6 +103,17 @@ class Runs:
         )
         if attempt is not None:
             rec = as_record(claimed)
+            tx.publish(
+                events_topic(run_id),
+                "progress",
+                {
+                    "node": None,
+                    "status": rec.status,
+                    "started": [
+                        {"node": attempt.node, "visit": attempt.visit, "at": attempt.started_at}
+                    ],
+                },
+            )
         tx.put(record_key(run_id), dump(rec), if_version=0)
         tx.put(index_key(run_id), summary_of(rec).model_dump())
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
