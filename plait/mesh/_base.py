@@ -481,6 +481,17 @@ class Mesh(abc.ABC):
         return 0
 
     @abc.abstractmethod
+    async def delete_topic(self, topic: str) -> None:
+        """Delete ``topic``: every event it holds, and its groups' places and pending.
+
+        For topics whose readers are done (a finished run's progress). A subscription
+        still reading it may hand out what it had already fetched, then reads the topic
+        as new; acking a delivery of the deleted topic does nothing. A later publish (or
+        a scheduled event falling due) makes the topic anew. Deleting a topic that does
+        not exist does nothing.
+        """
+
+    @abc.abstractmethod
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         """Forget a consumer group on ``topics``: its place and its pending events.
 

@@ -312,6 +312,21 @@ def trim(conn: sqlite3.Connection, topic: str) -> int:
     return int(conn.execute(_TRIM, (topic,)).rowcount)
 
 
+def delete_topic(conn: sqlite3.Connection, topic: str) -> None:
+    """Delete a topic's events and pending deliveries.
+
+    Its groups stay, moved past every event ever written (seqs never come back), so a
+    subscription still reading reads only what is published from now on.
+    """
+    conn.execute("DELETE FROM pending WHERE topic = ?", (topic,))
+    conn.execute(
+        "UPDATE consumer_groups SET cursor = (SELECT coalesce(max(seq), 0) FROM events) "
+        "WHERE topic = ?",
+        (topic,),
+    )
+    conn.execute("DELETE FROM events WHERE topic = ?", (topic,))
+
+
 def drop_group(conn: sqlite3.Connection, topics: Sequence[str], group: str) -> None:
     """Forget ``group`` on each topic, with its pending deliveries."""
     for topic in topics:
@@ -341,6 +356,7 @@ __all__ = [
     "commit",
     "create_groups",
     "delete",
+    "delete_topic",
     "drop_group",
     "extend",
     "get",

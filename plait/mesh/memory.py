@@ -217,6 +217,10 @@ class MemoryMesh(Mesh):
         if group is not None:
             group.pending.pop(delivery.position, None)
 
+    async def delete_topic(self, topic: str) -> None:
+        check_key(topic, "topic")
+        self._topics.pop(topic, None)
+
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         for name in topic_names(topics):
             topic = self._topics.get(name)
@@ -266,8 +270,9 @@ class MemoryMesh(Mesh):
     ) -> Delivery | None:
         now = now_ms()
         for name in names:
-            topic = self._topics[name]
-            state = topic.groups[group]
+            topic = self._topic(name)
+            # A group gone with its deleted topic starts over on the topic made anew.
+            state = topic.groups.setdefault(group, _Group(cursor=0))
             for position, pending in state.pending.items():
                 if now - pending.delivered_ms >= visibility_ms:
                     pending.consumer, pending.delivered_ms = consumer, now
@@ -291,7 +296,8 @@ class MemoryMesh(Mesh):
         times = [
             pending.delivered_ms + visibility_ms
             for name in names
-            for pending in self._topics[name].groups[group].pending.values()
+            if (topic := self._topics.get(name)) is not None and group in topic.groups
+            for pending in topic.groups[group].pending.values()
         ]
         return min(times) if times else None
 

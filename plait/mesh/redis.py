@@ -375,6 +375,11 @@ class RedisMesh(Mesh):
         removed = await self._run(self._trim_script, [self._stream(topic)], [])
         return int(removed)
 
+    async def delete_topic(self, topic: str) -> None:
+        check_key(topic, "topic")
+        with self._translate():
+            await self._client.delete(self._stream(topic))  # its groups live in the stream
+
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         names = topic_names(topics)
         with self._translate():

@@ -233,6 +233,10 @@ class SqliteMesh(Mesh):
         removed: int = await self._write(ops.trim, topic, savepoint=False)
         return removed
 
+    async def delete_topic(self, topic: str) -> None:
+        check_key(topic, "topic")
+        await self._write(ops.delete_topic, topic)
+
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         await self._write(ops.drop_group, topic_names(topics), group)
 

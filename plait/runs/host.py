@@ -29,7 +29,14 @@ from plait.mesh import Transaction
 from plait.models import Model, load_model
 from plait.runs.audit import output_digest
 from plait.runs.ports import MeshHistories, RunDecisions, decision_id, wake_notify
-from plait.runs.record import RunRecord, load, output_key, owner_id, record_key
+from plait.runs.record import (
+    PROGRESS_KEPT_S,
+    RunRecord,
+    load,
+    output_key,
+    owner_id,
+    record_key,
+)
 from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry, profiles_map
 
 _CACHE_SIZE = 10_000
@@ -59,6 +66,7 @@ class RunHost:
         tools: the tool registry (default: the built-in tools).
         cwd: working directory of file and shell tools.
         tick_ms: how often a parked run re-checks its decision as a fallback.
+        progress_kept_s: how long a finished run's progress topic is kept.
     """
 
     _hosts: ClassVar[weakref.WeakKeyDictionary[LocalRuntime, RunHost]] = weakref.WeakKeyDictionary()
@@ -71,6 +79,7 @@ class RunHost:
         tools: ToolRegistry | None = None,
         cwd: Path | None = None,
         tick_ms: int = 60_000,
+        progress_kept_s: float = PROGRESS_KEPT_S,
     ) -> None:
         self.runtime = runtime
         self.mesh = runtime.mesh
@@ -79,6 +88,7 @@ class RunHost:
         self.tools = tools or default_registry()
         self.cwd = cwd or Path.cwd()
         self.tick_ms = tick_ms
+        self.progress_kept_s = progress_kept_s
         self.board = DecisionBoard(self.mesh)
         self.records: _Lru = _Lru()
         self.specs: dict[tuple[str, str, int], GraphSpec] = {}

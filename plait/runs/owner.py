@@ -35,7 +35,7 @@ from plait.graphs.state import Attempt, Waiting
 from plait.mesh import Transaction, TransactionResult
 from plait.runs import audit
 from plait.runs.host import RunHost
-from plait.runs.ports import decision_id, store_history, wake_notify
+from plait.runs.ports import decision_id, store_history, sweep_later, wake_notify
 from plait.runs.record import (
     RunRecord,
     as_record,
@@ -87,7 +87,10 @@ class _Wake:
                 # sent this wake), so "nothing to do" is only believed of a fresh read.
                 rec, version = await self.host.record(self.run_id, fresh=True)
             fresh = True
-            if rec is None or rec.terminal:
+            if rec is None:
+                return
+            if rec.terminal:
+                await self._sweep(rec)
                 return
             try:
                 await self._step(rec, version)
@@ -98,6 +101,17 @@ class _Wake:
             f"run {self.run_id}: the record kept moving under "
             f"{_CLAIM_TRIES} tries to handle one wake"
         )
+
+    async def _sweep(self, rec: RunRecord) -> None:
+        """Delete a run's progress topic once it has been over for the host's keep time.
+
+        Its last commit scheduled the wake that comes then (:func:`sweep_later`); a wake
+        of a finished run much earlier (a straggler) leaves the topic for that one. Half
+        the keep time is enough: a Redis mesh schedules by the server's clock, which
+        may run behind this host's.
+        """
+        if time.time() - rec.updated_at >= self.host.progress_kept_s / 2:
+            await self.mesh.delete_topic(events_topic(rec.run_id))
 
     def _has_work(self, rec: RunRecord) -> bool:
         return bool(engine.claimable(rec)) or any(
@@ -370,7 +384,7 @@ class _Wake:
         if new.waiting is not None:
             await self._tick(tx, new)
         elif new.terminal:
-            tx.cancel(tick_key(new.run_id))
+            sweep_later(tx, new.run_id, self.host.progress_kept_s)
         if listing_status(new.status) != listing_status(before.status):
             tx.put(index_key(new.run_id), summary_of(new).model_dump())
         tx.publish(

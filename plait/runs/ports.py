@@ -16,14 +16,14 @@ from collections import OrderedDict
 from typing import Any
 
 from plait.actors import MAILBOX_TOPIC
-from plait.actors._base import MAIL_KIND, mail_data
+from plait.actors._base import MAIL_KIND, mail_data, tell_in
 from plait.decisions import Agent, Decision, DecisionBoard, Notify
 from plait.errors import DecisionClosed
 from plait.graphs.ports import Answer
 from plait.graphs.state import Waiting
 from plait.mesh import Mesh, Transaction
 from plait.models import Message
-from plait.runs.record import history_key, owner_id
+from plait.runs.record import PROGRESS_KEPT_S, history_key, owner_id, tick_key
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -32,6 +32,21 @@ def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -
     """The stable id of the decision a node visit raises."""
     safe = _UNSAFE.sub("_", key).strip("_")
     return f"{kind}_{run_id}_{safe}_{visit}" + (f"_{extra}" if extra else "")
+
+
+def sweep_later(tx: Transaction, run_id: str, after_s: float = PROGRESS_KEPT_S) -> None:
+    """Add to ``tx`` (a run's last commit) the wake that deletes its progress topic.
+
+    It takes the place of the run's fallback tick (the same schedule key), so a finished
+    run leaves one scheduled message, and no progress events once it has come.
+    """
+    tell_in(
+        tx,
+        owner_id(run_id),
+        {"run": run_id, "why": "sweep"},
+        after_ms=max(1, int(after_s * 1000)),
+        key=tick_key(run_id),
+    )
 
 
 def wake_notify(run_id: str, why: str) -> Notify:

@@ -22,6 +22,9 @@ from plait.graphs.state import RunState, RunStatus
 
 RUN_ID_PREFIX = "grun_"
 
+PROGRESS_KEPT_S = 600.0
+"""How long a finished run's progress topic is kept (its audit chain stays for good)."""
+
 
 def record_key(run_id: str) -> str:
     """The mesh key of a run's record."""
@@ -124,6 +127,7 @@ def load(value: Any) -> RunRecord:
 
 
 __all__ = [
+    "PROGRESS_KEPT_S",
     "RUN_ID_PREFIX",
     "RunRecord",
     "RunSummary",

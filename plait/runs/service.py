@@ -34,6 +34,7 @@ from plait.graphs.store import get_graph
 from plait.mesh import Mesh
 from plait.runs import audit
 from plait.runs.owner import OWNER_KIND, listing_status
+from plait.runs.ports import sweep_later
 from plait.runs.record import (
     RUN_ID_PREFIX,
     RunRecord,
@@ -46,7 +47,6 @@ from plait.runs.record import (
     owner_id,
     record_key,
     summary_of,
-    tick_key,
 )
 
 OWNER_CONCURRENCY = 8
@@ -223,12 +223,12 @@ class Runs:
             )
             tx.put(record_key(run_id), dump(new), if_version=entry.version)
             tx.put(index_key(run_id), summary_of(new).model_dump())
-            tx.cancel(tick_key(run_id))
             tx.publish(
                 events_topic(run_id),
                 "progress",
                 {"node": None, "status": "cancelled", "ended_detail": "cancelled"},
             )
+            sweep_later(tx, run_id)
             try:
                 await tx.commit()
             except VersionConflict:

@@ -566,3 +566,34 @@ async def test_trim_drops_only_what_every_group_is_done_with(mesh: Mesh, backend
     assert await mesh.trim("no-groups-here") == 0
     for sub in (a, b, late):
         await sub.close()
+
+
+async def test_delete_topic_forgets_its_events_and_groups(mesh: Mesh) -> None:
+    live = mesh.subscribe("doomed", "live", "c", start="begin")
+    await mesh.publish("setup", "n", 0)  # the group exists once a write has gone through
+    for i in range(3):
+        await mesh.publish("doomed", "n", i)
+        await mesh.publish("kept", "n", i)
+    first = await next_within(live, 2)
+    assert first is not None and first.data == 0  # one delivered, left pending
+    await mesh.delete_topic("doomed")
+    await mesh.delete_topic("never-was")  # nothing to delete: no error
+    late = mesh.subscribe("doomed", "late", "c", start="begin")
+    assert await next_within(late, 0.3) is None
+    # The live reader may still hand out what it had fetched; then it reads the topic
+    # made anew, and acking a delivery of the deleted topic is harmless.
+    await first.ack()
+    await mesh.publish("doomed", "n", "anew")
+    seen: list[Any] = []
+    while (d := await next_within(live, 2)) is not None:
+        seen.append(d.data)
+        await d.ack()
+        if d.data == "anew":
+            break
+    assert seen[-1:] == ["anew"] and set(seen) <= {1, 2, "anew"}
+    kept = mesh.subscribe("kept", "g", "c", start="begin")
+    assert [d.data for d in await drain(kept, 0.5)] == [0, 1, 2]
+    with pytest.raises(InvalidKey):
+        await mesh.delete_topic("")
+    for sub in (live, late, kept):
+        await sub.close()

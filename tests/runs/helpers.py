@@ -61,6 +61,7 @@ async def hosting(
     *,
     visibility_timeout_ms: int = 1_000,
     tick_ms: int = 60_000,
+    progress_kept_s: float = 600.0,
     drain_timeout_s: float = 5.0,
     tools: ToolRegistry | None = None,
 ) -> AsyncIterator[tuple[LocalRuntime, RunHost]]:
@@ -72,7 +73,9 @@ async def hosting(
     runtime = LocalRuntime(
         mesh, visibility_timeout_ms=visibility_timeout_ms, drain_timeout_s=drain_timeout_s
     )
-    host = RunHost(runtime, model=model, tick_ms=tick_ms, tools=tools)
+    host = RunHost(
+        runtime, model=model, tick_ms=tick_ms, tools=tools, progress_kept_s=progress_kept_s
+    )
     async with runtime:
         yield runtime, host
 

@@ -4,18 +4,23 @@ starts and as it commits, fed by the run's own progress events."""
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
+import anyio
 import pytest
 
+from plait.actors import MAILBOX_TOPIC
+from plait.actors._base import MAIL_KIND, mail_data
 from plait.cli._common import err_console
 from plait.cli.runs import _progress_printer
+from plait.decisions import Human
 from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
-from plait.runs.record import events_topic
+from plait.runs.record import events_topic, owner_id
 
-from .helpers import EXAMPLES, hosting, settle, store
+from .helpers import EXAMPLES, agent_chain, hosting, settle, store
 
 pytestmark = pytest.mark.anyio
 
@@ -57,3 +62,56 @@ async def test_every_visit_shows_as_it_starts_and_as_it_commits(mesh: Mesh) -> N
         "… review_human (visit 1)",
         "✓ review_human Ts waiting_human",
     ]
+
+
+async def progress_events(mesh: Mesh, run_id: str) -> list[Any]:
+    sub = mesh.subscribe(events_topic(run_id), f"probe-{time.monotonic_ns()}", "t", start="begin")
+    try:
+        found: list[Any] = []
+        while True:
+            with anyio.move_on_after(0.3):
+                delivery = await sub.__anext__()
+                found.append(delivery.data)
+                await delivery.ack()
+                continue
+            return found
+    finally:
+        await sub.close()
+
+
+async def test_a_finished_runs_progress_topic_goes_after_the_keep_time(mesh: Mesh) -> None:
+    await store(mesh, agent_chain("pair", ["one", "two"]))
+    runs = Runs(mesh)
+    async with hosting(mesh, ScriptedModel([{"text": "ok"}]), progress_kept_s=0.5):
+        done = await settle(runs, (await runs.start("assistant", "pair", "x")).run_id)
+        assert done.status == "done"
+        assert [e.get("node") for e in await progress_events(mesh, done.run_id)] == [
+            None,
+            "one",
+            "two",
+        ]
+        with anyio.fail_after(10):
+            while await progress_events(mesh, done.run_id):
+                await anyio.sleep(0.2)
+    assert (await runs.get(done.run_id)).status == "done"
+    assert await runs.verify(done.run_id) == 4  # the audit chain stays: started, 2 commits, done
+
+
+async def test_a_cancelled_runs_progress_topic_goes_too(mesh: Mesh) -> None:
+    await store(mesh, GRAPH)
+    runs = Runs(mesh)
+    async with hosting(mesh, ScriptedModel.from_file(SCRIPT), progress_kept_s=0.5):
+        parked = await settle(
+            runs, (await runs.start("assistant", "research-and-verify", "Q3")).run_id
+        )
+        await runs.cancel(parked.run_id, by=Human("ana"))
+        # Runs.cancel schedules the sweep with the default keep time; a host keeping
+        # progress for less sweeps at that wake, so move the wake up to check it here.
+        await anyio.sleep(0.5)
+        await mesh.publish(
+            MAILBOX_TOPIC, MAIL_KIND, mail_data(owner_id(parked.run_id), {"run": parked.run_id})
+        )
+        with anyio.fail_after(10):
+            while await progress_events(mesh, parked.run_id):
+                await anyio.sleep(0.2)
+    assert (await runs.get(parked.run_id)).status == "cancelled"
