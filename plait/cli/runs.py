@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -289,6 +291,57 @@ def runs_cmd(
                 _when(s.updated_at),
             )
         console.print(table)
+
+    run(main)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_age(text: str) -> float:
+    """Seconds in an age like ``90s``, ``45m``, ``12h``, ``30d`` or ``2w``.
+
+    Raises:
+        typer.BadParameter: it is not a positive number followed by s, m, h, d or w.
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text)
+    if match is None:
+        raise typer.BadParameter(
+            f"{text!r} is not an age: give a number and a unit, e.g. 90s, 45m, 12h, 30d, 2w"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+@graph_app.command("prune")
+def prune_cmd(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            help="Delete runs that ended longer ago than this (90s, 45m, 12h, 30d, 2w).",
+        ),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only list what would be deleted.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    mesh: MeshOption = None,
+) -> None:
+    """Delete finished runs (done, failed, cancelled) and everything they stored."""
+    cutoff = time.time() - parse_age(older_than)
+
+    async def main() -> None:
+        async with open_mesh(mesh) as m:
+            found = await Runs(m).prune(ended_before=cutoff, dry_run=dry_run)
+        if as_json:
+            print_json(
+                [{"run_id": s.run_id, "status": s.status, "ended_at": s.updated_at} for s in found]
+            )
+            return
+        verb = "would delete" if dry_run else "deleted"
+        console.print(f"{verb} {len(found)} finished run(s)", highlight=False)
+        for s in found:
+            console.print(f"  {s.run_id} {s.status} {_when(s.updated_at)}", highlight=False)
 
     run(main)
 
