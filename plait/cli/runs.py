@@ -87,12 +87,11 @@ def _progress_printer(enabled: bool) -> Any:
 
 async def _report(runs: Runs, rec: RunRecord, as_json: bool) -> None:
     waiting = None
-    if rec.waiting is not None:
-        waiting = {
-            "node": rec.waiting.node,
-            "ask": rec.waiting.ask,
-            "decision_id": rec.waiting.decision_id,
-        }
+    # A run parked on a subgraph's child run shows what that child asks a person.
+    asking = await runs.asks(rec)
+    asked = asking[1] if asking is not None else rec.waiting
+    if asked is not None:
+        waiting = {"node": asked.node, "ask": asked.ask, "decision_id": asked.decision_id}
     output = await runs.output(rec)
     if as_json:
         print_json(

@@ -94,6 +94,12 @@ def node_of(spec: GraphSpec, state: RunState, key: str) -> Node:
     return _node(spec, plan.target if plan else key)
 
 
+_WAITING_STATUS: dict[str, RunStatus] = {
+    "approval": "waiting_approval",
+    "subgraph": "waiting_child",
+}
+
+
 def claimable(state: RunState) -> list[str]:
     """Ready keys no one has claimed, in order; empty once the run is parked or over."""
     if state.terminal or state.waiting is not None:
@@ -157,7 +163,7 @@ def complete(
         retries=u.retries,
     )
     if waiting is not None:
-        status: RunStatus = "waiting_approval" if waiting.kind == "approval" else "waiting_human"
+        status: RunStatus = _WAITING_STATUS.get(waiting.kind, "waiting_human")
         s = _fork(state, usage=usage, updated_at=now, waiting=waiting, status=status)
     else:
         s = _fork(state, usage=usage, updated_at=now, seq=state.seq + 1)

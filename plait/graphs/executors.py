@@ -389,8 +389,10 @@ async def _subgraph(env: ExecEnv, v: Visit, ctx: TemplateContext) -> NodeResult:
         )
     child_input = render_value(node.input, ctx, node=v.key)
     value = await env.subgraphs(
-        node.agent or env.spec.agent, node.graph, node.version, child_input, v.key
+        node.agent or env.spec.agent, node.graph, node.version, child_input, v.key, v.visit
     )
+    if isinstance(value, Waiting):  # the child runs on its own: park until it ends
+        return NodeResult(waiting=value)
     return NodeResult(value=value)
 
 

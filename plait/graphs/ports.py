@@ -65,8 +65,11 @@ class HistoryPort(Protocol):
         ...
 
 
-SubgraphRunner = Callable[[str, str, int | None, Any, str], Awaitable[Any]]
-"""``(agent, graph name, version or None, input, parent key) -> child output``."""
+SubgraphRunner = Callable[[str, str, int | None, Any, str, int], Awaitable[Any]]
+"""``(agent, graph name, version or None, input, parent key, visit) -> child output``.
+
+A durable run's runner may answer a :class:`~plait.graphs.state.Waiting` instead: the
+child runs as a run of its own, and the node parks until it ends."""
 
 
 class MemoryHistories:

@@ -389,7 +389,7 @@ def _append(session: _Session, step: TrajectoryStep) -> None:
 
 def _subgraph_runner(session: _Session) -> Any:
     async def run_child(
-        agent: str, name: str, version: int | None, child_input: Any, parent: str
+        agent: str, name: str, version: int | None, child_input: Any, parent: str, visit: int
     ) -> Any:
         setup = session.setup
         child_spec = setup.graphs.get(name)

@@ -13,7 +13,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 RunStatus = Literal[
-    "ready", "running", "waiting_human", "waiting_approval", "done", "failed", "cancelled"
+    "ready",
+    "running",
+    "waiting_human",
+    "waiting_approval",
+    "waiting_child",
+    "done",
+    "failed",
+    "cancelled",
 ]
 """Where a run stands.
 
@@ -21,6 +28,7 @@ RunStatus = Literal[
 - ``running``: a node is in flight.
 - ``waiting_human``: parked on a decision a person must answer.
 - ``waiting_approval``: parked on a tool call a person must approve.
+- ``waiting_child``: parked while the child run of a subgraph node runs (durable runs).
 - ``done``: finished; ``output`` holds the result.
 - ``failed``: ended without a result; ``ended_detail`` says why.
 - ``cancelled``: stopped by a person.
@@ -29,9 +37,9 @@ RunStatus = Literal[
 TERMINAL: frozenset[str] = frozenset({"done", "failed", "cancelled"})
 """Statuses after which nothing runs again."""
 
-WaitingKind = Literal["human", "approval", "budget", "indeterminate"]
+WaitingKind = Literal["human", "approval", "budget", "indeterminate", "subgraph"]
 """What a parked run waits for: a human node's answer, a tool approval, a budget raise,
-or a person's call on an interrupted node."""
+a person's call on an interrupted node, or a subgraph node's child run."""
 
 
 class GraphRef(BaseModel):
@@ -118,6 +126,8 @@ class Waiting(BaseModel):
     """For an approval: the tool whose call waits."""
     visit: int | None = None
     """The visit of ``node`` that asks (None for a budget)."""
+    child: str | None = None
+    """For a subgraph: the child run it waits on."""
 
 
 class InstancePlan(BaseModel):

@@ -8,6 +8,7 @@ transition on a warm host reads nothing it wrote itself.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
@@ -18,12 +19,12 @@ from typing import Any, ClassVar
 
 from plait.actors import LocalRuntime
 from plait.decisions import Agent, DecisionBoard
-from plait.errors import GraphError
+from plait.errors import GraphError, VersionConflict
 from plait.graphs.engine import NodeResult, node_of
 from plait.graphs.ports import ExecEnv, SubgraphRunner
 from plait.graphs.reads import node_reads
-from plait.graphs.session import run_graph
 from plait.graphs.spec import GraphSpec
+from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
 from plait.mesh import Transaction
 from plait.models import Model, load_model
@@ -32,6 +33,7 @@ from plait.runs.ports import MeshHistories, RunDecisions, decision_id, wake_noti
 from plait.runs.record import (
     PROGRESS_KEPT_S,
     RunRecord,
+    child_run_id,
     load,
     output_key,
     owner_id,
@@ -156,7 +158,6 @@ class RunHost:
         }
         profiles = await self._profiles(sorted(a for a in agents if a))
         decisions = RunDecisions(self.board, rec.run_id)
-        model = self._model(rec.model)
         return ExecEnv(
             spec=spec,
             run_id=rec.run_id,
@@ -166,38 +167,50 @@ class RunHost:
             human=decisions,
             approvals=decisions,
             histories=MeshHistories(self.mesh, rec.run_id, self.histories, rec.visits),
-            subgraphs=self._subgraph_runner(model, profiles),
+            subgraphs=self._subgraph_runner(rec),
             cwd=self.cwd,
         )
 
-    def _subgraph_runner(
-        self, model: Model | None, profiles: dict[str, AgentProfile]
-    ) -> SubgraphRunner:
-        """Runs a stored child graph to completion inside the subgraph node's visit.
+    def _subgraph_runner(self, rec: RunRecord) -> SubgraphRunner:
+        """Runs a subgraph node's child as a durable run of its own.
 
-        The child runs in this process, as one node of its parent: a crash re-runs the
-        whole child under the subgraph node's policy. A child that would wait on a person
-        fails the node (give the person's step to the parent instead).
+        The visit's first run starts the child (its id derives from the run, the node
+        and the visit, so a visit run again after a crash finds it) and parks the node;
+        the child's last commit wakes this run, and the visit run again then answers
+        the child's output, or fails if the child did not finish.
         """
 
         async def run_child(
-            agent: str, name: str, version: int | None, child_input: Any, parent: str
+            agent: str, name: str, version: int | None, child_input: Any, key: str, visit: int
         ) -> Any:
-            stored = await get_graph(self.mesh, agent, name, version)
-            child = await run_graph(
-                stored.spec,
-                child_input,
-                model=model,
-                profiles=profiles,
-                tools=self.tools,
-                cwd=self.cwd,
-            )
+            child_id = child_run_id(rec.run_id, key, visit)
+            entry = await self.mesh.get(record_key(child_id))
+            if entry is None:
+                from plait.runs.service import Runs
+
+                with contextlib.suppress(VersionConflict):  # a second wake of this visit
+                    await Runs(self.mesh).start(
+                        agent,
+                        name,
+                        child_input,
+                        version=version,
+                        model=rec.model,
+                        run_id=child_id,
+                        parent=f"{rec.run_id}/{key}",
+                    )
+                return _waiting_on(child_id, key, visit, agent, name)
+            child = load(entry.value)
+            if not child.terminal:
+                return _waiting_on(child_id, key, visit, agent, name)
             if child.status != "done":
                 raise GraphError(
-                    f"subgraph {agent}/{name} v{stored.version} under {parent!r} ended "
+                    f"subgraph {agent}/{name} under {key!r} (run {child_id}) ended "
                     f"{child.status}: {child.ended_detail or ''} {child.error or ''}".strip()
                 )
-            return child.output
+            out = child.outputs.get(child.output_node or "")
+            if out is None:
+                return None
+            return await self.value(out.ref) if out.ref else out.value
 
         return run_child
 
@@ -335,6 +348,16 @@ class RunHost:
             by=self.principal(rec.run_id),
         )
         return did
+
+
+def _waiting_on(child_id: str, key: str, visit: int, agent: str, name: str) -> Waiting:
+    return Waiting(
+        node=key,
+        kind="subgraph",
+        ask=f"waits on its subgraph {agent}/{name}, running as {child_id}",
+        visit=visit,
+        child=child_id,
+    )
 
 
 __all__ = ["RunHost"]

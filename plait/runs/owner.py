@@ -35,13 +35,20 @@ from plait.graphs.state import Attempt, Waiting
 from plait.mesh import Transaction, TransactionResult
 from plait.runs import audit
 from plait.runs.host import RunHost
-from plait.runs.ports import decision_id, store_history, sweep_later, wake_notify
+from plait.runs.ports import (
+    decision_id,
+    store_history,
+    sweep_later,
+    wake_notify,
+    wake_parent,
+)
 from plait.runs.record import (
     RunRecord,
     as_record,
     dump,
     events_topic,
     index_key,
+    load,
     owner_id,
     record_key,
     summary_of,
@@ -199,6 +206,8 @@ class _Wake:
         the audit event saying who closed it and how."""
         waiting = rec.waiting
         assert waiting is not None
+        if waiting.kind == "subgraph":
+            return await self._child_ended(rec, waiting)
         if waiting.decision_id is None:
             return None
         try:
@@ -237,6 +246,23 @@ class _Wake:
                 rec, "budget_exhausted", "the budget decision closed without a raise", now=now
             )
         ), [event]
+
+    async def _child_ended(
+        self, rec: RunRecord, waiting: Waiting
+    ) -> tuple[RunRecord, list[dict[str, Any]]] | None:
+        """A run parked on a subgraph's child run, unparked once the child ended (its
+        node then runs again and takes the child's output), with the audit event."""
+        entry = await self.mesh.get(record_key(waiting.child or ""))
+        child = load(entry.value) if entry is not None else None
+        if child is not None and not child.terminal:
+            return None
+        event = {
+            "type": "run.resumed",
+            "node": waiting.node,
+            "child": waiting.child,
+            "status": child.status if child is not None else "missing",
+        }
+        return as_record(engine.resume(rec, now=time.time())), [event]
 
     async def _park(self, rec: RunRecord) -> None:
         """Stay parked: schedule the fallback tick and ack, nothing else."""
@@ -385,6 +411,7 @@ class _Wake:
             await self._tick(tx, new)
         elif new.terminal:
             sweep_later(tx, new.run_id, self.host.progress_kept_s)
+            wake_parent(tx, new)
         if listing_status(new.status) != listing_status(before.status):
             tx.put(index_key(new.run_id), summary_of(new).model_dump())
         tx.publish(

@@ -23,7 +23,14 @@ from plait.graphs.ports import Answer
 from plait.graphs.state import Waiting
 from plait.mesh import Mesh, Transaction
 from plait.models import Message
-from plait.runs.record import PROGRESS_KEPT_S, history_key, owner_id, tick_key
+from plait.runs.record import (
+    PROGRESS_KEPT_S,
+    RunRecord,
+    history_key,
+    owner_id,
+    parent_run_id,
+    tick_key,
+)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -47,6 +54,13 @@ def sweep_later(tx: Transaction, run_id: str, after_s: float = PROGRESS_KEPT_S) 
         after_ms=max(1, int(after_s * 1000)),
         key=tick_key(run_id),
     )
+
+
+def wake_parent(tx: Transaction, rec: RunRecord) -> None:
+    """Add to ``tx`` (a child run's last commit) the wake of the run it belongs to."""
+    parent = parent_run_id(rec)
+    if parent is not None:
+        tell_in(tx, owner_id(parent), {"run": parent, "why": "child"})
 
 
 def wake_notify(run_id: str, why: str) -> Notify:

@@ -66,6 +66,17 @@ def owner_id(run_id: str) -> str:
     return f"run:{run_id}"
 
 
+def parent_run_id(record: RunState) -> str | None:
+    """The run a child run belongs to (its ``parent`` is ``<run_id>/<node>``), if any."""
+    return record.parent.partition("/")[0] if record.parent else None
+
+
+def child_run_id(run_id: str, key: str, visit: int) -> str:
+    """The id of the child run a subgraph node's visit starts: stable, so a visit run
+    again after a crash finds its child instead of starting a second one."""
+    return f"{run_id}__{key}_{visit}"
+
+
 def tick_key(run_id: str) -> str:
     """The schedule key of a run's fallback tick (stable, so a tick is never doubled)."""
     return f"tick:{run_id}"
@@ -134,6 +145,7 @@ __all__ = [
     "as_record",
     "audit_key",
     "audit_prefix",
+    "child_run_id",
     "dump",
     "events_topic",
     "history_key",
@@ -141,6 +153,7 @@ __all__ = [
     "load",
     "output_key",
     "owner_id",
+    "parent_run_id",
     "record_key",
     "summary_of",
     "tick_key",

@@ -31,12 +31,12 @@ from plait.errors import (
     VersionConflict,
 )
 from plait.graphs import engine
-from plait.graphs.state import TERMINAL
+from plait.graphs.state import TERMINAL, Waiting
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh
 from plait.runs import audit
 from plait.runs.owner import OWNER_KIND, listing_status
-from plait.runs.ports import sweep_later
+from plait.runs.ports import sweep_later, wake_parent
 from plait.runs.record import (
     RUN_ID_PREFIX,
     RunRecord,
@@ -77,11 +77,17 @@ class Runs:
         version: int | None = None,
         model: str | None = None,
         run_id: str | None = None,
+        parent: str | None = None,
     ) -> RunRecord:
-        """Start a run of the newest (or the given) version of a stored graph."""
+        """Start a run of the newest (or the given) version of a stored graph.
+
+        ``parent`` (``<run_id>/<node>``) makes it the child run of that subgraph node,
+        whose run its last commit wakes. A ``run_id`` already taken raises
+        VersionConflict.
+        """
         stored = await get_graph(self.mesh, agent, name, version)
         run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
-        state = engine.start(stored.spec, run_id, input, now=time.time())
+        state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
         rec = RunRecord(**state.model_dump(), model=model)
         owner = ActorRecord(
             id=owner_id(run_id),
@@ -161,8 +167,12 @@ class Runs:
             run_id: the run.
             timeout: seconds to wait at most (TimeoutError after).
             on_progress: called with each progress event of the run.
-            since: a record that waited on a decision just answered; waiting on that
-                same decision does not count as settled.
+            since: a record that waited on a decision just answered (what
+                :meth:`resume` returns); waiting on that same decision does not count
+                as settled.
+
+        A run parked on a subgraph's child run settles when that child (or its own
+        child) waits on a person; see :meth:`asks`.
         """
         answered = since.waiting.decision_id if since and since.waiting else None
         group = f"watch-{uuid.uuid4().hex}"
@@ -171,9 +181,10 @@ class Runs:
             with anyio.fail_after(timeout):
                 while True:
                     rec = await self.get(run_id)
-                    if rec.terminal or (
-                        rec.waiting is not None and rec.waiting.decision_id != answered
-                    ):
+                    if rec.terminal:
+                        return rec
+                    asking = await self.asks(rec)
+                    if asking is not None and asking[1].decision_id != answered:
                         return rec
                     with anyio.move_on_after(0.5):
                         async for delivery in sub:
@@ -187,12 +198,36 @@ class Runs:
             with anyio.CancelScope(shield=True):
                 await self.mesh.drop_group(events_topic(run_id), group)
 
+    async def asks(self, rec: RunRecord) -> tuple[RunRecord, Waiting] | None:
+        """What a person must answer for ``rec`` to go on, and the run that asks it.
+
+        The run itself, or, when it is parked on a subgraph's child run, whatever that
+        child (or its own child) waits on. None if no person is waited on.
+        """
+        seen = {rec.run_id}
+        while rec.waiting is not None and rec.waiting.child is not None:
+            child = rec.waiting.child
+            entry = await self.mesh.get(record_key(child))
+            if entry is None or child in seen:
+                return None
+            seen.add(child)
+            rec = load(entry.value)
+        if rec.waiting is None or rec.terminal:
+            return None
+        return rec, rec.waiting
+
     async def resume(self, run_id: str, answer: str, *, by: Principal) -> RunRecord:
-        """Answer what the run waits on; its owner wakes at once through the mesh."""
-        rec = await self.get(run_id)
-        waiting = rec.waiting
+        """Answer what the run waits on; its owner wakes at once through the mesh.
+
+        A run parked on a subgraph's child run answers what that child asks (see
+        :meth:`asks`). Returns the record of the run whose question was answered, as
+        it was before the answer.
+        """
+        outer = await self.get(run_id)
+        asking = await self.asks(outer)
+        rec, waiting = asking if asking is not None else (outer, None)
         if waiting is None or waiting.decision_id is None:
-            raise RunNotWaiting(f"run {run_id} is {rec.status}: it waits on no answer")
+            raise RunNotWaiting(f"run {run_id} is {outer.status}: it waits on no answer")
         if waiting.kind == "budget":
             raise RunNotWaiting(f"run {run_id} waits on a budget raise: use raise_budget")
         options = waiting.options
@@ -234,6 +269,7 @@ class Runs:
                 {"node": None, "status": "cancelled", "ended_detail": "cancelled"},
             )
             sweep_later(tx, run_id)
+            wake_parent(tx, new)
             try:
                 await tx.commit()
             except VersionConflict:
@@ -242,6 +278,9 @@ class Runs:
                 # Withdrawn, so no one is left asked about a run that is gone.
                 with contextlib.suppress(DecisionClosed, DecisionNotFound):
                     await self.desk.cancel(rec.waiting.decision_id, by=by)
+            if rec.waiting is not None and rec.waiting.child is not None:
+                with contextlib.suppress(RunNotFound):  # its subgraph's run goes too
+                    await self.cancel(rec.waiting.child, by=by)
             return new
 
     async def raise_budget(
