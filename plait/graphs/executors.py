@@ -393,6 +393,8 @@ async def _subgraph(env: ExecEnv, v: Visit, ctx: TemplateContext) -> NodeResult:
     )
     if isinstance(value, Waiting):  # the child runs on its own: park until it ends
         return NodeResult(waiting=value)
+    if isinstance(value, NodeResult):  # a child run's output, with what it spent
+        return value
     return NodeResult(value=value)
 
 

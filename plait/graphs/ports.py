@@ -68,8 +68,10 @@ class HistoryPort(Protocol):
 SubgraphRunner = Callable[[str, str, int | None, Any, str, int], Awaitable[Any]]
 """``(agent, graph name, version or None, input, parent key, visit) -> child output``.
 
-A durable run's runner may answer a :class:`~plait.graphs.state.Waiting` instead: the
-child runs as a run of its own, and the node parks until it ends."""
+A durable run's runner may answer a :class:`~plait.graphs.state.Waiting` instead (the
+child runs as a run of its own, and the node parks until it ends), and then a
+:class:`~plait.graphs.engine.NodeResult` holding the child's output and what it spent
+(counted against the parent's budget)."""
 
 
 class MemoryHistories:

@@ -177,7 +177,7 @@ class RunHost:
         The visit's first run starts the child (its id derives from the run, the node
         and the visit, so a visit run again after a crash finds it) and parks the node;
         the child's last commit wakes this run, and the visit run again then answers
-        the child's output, or fails if the child did not finish.
+        the child's output and what it spent, or fails if the child did not finish.
         """
 
         async def run_child(
@@ -208,9 +208,14 @@ class RunHost:
                     f"{child.status}: {child.ended_detail or ''} {child.error or ''}".strip()
                 )
             out = child.outputs.get(child.output_node or "")
-            if out is None:
-                return None
-            return await self.value(out.ref) if out.ref else out.value
+            value = None if out is None else (await self.value(out.ref) if out.ref else out.value)
+            spent = child.usage
+            return NodeResult(
+                value=value,
+                input_tokens=spent.input_tokens,
+                output_tokens=spent.output_tokens,
+                dollars=spent.dollars,
+            )
 
         return run_child
 

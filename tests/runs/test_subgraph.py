@@ -69,6 +69,12 @@ async def test_a_subgraph_node_runs_its_stored_child(mesh: Mesh) -> None:
         ("polish", "polished notes"),
     ]
     assert {s.run_id for s in await runs.list()} == {rec.run_id, child.run_id}
+    # What the child spent is the subgraph visit's spend: it counts in the parent too.
+    assert child.usage.input_tokens > 0
+    spent = {s["node"]: s["usage"] for s in await runs.trajectory(rec.run_id)}
+    assert spent["child"]["input_tokens"] == child.usage.input_tokens
+    assert spent["child"]["output_tokens"] == child.usage.output_tokens
+    assert rec.usage.input_tokens == sum(u["input_tokens"] for u in spent.values())
     assert await runs.verify(child.run_id) == 4
     resumed = [e for e in await read_events(mesh, rec.run_id) if e.type == "run.resumed"]
     assert [(e.node, e.detail["child"], e.detail["status"]) for e in resumed] == [
