@@ -18,9 +18,11 @@ import anyio
 import pytest
 
 from plait.decisions import DecisionDesk
+from plait.errors import RunNotFound
 from plait.mesh import Mesh, open_mesh
 from plait.runs import AuditEvent, RunRecord, Runs
 from plait.runs.audit import read_events
+from plait.runs.record import child_run_id
 
 from .helpers import DATA, Cli, commits, poll
 
@@ -175,3 +177,51 @@ def test_a_killed_escalate_node_asks_a_person_and_retry_finishes_it(cli: Cli) ->
 
     assert with_mesh(cli.mesh_url, answered) == "retry"
     cli("graph", "inspect", rec.run_id, "--verify")
+
+
+def record_of(url: str, run_id: str) -> RunRecord | None:
+    async def read(mesh: Mesh) -> RunRecord | None:
+        try:
+            return await Runs(mesh).get(run_id)
+        except RunNotFound:
+            return None
+
+    return with_mesh(url, read)
+
+
+def test_a_child_run_killed_mid_node_is_finished_and_wakes_its_parent(cli: Cli) -> None:
+    cli("graph", "import", str(DATA / "slow_chain.json"))
+    cli("graph", "import", str(DATA / "slow_parent.json"))
+    doomed = cli.spawn(
+        "graph", "run", "assistant", "slow-parent", "--input", "x",
+        "--model", f"scripted:{DATA / 'slow_parent.model.yaml'}", "--json",
+    )  # fmt: skip
+    try:
+        parent = record_when(cli.mesh_url, lambda r: r.graph.name == "slow-parent")
+        child_id = child_run_id(parent.run_id, "sub", 1)
+        poll(lambda: (c := record_of(cli.mesh_url, child_id)) and "second" in c.attempts)
+        os.kill(doomed.pid, signal.SIGKILL)
+        assert doomed.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+        doomed.communicate()
+    assert (record_of(cli.mesh_url, parent.run_id) or parent).status == "waiting_child"
+
+    worker = cli.spawn("worker", "--visibility-timeout", "1")
+    try:
+        done = poll(lambda: (r := record_of(cli.mesh_url, parent.run_id)) and r.terminal and r)
+    finally:
+        stop(worker)
+    assert done.status == "done", done
+    child, child_events, _ = history(cli.mesh_url, child_id)
+    assert child.status == "done" and child.usage.retries == 1
+    assert_each_visit_committed_once(child_events)
+    done, events, steps = history(cli.mesh_url, parent.run_id)
+    assert commits(steps) == [("lead", 1), ("sub", 1), ("tail", 1)]
+    assert [s["output"] for s in steps] == ["lead", "three", "tail"]
+    assert Counter(e.node for e in events if e.type == "node.committed") == {
+        "lead": 1,
+        "sub": 1,
+        "tail": 1,
+    }
