@@ -47,6 +47,7 @@ from plait.runs.record import (
     index_key,
     load,
     owner_id,
+    parent_run_id,
     record_key,
     summary_of,
     tick_key,
@@ -352,8 +353,9 @@ class Runs:
 
         Everything of each goes: its record and listing, outputs, conversations, audit
         chain, owner actor, progress topic, scheduled wake and decisions. A run not over
-        is never touched. The record and its listing go last, together, so a prune cut
-        short is finished by the next one.
+        is never touched, nor the child run of a subgraph node whose run is not over.
+        The record and its listing go last, together, so a prune cut short is finished
+        by the next one.
 
         Args:
             ended_before: epoch seconds; runs whose last change is older are deleted.
@@ -363,7 +365,11 @@ class Runs:
             The summaries of the runs deleted (or that would be), newest first.
         """
         doomed = [
-            s for s in await self.list() if s.status in TERMINAL and s.updated_at < ended_before
+            s
+            for s in await self.list()
+            if s.status in TERMINAL
+            and s.updated_at < ended_before
+            and not await self._parent_waits(s.run_id)
         ]
         if dry_run or not doomed:
             return doomed
@@ -376,6 +382,16 @@ class Runs:
         for summary in doomed:
             await self._delete_run(summary.run_id, decisions.get(summary.run_id, []))
         return doomed
+
+    async def _parent_waits(self, run_id: str) -> bool:
+        """Whether ``run_id`` is a child run whose parent is not over: it keeps it, to
+        take its output when its node runs again."""
+        entry = await self.mesh.get(record_key(run_id))
+        parent = parent_run_id(load(entry.value)) if entry is not None else None
+        if parent is None:
+            return False
+        found = await self.mesh.get(record_key(parent))
+        return found is not None and not load(found.value).terminal
 
     async def _delete_run(self, run_id: str, decision_keys: builtins.list[str]) -> None:
         keys = [entry.key async for entry in self.mesh.scan(f"{record_key(run_id)}/")]

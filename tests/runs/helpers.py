@@ -168,3 +168,40 @@ def poll(check: Callable[[], T | None], timeout: float = 20.0, every: float = 0.
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up after {timeout}s waiting on {check}")
         time.sleep(every)
+
+
+# A child graph that asks a person, under a parent that runs it as a subgraph.
+ASKING_CHILD = {
+    "name": "sign-off",
+    "agent": "assistant",
+    "entry": "draft",
+    "nodes": [
+        {"id": "draft", "type": "agent", "prompt": "Draft {{input}}", "next": "approve"},
+        {"id": "approve", "type": "human", "ask": "Ship {{draft}}?", "next": "ship"},
+        {"id": "ship", "type": "agent", "prompt": "Ship {{draft}} ({{approve}})"},
+    ],
+}  # fmt: skip
+ASKING_PARENT = {
+    "name": "release",
+    "agent": "assistant",
+    "entry": "child",
+    "nodes": [
+        {"id": "child", "type": "subgraph", "graph": "sign-off", "input": "{{input}}",
+         "next": "announce"},
+        {"id": "announce", "type": "agent", "prompt": "Announce {{child}}"},
+    ],
+}  # fmt: skip
+
+
+def asking_model_rules() -> list[dict[str, Any]]:
+    """A script for the two graphs above: the child drafts, ships once approved."""
+    return [
+        {"node": "draft", "text": "v2 notes"},
+        {"node": "ship", "match": "yes", "text": "shipped v2"},
+        {"node": "announce", "match": "shipped v2", "text": "announced"},
+    ]
+
+
+def asking_model() -> ScriptedModel:
+    """The scripted model of :func:`asking_model_rules`."""
+    return ScriptedModel(asking_model_rules())

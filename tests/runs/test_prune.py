@@ -16,9 +16,18 @@ from plait.decisions import DecisionDesk, Human
 from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
-from plait.runs.record import events_topic, record_key
+from plait.runs.record import child_run_id, events_topic, record_key
 
-from .helpers import EXAMPLES, agent_chain, hosting, settle, store
+from .helpers import (
+    ASKING_CHILD,
+    ASKING_PARENT,
+    EXAMPLES,
+    agent_chain,
+    asking_model,
+    hosting,
+    settle,
+    store,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -118,3 +127,16 @@ def test_ages() -> None:
         1_209_600,
         5400,
     ]
+
+
+async def test_prune_keeps_a_finished_child_whose_parent_is_not_over(mesh: Mesh) -> None:
+    await store(mesh, ASKING_CHILD)
+    await store(mesh, ASKING_PARENT)
+    runs = Runs(mesh)
+    async with hosting(mesh, asking_model()):
+        parent = await settle(runs, (await runs.start("assistant", "release", "v2")).run_id)
+    child_id = child_run_id(parent.run_id, "child", 1)
+    await runs.cancel(child_id, by=ANA)  # over, but no host has told its parent yet
+    assert (await runs.get(parent.run_id)).status == "waiting_child"
+    assert await runs.prune(ended_before=time.time() + 1) == []
+    assert (await runs.get(child_id)).status == "cancelled"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -19,7 +18,16 @@ from plait.runs import Runs
 from plait.runs.audit import read_events
 from plait.runs.record import child_run_id
 
-from .helpers import agent_chain, hosting, settle, store
+from .helpers import (
+    ASKING_CHILD,
+    ASKING_PARENT,
+    agent_chain,
+    asking_model,
+    asking_model_rules,
+    hosting,
+    settle,
+    store,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -81,40 +89,6 @@ async def test_a_subgraph_node_runs_its_stored_child(mesh: Mesh) -> None:
         ("child", child.run_id, "done")
     ]
     await runs.verify(rec.run_id)
-
-
-ASKING_CHILD = {
-    "name": "sign-off",
-    "agent": "assistant",
-    "entry": "draft",
-    "nodes": [
-        {"id": "draft", "type": "agent", "prompt": "Draft {{input}}", "next": "approve"},
-        {"id": "approve", "type": "human", "ask": "Ship {{draft}}?", "next": "ship"},
-        {"id": "ship", "type": "agent", "prompt": "Ship {{draft}} ({{approve}})"},
-    ],
-}  # fmt: skip
-ASKING_PARENT = {
-    "name": "release",
-    "agent": "assistant",
-    "entry": "child",
-    "nodes": [
-        {"id": "child", "type": "subgraph", "graph": "sign-off", "input": "{{input}}",
-         "next": "announce"},
-        {"id": "announce", "type": "agent", "prompt": "Announce {{child}}"},
-    ],
-}  # fmt: skip
-
-
-def asking_model_rules() -> list[dict[str, Any]]:
-    return [
-        {"node": "draft", "text": "v2 notes"},
-        {"node": "ship", "match": "yes", "text": "shipped v2"},
-        {"node": "announce", "match": "shipped v2", "text": "announced"},
-    ]
-
-
-def asking_model() -> ScriptedModel:
-    return ScriptedModel(asking_model_rules())
 
 
 async def test_a_person_asked_inside_a_subgraph_is_answered_through_the_parent(
