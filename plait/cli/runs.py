@@ -111,9 +111,14 @@ async def _report(runs: Runs, rec: RunRecord, as_json: bool) -> None:
     )
     if rec.error:
         console.print(f"[red]error:[/] {rec.error}", highlight=False)
-    if waiting is not None:
-        console.print(f"[yellow]waiting on {waiting['node']}:[/] {waiting['ask']}", highlight=False)
-        console.print(f"answer with: plait graph resume {rec.run_id} ANSWER", highlight=False)
+    if asked is not None:
+        asker = asking[0].run_id if asking is not None else rec.run_id
+        where = f" in subgraph run {asker}" if asker != rec.run_id else ""
+        console.print(f"[yellow]waiting on {asked.node}{where}:[/] {asked.ask}", highlight=False)
+        if asked.kind == "budget":
+            console.print(f"raise it with: plait graph raise-budget {asker} --steps N")
+        else:
+            console.print(f"answer with: plait graph resume {rec.run_id} ANSWER", highlight=False)
     if rec.status == "done":
         console.print(output if isinstance(output, str) else repr(output), highlight=False)
 

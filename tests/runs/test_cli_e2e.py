@@ -196,3 +196,28 @@ def test_raise_budget_lets_a_parked_run_go_on(tmp_path: Path) -> None:
     rec, output = anyio.run(finish)
     assert rec.status == "done" and output == "2"
     assert rec.budget_extra == {"steps": 2}
+
+
+def test_a_run_parked_on_its_budget_says_how_to_raise_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mesh.db'}"
+    graph = {
+        **agent_chain("tight", ["one", "two"]),
+        "budget": {"steps": 1, "on_exhausted": "escalate"},
+    }
+    script = tmp_path / "model.json"
+    script.write_text(json.dumps([{"node": "one", "text": "1"}, {"node": "two", "text": "2"}]))
+
+    async def stored() -> None:
+        async with open_mesh(url) as mesh:
+            await store(mesh, graph)
+
+    anyio.run(stored)
+    model = f"scripted:{script}"
+    shown = CliRunner().invoke(
+        app, ["graph", "run", "assistant", "tight", "--input", "x", "--model", model],
+        env={"PLAIT_MESH": url, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    run_id = next(line.split()[1] for line in shown.stdout.splitlines() if line.startswith("run "))
+    assert f"raise it with: plait graph raise-budget {run_id} --steps N" in shown.stdout
+    assert "plait graph resume" not in shown.stdout

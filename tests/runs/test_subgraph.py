@@ -198,3 +198,13 @@ def test_the_cli_shows_and_answers_the_childs_question(tmp_path: Path) -> None:
     assert resumed.exit_code == 0, resumed.output
     finished = json.loads(resumed.stdout)
     assert (finished["status"], finished["output"]) == ("done", "announced")
+
+    shown = cli.invoke(
+        app, ["graph", "run", "assistant", "release", "--input", "v2", "--model", model],
+        env={**env, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    parent = next(line.split()[1] for line in shown.stdout.splitlines() if line.startswith("run "))
+    child = child_run_id(parent, "child", 1)
+    assert f"waiting on approve in subgraph run {child}: Ship v2 notes?" in shown.stdout
+    assert f"answer with: plait graph resume {parent} ANSWER" in shown.stdout
