@@ -206,7 +206,7 @@ async def sqlite_transitions(seconds: float, tmp: Path) -> list[Figure]:
                     return lg.rate(slice_s, "async")
 
                 value, floor, lg_async = await best_of(
-                    [plait, lg_sync_rate, lg_async_rate], seconds * 1.5
+                    [plait, lg_sync_rate, lg_async_rate], seconds * 4
                 )
         finally:
             lg.close()
