@@ -13,7 +13,8 @@ draft | pass: publish)`` with a verifier that fails a fixed number of times.
   default, which writes checkpoints in the background.
 - ``runs_redis_roundtrips``: requests this process sent to Redis during one run, counted
   on the client, per transition (a cost: ``ratio`` is baseline / value).
-- ``runs_redis_concurrent``: transitions per second of 200 runs at once on Redis.
+- ``runs_redis_concurrent``: transitions per second of 200 runs at once on Redis, the
+  best of three rounds.
 - ``resume_latency_ms``: median time from answering a parked run to its next claim.
 
 The process tunes Python's cyclic garbage collector as a serving process does
@@ -61,6 +62,7 @@ REDIS_URL = os.environ.get("PLAIT_BENCH_REDIS", "redis://127.0.0.1:6379/0")
 FAILS = 48  # 49 drafts, 49 verdicts and a publish: 99 transitions, within the step cap
 CONCURRENT_RUNS = 200
 CONCURRENT_FAILS = 3  # 9 transitions per run
+CONCURRENT_ROUNDS = 3
 RESUMES = 21
 LOOP_TARGET = 2.0
 REDIS_RT_BASELINE = 4.0
@@ -410,7 +412,10 @@ async def main(argv: list[str] | None = None) -> None:
         figures += await sqlite_transitions(args.seconds, Path(tmp))
         figures += await resume_latency(Path(tmp))
     figures += await redis_roundtrips()
-    figures += await redis_concurrent()
+    # Three rounds, each on a fresh prefix; the best is the one least disturbed by
+    # anything else the machine ran meanwhile (as best_of does for the rates above).
+    rounds = [await redis_concurrent() for _ in range(CONCURRENT_ROUNDS)]
+    figures += max(rounds, key=lambda found: found[0].value if found else 0.0)
     report(figures, as_json=args.json, title="durable runs")
 
 
