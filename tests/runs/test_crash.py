@@ -179,6 +179,17 @@ def test_a_killed_escalate_node_asks_a_person_and_retry_finishes_it(cli: Cli) ->
     cli("graph", "inspect", rec.run_id, "--verify")
 
 
+def run_of_graph(url: str, graph: str) -> RunRecord | None:
+    """The newest run of ``graph``, if any (a child run may be newer than its parent)."""
+
+    async def read(mesh: Mesh) -> RunRecord | None:
+        runs = Runs(mesh)
+        found = [s for s in await runs.list() if s.graph == graph]
+        return await runs.get(found[0].run_id) if found else None
+
+    return with_mesh(url, read)
+
+
 def record_of(url: str, run_id: str) -> RunRecord | None:
     async def read(mesh: Mesh) -> RunRecord | None:
         try:
@@ -197,7 +208,7 @@ def test_a_child_run_killed_mid_node_is_finished_and_wakes_its_parent(cli: Cli) 
         "--model", f"scripted:{DATA / 'slow_parent.model.yaml'}", "--json",
     )  # fmt: skip
     try:
-        parent = record_when(cli.mesh_url, lambda r: r.graph.name == "slow-parent")
+        parent = poll(lambda: run_of_graph(cli.mesh_url, "slow-parent"))
         child_id = child_run_id(parent.run_id, "sub", 1)
         poll(lambda: (c := record_of(cli.mesh_url, child_id)) and "second" in c.attempts)
         os.kill(doomed.pid, signal.SIGKILL)
