@@ -3,8 +3,11 @@
 One subscription to the mailbox topic, as a consumer of the group every runtime on the
 mesh shares, feeds every actor this process hosts. A message activates its actor (its
 record is read, its handler resolved); the activation holds a task only while it has
-messages, so idle actors cost their records and nothing else. Each actor handles at
-most ``config["max_concurrency"]`` messages at once (default 1, in mailbox order).
+messages, so idle actors cost their records and nothing else. The tasks come from a
+pool that grows to the most messages ever handled at once here (at most
+``max_in_flight``) and stays, so a busy runtime does not start a task per message. Each
+actor handles at most ``config["max_concurrency"]`` messages at once (default 1, in
+mailbox order).
 
 When a process dies, the messages it had taken but not acked are delivered to another
 runtime of the group once the visibility timeout passes (10 s by default); a message
@@ -15,6 +18,7 @@ handler in a live process is never mistaken for a dead one.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import gc
@@ -131,6 +135,10 @@ class LocalRuntime:
         self.drain_timeout_s = drain_timeout_s
         self._handlers = dict(handlers or {})
         self._activations: OrderedDict[str, _Activation] = OrderedDict()
+        self._ready: asyncio.Queue[_Activation] = asyncio.Queue()
+        """Activations with mail and no worker yet, for the pool of worker tasks."""
+        self._pool_idle = 0
+        self._pool_starting = 0
         self._slots = anyio.Semaphore(max_in_flight)
         self._in_flight: dict[int, Delivery] = {}
         self._since: dict[int, float] = {}
@@ -222,6 +230,8 @@ class LocalRuntime:
 
     async def start(self) -> None:
         """Start serving the mailbox."""
+        self._ready = asyncio.Queue()
+        self._pool_idle = self._pool_starting = 0
         self._tg = await self._stack.enter_async_context(anyio.create_task_group())
         # "begin": mail sent before any runtime ever served this mesh must not be lost.
         self._sub = self.mesh.subscribe(
@@ -363,7 +373,23 @@ class LocalRuntime:
             ready += 1
             activation.running += 1
             activation.starting += 1
-            self._tg.start_soon(self._work, activation)
+            self._ready.put_nowait(activation)
+            # A worker idle in the pool takes it; only if none is left does one start
+            # (starting a task group task costs ten times what handing one work does).
+            if self._ready.qsize() > self._pool_idle + self._pool_starting:
+                self._pool_starting += 1
+                self._tg.start_soon(self._pool_worker)
+
+    async def _pool_worker(self) -> None:
+        """Run activations handed to the pool, one at a time, until the runtime stops."""
+        self._pool_starting -= 1
+        while True:
+            self._pool_idle += 1
+            try:
+                activation = await self._ready.get()
+            finally:
+                self._pool_idle -= 1
+            await self._work(activation)
 
     async def _activate(self, actor_id: str) -> _Activation | None:
         activation = self._activations.get(actor_id)

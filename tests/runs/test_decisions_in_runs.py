@@ -209,8 +209,15 @@ async def test_a_parked_run_holds_no_task(mesh: Mesh) -> None:
         assert runtime.active_tasks == 0
         stacks = [_stack(t) for t in asyncio.all_tasks()]
         assert not [
-            s for s in stacks if any("handle" in n or "_Wake" in n or "_work" in n for n in s)
+            s
+            for s in stacks
+            if any("handle" in n or "_Wake" in n or n == "LocalRuntime._work" for n in s)
         ]
+        # The runtime's pooled worker tasks hold no actor: each waits for work.
+        pooled = [s for s in stacks if "LocalRuntime._pool_worker" in s]
+        assert pooled and all(
+            s[s.index("LocalRuntime._pool_worker") + 1] == "Queue.get" for s in pooled
+        )
         await runs.resume(parked.run_id, "yes", by=ANA)
         rec = await settle(runs, parked.run_id, since=parked)
     assert rec.status == "done"
