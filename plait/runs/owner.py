@@ -190,7 +190,13 @@ class _Wake:
         tx.publish(
             events_topic(self.run_id),
             "started",
-            {"node": key, "visit": attempt.visit, "status": "running", "at": attempt.started_at},
+            {
+                "node": key,
+                "visit": attempt.visit,
+                "status": "running",
+                "at": attempt.started_at,
+                "audit_seq": claimed.audit_seq,
+            },
         )
         if resumed:
             tx.put(index_key(self.run_id), summary_of(claimed).model_dump())
@@ -499,8 +505,9 @@ def _progress(
     events: list[dict[str, Any]],
     started: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The progress event of a commit: the visit it committed, the run's status, and
-    the visits it started (``started``: node, visit and epoch seconds of each)."""
+    """The progress event of a commit: the visit it committed, the run's status, the
+    visits it started (``started``: node, visit and epoch seconds of each), and the
+    record's ``audit_seq`` after it (which orders a run's events for a watcher)."""
     committed = next((e for e in events if e["type"] == "node.committed"), None)
     return {
         "node": key,
@@ -512,6 +519,7 @@ def _progress(
         "ended_detail": new.ended_detail,
         "waiting": new.waiting.model_dump() if new.waiting else None,
         "started": started,
+        "audit_seq": new.audit_seq,
     }
 
 

@@ -124,6 +124,7 @@ class Runs:
                     "started": [
                         {"node": attempt.node, "visit": attempt.visit, "at": attempt.started_at}
                     ],
+                    "audit_seq": rec.audit_seq,
                 },
             )
         tx.put(record_key(run_id), dump(rec), if_version=0)
@@ -167,7 +168,8 @@ class Runs:
         Args:
             run_id: the run.
             timeout: seconds to wait at most (TimeoutError after).
-            on_progress: called with each progress event of the run.
+            on_progress: called with each progress event of the run (after ``since``
+                only those published since it parked).
             since: a record that waited on a decision just answered (what
                 :meth:`resume` returns); waiting on that same decision does not count
                 as settled.
@@ -176,24 +178,38 @@ class Runs:
         child) waits on a person; see :meth:`asks`.
         """
         answered = since.waiting.decision_id if since and since.waiting else None
+        # Resuming, only what happened since the run parked is news worth showing: its
+        # events carry the record's audit_seq, which every commit moves on.
+        shown_after = -1
+        if since is not None:
+            watched = since if since.run_id == run_id else await self.get(run_id)
+            shown_after = watched.audit_seq
         group = f"watch-{uuid.uuid4().hex}"
         sub = self.mesh.subscribe(events_topic(run_id), group, "w", start="begin")
+        shown_end = False
         try:
             with anyio.fail_after(timeout):
                 while True:
                     rec = await self.get(run_id)
-                    if rec.terminal:
+                    settled = rec.terminal
+                    if not settled:
+                        asking = await self.asks(rec)
+                        settled = asking is not None and asking[1].decision_id != answered
+                    if settled and (on_progress is None or shown_end):
                         return rec
-                    asking = await self.asks(rec)
-                    if asking is not None and asking[1].decision_id != answered:
-                        return rec
-                    with anyio.move_on_after(0.5):
+                    # Settled: the commit that settled it published its progress event
+                    # with it, so show what is still unread before returning.
+                    with anyio.move_on_after(0.2 if settled else 0.5):
                         async for delivery in sub:
                             await delivery.ack()
-                            if on_progress is not None:
+                            news = delivery.data.get("audit_seq", shown_after + 1) > shown_after
+                            if on_progress is not None and news:
                                 on_progress(delivery.data)
                             if delivery.data.get("status") not in ("ready", "running"):
+                                shown_end = shown_end or news
                                 break
+                    if settled:
+                        return rec
         finally:
             await sub.close()
             with anyio.CancelScope(shield=True):
@@ -267,7 +283,12 @@ class Runs:
             tx.publish(
                 events_topic(run_id),
                 "progress",
-                {"node": None, "status": "cancelled", "ended_detail": "cancelled"},
+                {
+                    "node": None,
+                    "status": "cancelled",
+                    "ended_detail": "cancelled",
+                    "audit_seq": new.audit_seq,
+                },
             )
             sweep_later(tx, run_id)
             wake_parent(tx, new)

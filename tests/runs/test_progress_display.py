@@ -115,3 +115,21 @@ async def test_a_cancelled_runs_progress_topic_goes_too(mesh: Mesh) -> None:
             while await progress_events(mesh, parked.run_id):
                 await anyio.sleep(0.2)
     assert (await runs.get(parked.run_id)).status == "cancelled"
+
+
+async def test_resuming_shows_only_what_happened_after_the_run_parked(mesh: Mesh) -> None:
+    await store(mesh, GRAPH)
+    runs = Runs(mesh)
+    async with hosting(mesh, ScriptedModel.from_file(SCRIPT)):
+        parked = await settle(
+            runs, (await runs.start("assistant", "research-and-verify", "Q3")).run_id
+        )
+        before = await runs.resume(parked.run_id, "yes, ship it", by=Human("ana"))
+        shown: list[dict[str, Any]] = []
+        done = await runs.wait(parked.run_id, since=before, on_progress=shown.append, timeout=10)
+    assert done.status == "done"
+    committed = [e["node"] for e in shown if e.get("node") is not None]
+    began = [v["node"] for e in shown for v in e.get("started") or ()]
+    assert committed == ["review_human", "review_human", "publish"]  # claimed, committed
+    assert began == ["publish"]
+    assert shown[-1]["status"] == "done"  # the settling event is shown before returning
