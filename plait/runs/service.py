@@ -20,7 +20,6 @@ import anyio
 
 from plait.actors import ActorRecord, actor_key, tell_in
 from plait.decisions import DecisionDesk, Human, Principal, require_human
-from plait.decisions.store import PREFIX as DECISIONS_PREFIX
 from plait.errors import (
     ConfigError,
     DecisionClosed,
@@ -31,10 +30,10 @@ from plait.errors import (
     VersionConflict,
 )
 from plait.graphs import engine
-from plait.graphs.state import TERMINAL, Waiting
+from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh
-from plait.runs import audit
+from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
 from plait.runs.ports import sweep_later, wake_parent
 from plait.runs.record import (
@@ -47,10 +46,8 @@ from plait.runs.record import (
     index_key,
     load,
     owner_id,
-    parent_run_id,
     record_key,
     summary_of,
-    tick_key,
 )
 
 OWNER_CONCURRENCY = 8
@@ -58,8 +55,6 @@ OWNER_CONCURRENCY = 8
 
 BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
 """The limits a person may raise."""
-
-_PRUNE_BATCH = 256
 
 
 class Runs:
@@ -370,65 +365,8 @@ class Runs:
     async def prune(
         self, *, ended_before: float, dry_run: bool = False
     ) -> builtins.list[RunSummary]:
-        """Delete the runs that ended (done, failed, cancelled) before ``ended_before``.
-
-        Everything of each goes: its record and listing, outputs, conversations, audit
-        chain, owner actor, progress topic, scheduled wake and decisions. A run not over
-        is never touched, nor the child run of a subgraph node whose run is not over.
-        The record and its listing go last, together, so a prune cut short is finished
-        by the next one.
-
-        Args:
-            ended_before: epoch seconds; runs whose last change is older are deleted.
-            dry_run: only say which runs would be deleted.
-
-        Returns:
-            The summaries of the runs deleted (or that would be), newest first.
-        """
-        doomed = [
-            s
-            for s in await self.list()
-            if s.status in TERMINAL
-            and s.updated_at < ended_before
-            and not await self._parent_waits(s.run_id)
-        ]
-        if dry_run or not doomed:
-            return doomed
-        ids = {s.run_id for s in doomed}
-        decisions: dict[str, builtins.list[str]] = {}
-        async for entry in self.mesh.scan(DECISIONS_PREFIX):
-            owner = entry.value.get("run_id") if isinstance(entry.value, dict) else None
-            if owner in ids:
-                decisions.setdefault(owner, []).append(entry.key)
-        for summary in doomed:
-            await self._delete_run(summary.run_id, decisions.get(summary.run_id, []))
-        return doomed
-
-    async def _parent_waits(self, run_id: str) -> bool:
-        """Whether ``run_id`` is a child run whose parent is not over: it keeps it, to
-        take its output when its node runs again."""
-        entry = await self.mesh.get(record_key(run_id))
-        parent = parent_run_id(load(entry.value)) if entry is not None else None
-        if parent is None:
-            return False
-        found = await self.mesh.get(record_key(parent))
-        return found is not None and not load(found.value).terminal
-
-    async def _delete_run(self, run_id: str, decision_keys: builtins.list[str]) -> None:
-        keys = [entry.key async for entry in self.mesh.scan(f"{record_key(run_id)}/")]
-        keys += [*decision_keys, actor_key(owner_id(run_id))]
-        for start in range(0, len(keys), _PRUNE_BATCH):
-            async with self.mesh.transact() as tx:
-                for key in keys[start : start + _PRUNE_BATCH]:
-                    tx.delete(key)
-        await self.mesh.delete_topic(events_topic(run_id))
-        entry = await self.mesh.get(record_key(run_id))
-        if entry is not None and load(entry.value).terminal:
-            # With its listing: until both are gone, the next prune finds the run again.
-            async with self.mesh.transact() as tx:
-                tx.delete(record_key(run_id), if_version=entry.version)
-                tx.delete(index_key(run_id))
-                tx.cancel(tick_key(run_id))
+        """Delete the runs that ended before ``ended_before``; see :func:`retention.prune`."""
+        return await retention.prune(self, ended_before=ended_before, dry_run=dry_run)
 
     async def trajectory(self, run_id: str) -> builtins.list[dict[str, Any]]:
         """Committed visits in commit order: node, visit, prompt, output, verdict, usage."""

@@ -1,0 +1,100 @@
+"""Retention: deleting finished runs and everything they stored.
+
+A run's record, outputs, conversations and audit chain stay until a person prunes them
+(``plait graph prune``); its progress topic goes by itself ten minutes after it ends
+(see :func:`plait.runs.ports.sweep_later`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from plait.actors import actor_key
+from plait.decisions.store import PREFIX as DECISIONS_PREFIX
+from plait.graphs.state import TERMINAL
+from plait.mesh import Mesh
+from plait.runs.record import (
+    RunSummary,
+    events_topic,
+    index_key,
+    load,
+    owner_id,
+    parent_run_id,
+    record_key,
+    tick_key,
+)
+
+if TYPE_CHECKING:
+    from plait.runs.service import Runs
+
+_BATCH = 256
+"""Keys deleted per transaction."""
+
+
+async def prune(runs: Runs, *, ended_before: float, dry_run: bool = False) -> list[RunSummary]:
+    """Delete the runs that ended (done, failed, cancelled) before ``ended_before``.
+
+    Everything of each goes: its record and listing, outputs, conversations, audit
+    chain, owner actor, progress topic, scheduled wake and decisions. A run not over is
+    never touched, nor the child run of a subgraph node whose run is not over. The
+    record and its listing go last, together, so a prune cut short is finished by the
+    next one.
+
+    Args:
+        runs: the runs service of the mesh.
+        ended_before: epoch seconds; runs whose last change is older are deleted.
+        dry_run: only say which runs would be deleted.
+
+    Returns:
+        The summaries of the runs deleted (or that would be), newest first.
+    """
+    mesh = runs.mesh
+    doomed = [
+        s
+        for s in await runs.list()
+        if s.status in TERMINAL
+        and s.updated_at < ended_before
+        and not await _parent_waits(mesh, s.run_id)
+    ]
+    if dry_run or not doomed:
+        return doomed
+    ids = {s.run_id for s in doomed}
+    decisions: dict[str, list[str]] = {}
+    async for entry in mesh.scan(DECISIONS_PREFIX):
+        owner = entry.value.get("run_id") if isinstance(entry.value, dict) else None
+        if owner in ids:
+            decisions.setdefault(owner, []).append(entry.key)
+    for summary in doomed:
+        await _delete_run(mesh, summary.run_id, decisions.get(summary.run_id, []))
+    return doomed
+
+
+async def _parent_waits(mesh: Mesh, run_id: str) -> bool:
+    """Whether ``run_id`` is a child run whose parent is not over: it keeps it, to take
+    its output when its node runs again."""
+    entry = await mesh.get(record_key(run_id))
+    parent = parent_run_id(load(entry.value)) if entry is not None else None
+    if parent is None:
+        return False
+    found = await mesh.get(record_key(parent))
+    return found is not None and not load(found.value).terminal
+
+
+async def _delete_run(mesh: Mesh, run_id: str, decision_keys: list[str]) -> None:
+    keys = [entry.key async for entry in mesh.scan(f"{record_key(run_id)}/")]
+    keys += [*decision_keys, actor_key(owner_id(run_id))]
+    for start in range(0, len(keys), _BATCH):
+        async with mesh.transact() as tx:
+            for key in keys[start : start + _BATCH]:
+                tx.delete(key)
+    await mesh.delete_topic(events_topic(run_id))
+    entry = await mesh.get(record_key(run_id))
+    if entry is not None and load(entry.value).terminal:
+        # With its listing: until both are gone, the next prune finds the run again.
+        async with mesh.transact() as tx:
+            tx.delete(record_key(run_id), if_version=entry.version)
+            tx.delete(index_key(run_id))
+            tx.cancel(tick_key(run_id))
+
+
+__all__ = ["prune"]
