@@ -10,9 +10,46 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+REDIS_URL = os.environ.get("PLAIT_BENCH_REDIS", "redis://127.0.0.1:6379/0")
+"""The Redis the benchmarks use (``PLAIT_BENCH_REDIS``)."""
+
+
+@asynccontextmanager
+async def redis_scratch() -> AsyncIterator[tuple[aioredis.Redis, str] | None]:
+    """A client of :data:`REDIS_URL` and a fresh key prefix, whose keys are removed
+    afterwards; None (and a line on stderr) if Redis does not answer."""
+    prefix = f"plait-bench-{uuid.uuid4().hex[:12]}:"
+    client = aioredis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        await client.aclose()
+        print(f"skipping Redis: {REDIS_URL} does not answer ({exc})", file=sys.stderr)
+        yield None
+        return
+    try:
+        yield client, prefix
+    finally:
+        doomed = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+        if doomed:
+            await client.delete(*doomed)
+        await client.aclose()
+
+
+def redis_mesh_url(prefix: str) -> str:
+    """The mesh URL of :data:`REDIS_URL` under ``prefix``."""
+    return f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}"
 
 
 @dataclass(frozen=True, slots=True)

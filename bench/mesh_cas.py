@@ -13,17 +13,23 @@ that is removed afterwards; its figures are skipped if it does not answer.
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
-import sys
 import tempfile
-import uuid
 from pathlib import Path
 
 import msgpack
 import redis.asyncio as aioredis
-from _common import Figure, Measure, best_of, parse_args, rate, rate_sync, report
-from redis.exceptions import RedisError
+from _common import (
+    Figure,
+    Measure,
+    best_of,
+    parse_args,
+    rate,
+    rate_sync,
+    redis_mesh_url,
+    redis_scratch,
+    report,
+)
 
 from plait.mesh import Mesh, open_mesh
 from plait.mesh._codec import encode
@@ -33,7 +39,6 @@ UNIT = "CAS/s"
 TASKS = 64
 VALUE = {"status": "running", "ready": ["draft"], "visits": {"draft": 3}, "n": 12345}
 MEMORY_FLOOR = 200_000.0
-REDIS_URL = os.environ.get("PLAIT_BENCH_REDIS", "redis://127.0.0.1:6379/0")
 _UPDATE = "UPDATE kv SET value = ?, version = version + 1 WHERE key = ? AND version = ?"
 
 
@@ -51,16 +56,15 @@ async def mesh_cas(mesh: Mesh, tasks: int) -> Measure:
 
 
 async def redis_figures(seconds: float) -> list[Figure]:
+    async with redis_scratch() as scratch:
+        if scratch is None:
+            return []
+        return await _redis_figures(seconds, *scratch)
+
+
+async def _redis_figures(seconds: float, client: aioredis.Redis, prefix: str) -> list[Figure]:
     from plait.mesh._redis_scripts import COMMIT
 
-    prefix = f"plait-bench-{uuid.uuid4().hex[:12]}:"
-    client = aioredis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        await client.ping()
-    except (RedisError, OSError) as exc:
-        await client.aclose()
-        print(f"skipping Redis: {REDIS_URL} does not answer ({exc})", file=sys.stderr)
-        return []
     script = client.register_script(COMMIT)
     data = encode("bench", VALUE)
     fixed = [f"{prefix}keys", f"{prefix}sched", f"{prefix}schedp"]
@@ -78,17 +82,11 @@ async def redis_figures(seconds: float) -> list[Figure]:
         return lambda seconds: rate(cas, seconds, tasks=tasks)
 
     figures: list[Figure] = []
-    try:
-        async with open_mesh(f"{REDIS_URL}?prefix={prefix}") as mesh:
-            for metric, tasks in (("redis_cas_sequential", 1), ("redis_cas_concurrent", TASKS)):
-                value, base = await best_of([await mesh_cas(mesh, tasks), floor(tasks)], seconds)
-                note = f"bare script call, {tasks} task{'s' if tasks > 1 else ''}"
-                figures.append(Figure(BENCH, metric, value, UNIT, base, 0.8, note))
-    finally:
-        doomed = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
-        if doomed:
-            await client.delete(*doomed)
-        await client.aclose()
+    async with open_mesh(redis_mesh_url(prefix)) as mesh:
+        for metric, tasks in (("redis_cas_sequential", 1), ("redis_cas_concurrent", TASKS)):
+            value, base = await best_of([await mesh_cas(mesh, tasks), floor(tasks)], seconds)
+            note = f"bare script call, {tasks} task{'s' if tasks > 1 else ''}"
+            figures.append(Figure(BENCH, metric, value, UNIT, base, 0.8, note))
     return figures
 
 

@@ -29,23 +29,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import statistics
-import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-import redis.asyncio as aioredis
 import redis.asyncio.connection as redis_connection
-from _common import Figure, best_of, parse_args, report
+from _common import Figure, best_of, parse_args, redis_mesh_url, redis_scratch, report
 from _langgraph_loop import SYNCHRONOUS_NAMES, LangGraphLoop
-from redis.exceptions import RedisError
 
 from plait.actors import LocalRuntime, tune_gc_for_serving
 from plait.decisions import Human
@@ -58,7 +53,6 @@ from plait.models.scripted import ScriptedModel
 from plait.runs import RunHost, RunRecord, Runs
 
 BENCH = "runs"
-REDIS_URL = os.environ.get("PLAIT_BENCH_REDIS", "redis://127.0.0.1:6379/0")
 FAILS = 48  # 49 drafts, 49 verdicts and a publish: 99 transitions, within the step cap
 CONCURRENT_RUNS = 200
 CONCURRENT_FAILS = 3  # 9 transitions per run
@@ -227,24 +221,12 @@ async def sqlite_transitions(seconds: float, tmp: Path) -> list[Figure]:
 @asynccontextmanager
 async def redis_mesh() -> AsyncIterator[Mesh | None]:
     """A Redis mesh under a fresh prefix, removed afterwards; None if Redis is not there."""
-    prefix = f"plait-bench-{uuid.uuid4().hex[:12]}:"
-    client = aioredis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
-    try:
-        await client.ping()
-    except (RedisError, OSError) as exc:
-        await client.aclose()
-        print(f"skipping Redis: {REDIS_URL} does not answer ({exc})", file=sys.stderr)
-        yield None
-        return
-    try:
-        sep = "&" if "?" in REDIS_URL else "?"
-        async with open_mesh(f"{REDIS_URL}{sep}prefix={prefix}") as mesh:
+    async with redis_scratch() as scratch:
+        if scratch is None:
+            yield None
+            return
+        async with open_mesh(redis_mesh_url(scratch[1])) as mesh:
             yield mesh
-    finally:
-        doomed = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
-        if doomed:
-            await client.delete(*doomed)
-        await client.aclose()
 
 
 class RoundTrips:

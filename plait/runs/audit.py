@@ -54,25 +54,7 @@ class AuditEvent(BaseModel):
 
 def event_hash(event: AuditEvent) -> str:
     """The hash an event must carry: over its previous hash and its content."""
-    return _digest(_body(event))
-
-
-def _body(event: AuditEvent) -> dict[str, Any]:
-    """The event as stored, without its hash: what the hash covers."""
-    return body_of(
-        seq=event.seq,
-        type=event.type,
-        node=event.node,
-        visit=event.visit,
-        verdict=event.verdict,
-        error=event.error,
-        usage=event.usage,
-        output_ref=event.output_ref,
-        detail=event.detail,
-        actor=event.actor,
-        at=event.at,
-        prev=event.prev,
-    )
+    return _digest(body_of(**event.model_dump(exclude={"hash"})))
 
 
 def body_of(
@@ -134,20 +116,7 @@ def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
     Updates ``record.audit_seq`` and ``record.last_hash`` in place; the caller writes
     the record in the same transaction.
     """
-    stored = append_fields(
-        tx,
-        record,
-        type=event.type,
-        node=event.node,
-        visit=event.visit,
-        verdict=event.verdict,
-        error=event.error,
-        usage=event.usage,
-        output_ref=event.output_ref,
-        detail=event.detail,
-        actor=event.actor,
-        at=event.at,
-    )
+    stored = append_fields(tx, record, **event.model_dump(exclude={"seq", "prev", "hash"}))
     event.seq, event.prev, event.hash = stored["seq"], stored["prev"], stored["hash"]
     return event
 

@@ -183,13 +183,14 @@ class RunHost:
         async def run_child(
             agent: str, name: str, version: int | None, child_input: Any, key: str, visit: int
         ) -> Any:
+            from plait.runs.service import Runs  # here: the service builds on this module
+
+            runs = Runs(self.mesh)
             child_id = child_run_id(rec.run_id, key, visit)
             entry = await self.mesh.get(record_key(child_id))
             if entry is None:
-                from plait.runs.service import Runs
-
                 with contextlib.suppress(VersionConflict):  # a second wake of this visit
-                    await Runs(self.mesh).start(
+                    await runs.start(
                         agent,
                         name,
                         child_input,
@@ -207,11 +208,9 @@ class RunHost:
                     f"subgraph {agent}/{name} under {key!r} (run {child_id}) ended "
                     f"{child.status}: {child.ended_detail or ''} {child.error or ''}".strip()
                 )
-            out = child.outputs.get(child.output_node or "")
-            value = None if out is None else (await self.value(out.ref) if out.ref else out.value)
             spent = child.usage
             return NodeResult(
-                value=value,
+                value=await runs.output(child),
                 input_tokens=spent.input_tokens,
                 output_tokens=spent.output_tokens,
                 dollars=spent.dollars,

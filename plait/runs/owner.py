@@ -35,13 +35,7 @@ from plait.graphs.state import Attempt, Waiting
 from plait.mesh import Transaction, TransactionResult
 from plait.runs import audit
 from plait.runs.host import RunHost
-from plait.runs.ports import (
-    decision_id,
-    store_history,
-    sweep_later,
-    wake_notify,
-    wake_parent,
-)
+from plait.runs.ports import decision_id, ended, store_history, wake_notify
 from plait.runs.record import (
     RunRecord,
     as_record,
@@ -112,7 +106,7 @@ class _Wake:
     async def _sweep(self, rec: RunRecord) -> None:
         """Delete a run's progress topic once it has been over for the host's keep time.
 
-        Its last commit scheduled the wake that comes then (:func:`sweep_later`); a wake
+        Its last commit scheduled the wake that comes then (:func:`ended`); a wake
         of a finished run much earlier (a straggler) leaves the topic for that one. Half
         the keep time is enough: a Redis mesh schedules by the server's clock, which
         may run behind this host's.
@@ -162,23 +156,9 @@ class _Wake:
                     await self._write(before, rec, version, resumed)
                 return
             key = keys[0]
-        claimed, attempt = engine.claim(
-            spec,
-            rec,
-            key,
-            nonce=uuid.uuid4().hex,
-            now=time.time(),
-            host=self.host.id,
-            wake=self.mail.delivery.id,
-        )
-        claimed = as_record(claimed)
+        claimed, attempt = self._claim(rec, key, self.mail.delivery.id)
         if attempt is None:  # the budget ended or parked the run
-            if (
-                claimed.waiting is not None
-                and claimed.waiting.kind == "budget"
-                and claimed.waiting.decision_id is None
-            ):
-                claimed.waiting.decision_id = await self.host.raise_budget_decision(claimed)
+            await self._ask_for_budget(claimed)
             await self._write(
                 before, claimed, version, [*resumed, *engine.status_events(before, claimed)]
             )
@@ -364,12 +344,7 @@ class _Wake:
             hydrated = await self.host.hydrate(spec, base, key)
             new_state, events = engine.complete(spec, hydrated, key, result, now=time.time())
             new = as_record(new_state)
-            if (
-                new.waiting is not None
-                and new.waiting.kind == "budget"
-                and new.waiting.decision_id is None
-            ):
-                new.waiting.decision_id = await self.host.raise_budget_decision(new)
+            await self._ask_for_budget(new)
             try:
                 await self._write(base, new, base_version, events, key=key, result=result)
                 return
@@ -416,8 +391,7 @@ class _Wake:
         if new.waiting is not None:
             await self._tick(tx, new)
         elif new.terminal:
-            sweep_later(tx, new.run_id, self.host.progress_kept_s)
-            wake_parent(tx, new)
+            ended(tx, new, self.host.progress_kept_s)
         if listing_status(new.status) != listing_status(before.status):
             tx.put(index_key(new.run_id), summary_of(new).model_dump())
         tx.publish(
@@ -444,24 +418,34 @@ class _Wake:
         attempt unfinished: its first handler died, and the node's policy decides.
         Each claimed visit is added to ``started`` (for the progress event).
         """
-        assert self.spec is not None
-        spec = self.spec
         for key in engine.claimable(new):
             wake = tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "next"})
-            claimed, attempt = engine.claim(
-                spec,
-                new,
-                key,
-                nonce=uuid.uuid4().hex,
-                now=time.time(),
-                host=self.host.id,
-                wake=wake,
-            )
+            claimed, attempt = self._claim(new, key, wake)
             if attempt is None:
                 continue  # a budget is spent: the plain wake's handler says so
-            new = as_record(claimed)
+            new = claimed
             started.append({"node": key, "visit": attempt.visit, "at": attempt.started_at})
         return new
+
+    def _claim(self, rec: RunRecord, key: str, wake: str) -> tuple[RunRecord, Attempt | None]:
+        """``rec`` with ``key`` claimed by this host for ``wake`` (see :func:`engine.claim`)."""
+        assert self.spec is not None
+        claimed, attempt = engine.claim(
+            self.spec,
+            rec,
+            key,
+            nonce=uuid.uuid4().hex,
+            now=time.time(),
+            host=self.host.id,
+            wake=wake,
+        )
+        return as_record(claimed), attempt
+
+    async def _ask_for_budget(self, rec: RunRecord) -> None:
+        """Raise the decision a run just parked on its budget waits for (in place)."""
+        waiting = rec.waiting
+        if waiting is not None and waiting.kind == "budget" and waiting.decision_id is None:
+            waiting.decision_id = await self.host.raise_budget_decision(rec)
 
     async def _commit(self, tx: Transaction, new: RunRecord, version: int) -> TransactionResult:
         """Commit ``tx`` writing ``new`` over ``version``, then cache ``new``.

@@ -41,23 +41,20 @@ def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -
     return f"{kind}_{run_id}_{safe}_{visit}" + (f"_{extra}" if extra else "")
 
 
-def sweep_later(tx: Transaction, run_id: str, after_s: float = PROGRESS_KEPT_S) -> None:
-    """Add to ``tx`` (a run's last commit) the wake that deletes its progress topic.
+def ended(tx: Transaction, rec: RunRecord, progress_kept_s: float = PROGRESS_KEPT_S) -> None:
+    """Add to ``tx`` (a run's last commit) what follows the end of a run.
 
-    It takes the place of the run's fallback tick (the same schedule key), so a finished
-    run leaves one scheduled message, and no progress events once it has come.
+    The wake that deletes its progress topic once ``progress_kept_s`` have passed takes
+    the place of its fallback tick (the same schedule key), so a finished run leaves
+    one scheduled message; and a child run wakes the run it belongs to.
     """
     tell_in(
         tx,
-        owner_id(run_id),
-        {"run": run_id, "why": "sweep"},
-        after_ms=max(1, int(after_s * 1000)),
-        key=tick_key(run_id),
+        owner_id(rec.run_id),
+        {"run": rec.run_id, "why": "sweep"},
+        after_ms=max(1, int(progress_kept_s * 1000)),
+        key=tick_key(rec.run_id),
     )
-
-
-def wake_parent(tx: Transaction, rec: RunRecord) -> None:
-    """Add to ``tx`` (a child run's last commit) the wake of the run it belongs to."""
     parent = parent_run_id(rec)
     if parent is not None:
         tell_in(tx, owner_id(parent), {"run": parent, "why": "child"})

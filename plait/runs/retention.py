@@ -2,7 +2,7 @@
 
 A run's record, outputs, conversations and audit chain stay until a person prunes them
 (``plait graph prune``); its progress topic goes by itself ten minutes after it ends
-(see :func:`plait.runs.ports.sweep_later`).
+(see :func:`plait.runs.ports.ended`).
 """
 
 from __future__ import annotations

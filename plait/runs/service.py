@@ -35,7 +35,7 @@ from plait.graphs.store import get_graph
 from plait.mesh import Mesh
 from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
-from plait.runs.ports import sweep_later, wake_parent
+from plait.runs.ports import ended
 from plait.runs.record import (
     RUN_ID_PREFIX,
     RunRecord,
@@ -285,8 +285,7 @@ class Runs:
                     "audit_seq": new.audit_seq,
                 },
             )
-            sweep_later(tx, run_id)
-            wake_parent(tx, new)
+            ended(tx, new)
             try:
                 await tx.commit()
             except VersionConflict:

@@ -72,6 +72,19 @@ def history(url: str, run_id: str) -> tuple[RunRecord, list[AuditEvent], list[di
     return with_mesh(url, read)
 
 
+def sigkill_when(doomed: subprocess.Popen[str], until: Callable[[], T]) -> T:
+    """SIGKILL ``doomed`` once ``until`` returns (what it returned); reap it either way."""
+    try:
+        found = until()
+        os.kill(doomed.pid, signal.SIGKILL)
+        assert doomed.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+        doomed.communicate()
+    return found
+
+
 def kill_while_second_runs(cli: Cli, graph: str) -> RunRecord:
     """Run ``graph`` in a process and SIGKILL it while ``second`` is in flight."""
     cli("graph", "import", str(DATA / f"{graph.replace('-', '_')}.json"))
@@ -86,14 +99,7 @@ def kill_while_second_runs(cli: Cli, graph: str) -> RunRecord:
         f"scripted:{SCRIPT}",
         "--json",
     )
-    try:
-        rec = record_when(cli.mesh_url, lambda r: "second" in r.attempts)
-        os.kill(doomed.pid, signal.SIGKILL)
-        assert doomed.wait(timeout=10) == -signal.SIGKILL
-    finally:
-        if doomed.poll() is None:
-            doomed.kill()
-        doomed.communicate()
+    rec = sigkill_when(doomed, lambda: record_when(cli.mesh_url, lambda r: "second" in r.attempts))
     assert rec.visits == {"first": 1} and rec.attempts["second"].visit == 1
     assert str(doomed.pid) in rec.attempts["second"].host
     return rec
@@ -207,16 +213,14 @@ def test_a_child_run_killed_mid_node_is_finished_and_wakes_its_parent(cli: Cli) 
         "graph", "run", "assistant", "slow-parent", "--input", "x",
         "--model", f"scripted:{DATA / 'slow_parent.model.yaml'}", "--json",
     )  # fmt: skip
-    try:
+
+    def child_in_flight() -> tuple[RunRecord, str]:
         parent = poll(lambda: run_of_graph(cli.mesh_url, "slow-parent"))
         child_id = child_run_id(parent.run_id, "sub", 1)
         poll(lambda: (c := record_of(cli.mesh_url, child_id)) and "second" in c.attempts)
-        os.kill(doomed.pid, signal.SIGKILL)
-        assert doomed.wait(timeout=10) == -signal.SIGKILL
-    finally:
-        if doomed.poll() is None:
-            doomed.kill()
-        doomed.communicate()
+        return parent, child_id
+
+    parent, child_id = sigkill_when(doomed, child_in_flight)
     assert (record_of(cli.mesh_url, parent.run_id) or parent).status == "waiting_child"
 
     worker = cli.spawn("worker", "--visibility-timeout", "1")
