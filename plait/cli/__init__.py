@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _installed
+from typing import Annotated, Any
+
 import typer
+from typer.core import TyperArgument, TyperOption
 
 from plait.cli import runs as _runs  # noqa: F401  -- registers the run commands on graph_app
 from plait.cli.decisions import decisions_app
@@ -10,12 +15,64 @@ from plait.cli.graph import graph_app
 from plait.cli.mesh import mesh_app
 from plait.cli.worker import worker_cmd
 
+_option_type = TyperOption.display_type_rich
+_METAVARS = {
+    "<str>": "TEXT",
+    "<int>": "N",
+    "<float>": "NUMBER",
+    "<int range>": "N",
+    "<float range>": "NUMBER",
+}
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    # A flag takes no value, so help shows no type for it (typer would print <bool>);
+    # other values are named as metavars are everywhere else (TEXT, N, not <str>).
+    if self.is_flag:
+        return None
+    shown = _option_type(self, ctx)
+    return _METAVARS.get(shown or "", shown)
+
+
+def _argument_type(self: TyperArgument, ctx: Any) -> str | None:
+    # The metavar (RUN, FILE, ID...) already says what an argument is.
+    return None
+
+
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign]
+
 app = typer.Typer(
     name="plait",
     help="plait: durable agent graphs over a mesh of actors.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        try:
+            number = _installed("plait")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        typer.echo(f"plait {number}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print plait's version and exit."
+        ),
+    ] = False,
+) -> None:
+    """plait: durable agent graphs over a mesh of actors."""
+
+
 app.add_typer(mesh_app, name="mesh")
 app.add_typer(graph_app, name="graph")
 app.add_typer(decisions_app, name="decisions")

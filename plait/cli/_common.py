@@ -9,20 +9,20 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
 
+from plait.cli._output import C1_AND_BIDI, say, styled
+from plait.cli._output import console as console
+from plait.cli._output import err_console as err_console
 from plait.errors import PlaitError, VersionConflict
 
 T = TypeVar("T")
-
-console = Console()
-err_console = Console(stderr=True)
 
 MeshOption = Annotated[
     str | None,
     typer.Option(
         "--mesh",
         envvar="PLAIT_MESH",
+        metavar="URL",
         help="Mesh URL: memory://, sqlite:///PATH or redis://HOST:PORT/DB "
         "(default: PLAIT_MESH, else sqlite:///.plait/mesh.db).",
         show_default=False,
@@ -32,7 +32,8 @@ MeshOption = Annotated[
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``message`` as an error and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # The message may quote run data (a node's error, an answer): never markup.
+    say(styled("error: ", "bold red"), message, stderr=True)
     raise typer.Exit(code)
 
 
@@ -55,7 +56,10 @@ async def _call(main: Callable[[], Awaitable[T]]) -> T:
 
 def print_json(value: Any) -> None:
     """Print ``value`` as JSON on stdout (bytes shown as latin-1 strings)."""
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=_jsonable) + "\n")
+    text = json.dumps(value, ensure_ascii=False, default=_jsonable)
+    # JSON escapes C0 controls itself; C1 and bidi controls too, so none reaches a terminal.
+    text = C1_AND_BIDI.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    sys.stdout.write(text + "\n")
 
 
 def _jsonable(value: Any) -> Any:

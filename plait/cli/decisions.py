@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from plait.cli._common import MeshOption, console, fail, print_json, run
+from plait.cli._common import MeshOption, fail, print_json, run
+from plait.cli._output import JsonFlag, Output, OutputOption, as_text, mode, rows, say
 from plait.cli.runs import human
 from plait.decisions import DecisionDesk
 from plait.mesh import open_mesh
@@ -18,30 +18,39 @@ decisions_app = typer.Typer(help="List and answer human decisions.", no_args_is_
 @decisions_app.command("list")
 def list_cmd(
     status: Annotated[
-        str | None, typer.Option("--status", help="open, answered, cancelled or expired.")
+        str | None,
+        typer.Option("--status", metavar="STATUS", help="open, answered, cancelled or expired."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    as_json: JsonFlag = False,
+    output: OutputOption = None,
     mesh: MeshOption = None,
 ) -> None:
     """List decisions, newest first."""
+    shown = mode(output, as_json)
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
             found = await DecisionDesk(m).list(status)  # type: ignore[arg-type]
-        if as_json:
+        if shown is Output.json:
             print_json([d.model_dump(mode="json") for d in found])
             return
-        table = Table("id", "status", "kind", "options", "run", "title")
-        for d in found:
-            table.add_row(
-                d.id,
-                d.status,
-                d.kind,
-                ", ".join(d.options),
-                d.run_id or "",
-                d.title.splitlines()[0][:60] if d.title else "",
-            )
-        console.print(table)
+        wide = shown is Output.wide
+        rows(
+            ("id", "status", "kind", "options", "run", "title"),
+            [
+                (
+                    d.id,
+                    d.status,
+                    d.kind,
+                    ", ".join(d.options),
+                    d.run_id or "",
+                    d.title if wide or not d.title else d.title.splitlines()[0],
+                )
+                for d in found
+            ],
+            fit=5,
+            wide=wide,
+        )
 
     run(main)
 
@@ -51,6 +60,7 @@ def answer_cmd(
     decision_id: Annotated[str, typer.Argument(metavar="ID")],
     option: Annotated[str | None, typer.Option("--option", help="The chosen option.")] = None,
     text: Annotated[str | None, typer.Option("--text", help="A text answer.")] = None,
+    as_json: JsonFlag = False,
     mesh: MeshOption = None,
 ) -> None:
     """Answer a decision (once: a second answer is refused)."""
@@ -60,6 +70,9 @@ def answer_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             d = await DecisionDesk(m).answer(decision_id, option=option, text=text, by=human())
-        console.print(f"decision {d.id} {d.status}: {d.value}", highlight=False)
+        if as_json:
+            print_json(d.model_dump(mode="json"))
+        else:
+            say(f"decision {d.id} {d.status}: ", as_text(d.value))
 
     run(main)

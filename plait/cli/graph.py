@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from plait.cli._common import MeshOption, console, err_console, fail, print_json, run
+from plait.cli._output import Output, OutputOption, mode, rows
 from plait.errors import GraphNotFound, GraphValidationError
 from plait.graphs.loader import load_graph_file
 from plait.graphs.mermaid import to_mermaid
@@ -127,34 +126,39 @@ async def _is_stored(mesh: Mesh, spec: GraphSpec) -> bool:
 def list_(
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's graphs.")] = None,
     as_json: JsonOption = False,
+    output: OutputOption = None,
     mesh: MeshOption = None,
 ) -> None:
     """List stored graphs with their newest version and every version."""
+    shown = mode(output, as_json)
 
     async def main() -> list[GraphSummary]:
         async with open_mesh(mesh) as m:
             return await list_graphs(m, agent)
 
     graphs = run(main)
-    if as_json:
+    if shown is Output.json:
         print_json([g.model_dump(mode="json") for g in graphs])
         return
     if not graphs:
         whose = f" for agent {agent!r}" if agent else ""
         _say(f"no graphs stored{whose} (import one with: plait graph import FILE)")
         return
-    table = Table("agent", "name", "latest", "versions", "description")
-    for g in graphs:
-        versions = ", ".join(str(v) for v in g.versions)
-        cells = (g.agent, g.name, str(g.latest), versions, g.description)
-        table.add_row(*(Text(cell) for cell in cells))
-    console.print(table)
+    rows(
+        ("agent", "name", "latest", "versions", "description"),
+        [
+            (g.agent, g.name, g.latest, ", ".join(str(v) for v in g.versions), g.description)
+            for g in graphs
+        ],
+        fit=4,
+        wide=shown is Output.wide,
+    )
 
 
 @graph_app.command("show")
 def show(
-    agent: Annotated[str, typer.Argument(help="The agent the graph belongs to.")],
-    name: Annotated[str, typer.Argument(help="The graph's name.")],
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The graph's agent.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The graph's name.")],
     version: Annotated[
         int | None, typer.Option("--version", min=1, help="This version (default: newest).")
     ] = None,

@@ -15,7 +15,7 @@ mesh_app = typer.Typer(help="Read and write keys of the mesh.", no_args_is_help=
 
 @mesh_app.command("get")
 def get(
-    key: str,
+    key: Annotated[str, typer.Argument(metavar="KEY")],
     as_json: Annotated[bool, typer.Option("--json", help="Print {key, value, version}.")] = False,
     mesh: MeshOption = None,
 ) -> None:
@@ -37,7 +37,7 @@ def get(
 
 @mesh_app.command("put")
 def put(
-    key: str,
+    key: Annotated[str, typer.Argument(metavar="KEY")],
     json_value: Annotated[str, typer.Argument(metavar="JSON_VALUE", help="The value, as JSON.")],
     if_version: Annotated[
         int | None,
@@ -65,7 +65,9 @@ def put(
 
 @mesh_app.command("ls")
 def ls(
-    prefix: Annotated[str, typer.Argument(help="Only keys starting with this.")] = "",
+    prefix: Annotated[
+        str, typer.Argument(metavar="PREFIX", help="Only keys starting with this.")
+    ] = "",
     mesh: MeshOption = None,
 ) -> None:
     """List keys (with their versions) in key order."""

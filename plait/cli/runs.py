@@ -16,16 +16,30 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.live import Live
+from rich.text import Text
 
 from plait.actors import LocalRuntime, tune_gc_for_serving
-from plait.cli._common import MeshOption, console, err_console, fail, print_json, run
+from plait.cli._common import MeshOption, err_console, fail, print_json, run
+from plait.cli._output import (
+    JsonFlag,
+    Output,
+    OutputOption,
+    as_text,
+    clean,
+    line,
+    mode,
+    rows,
+    say,
+    styled,
+)
 from plait.cli.graph import graph_app
 from plait.decisions import Human
 from plait.errors import AuditChainBroken
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh, open_mesh
-from plait.runs import RunHost, RunRecord, Runs
+from plait.runs import AuditEvent, RunHost, RunRecord, Runs
+from plait.runs.audit import read_events
 from plait.tools.profiles import get_profile
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
@@ -34,6 +48,7 @@ ModelOption = Annotated[
     typer.Option(
         "--model",
         envvar="PLAIT_MODEL",
+        metavar="SPEC",
         show_default=False,
         help="Model for every agent: openai:MODEL, anthropic:MODEL or scripted:PATH "
         "(default: PLAIT_MODEL, else the agent profile's model).",
@@ -56,33 +71,104 @@ async def hosting(mesh: Mesh) -> AsyncIterator[LocalRuntime]:
         yield runtime
 
 
-def _progress_printer(enabled: bool) -> Any:
-    def begin(node: Any, visit: Any) -> None:
-        err_console.print(f"  [dim]…[/] {node} (visit {visit})", highlight=False)
+class _Progress:
+    """What ``graph run`` and ``resume`` show on stderr as a run goes, from its progress
+    events: each visit as it starts and commits; on a terminal, a running timer on the
+    visits in flight instead of their start lines."""
 
-    def show(event: dict[str, Any]) -> None:
-        if not enabled:
-            return
-        if event.get("node") is not None:
-            done(event)
-        for visit in event.get("started") or ():
-            begin(visit.get("node"), visit.get("visit"))
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.flight: dict[str, tuple[Any, float]] = {}  # node -> (visit, started at)
+        self.live: Live | None = None
 
-    def done(event: dict[str, Any]) -> None:
-        node, visit, status = event["node"], event.get("visit"), event.get("status")
-        if status == "running" and "at" in event:  # a visit claimed by its own wake
-            begin(node, visit)
-            return
-        elapsed = event.get("elapsed")
-        mark = "[red]✗[/]" if event.get("error") else "[green]✓[/]"
-        verdict = f" → {event['verdict']}" if event.get("verdict") else ""
-        took = f" {elapsed:.2f}s" if isinstance(elapsed, float) else ""
-        visit_text = f" (visit {visit})" if visit else ""
-        err_console.print(
-            f"  {mark} {node}{visit_text}{verdict}{took} [dim]{status}[/]", highlight=False
+    def __enter__(self) -> _Progress:
+        if self.enabled and err_console.is_terminal:
+            self.live = Live(self, console=err_console, refresh_per_second=4, transient=True)
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+    def __rich__(self) -> Text:
+        now = time.time()
+        return Text("\n").join(
+            line(
+                styled("  ⏱ ", "cyan"),
+                str(node),
+                f" (visit {visit}) ",
+                styled(f"{now - at:.1f}s", "dim"),
+            )
+            for node, (visit, at) in self.flight.items()
         )
 
-    return show
+    def __call__(self, event: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        if event.get("node") is not None:
+            self.done(event)
+        for visit in event.get("started") or ():
+            self.begin(visit.get("node"), visit.get("visit"), visit.get("at"))
+
+    def begin(self, node: Any, visit: Any, at: Any) -> None:
+        self.flight[str(node)] = (visit, at if isinstance(at, float) else time.time())
+        if self.live is None:
+            say(styled("  … ", "dim"), str(node), f" (visit {visit})", stderr=True)
+
+    def done(self, event: dict[str, Any]) -> None:
+        node, visit, status = event["node"], event.get("visit"), event.get("status")
+        if status == "running" and "at" in event:  # a visit claimed by its own wake
+            self.begin(node, visit, event["at"])
+            return
+        began, _ = self.flight.pop(str(node), (None, 0.0))
+        elapsed = event.get("elapsed")
+        took = f" {elapsed:.2f}s" if isinstance(elapsed, float) else ""
+        waiting = event.get("waiting") or {}
+        if visit is None and waiting.get("node") == node:  # parked on a person
+            mark = styled("  ⏸ ", "yellow")
+            took, visit = "", began
+        elif event.get("error"):
+            mark = styled("  ✗ ", "red")
+        else:
+            mark = styled("  ✓ ", "green")
+        verdict = f" → {event['verdict']}" if event.get("verdict") else ""
+        visit_text = f" (visit {visit})" if visit else ""
+        say(
+            mark, str(node), visit_text, verdict, took, " ", styled(str(status), "dim"), stderr=True
+        )
+        if event.get("error"):
+            say("    ", styled("error: ", "red"), str(event["error"]), stderr=True)
+        revisits = any((v.get("visit") or 0) > 1 for v in event.get("started") or ())
+        critique = _critique(event.get("critique"), event.get("verdict"))
+        if critique and revisits:  # the verifier sends the flow back: say why
+            say("    ", styled("critique: ", "yellow"), critique, stderr=True)
+
+
+def _critique(reply: Any, verdict: Any) -> str:
+    """A verifier's reply without the line that holds its verdict."""
+    if not isinstance(reply, str) or not verdict:
+        return ""
+    lines = reply.strip().splitlines()
+    if lines and str(verdict).lower() in lines[-1].lower():
+        lines = lines[:-1]
+    return "\n".join(lines).strip()
+
+
+def _progress_printer(enabled: bool) -> _Progress:
+    """The progress display of a run (see :class:`_Progress`); a context manager."""
+    return _Progress(enabled)
+
+
+def _answer_hint(run_id: str, asked: Any) -> list[str | Text]:
+    """The exact commands that answer what a run waits on, its ids filled in."""
+    if asked.options:
+        answer = asked.options[0]
+        desk = f"plait decisions answer {asked.decision_id} --option {answer}"
+    else:
+        answer = "ANSWER"
+        desk = f"plait decisions answer {asked.decision_id} --text ANSWER"
+    return [f"answer with: plait graph resume {run_id} {answer}", f"         or: {desk}"]
 
 
 async def _report(runs: Runs, rec: RunRecord, as_json: bool) -> None:
@@ -104,29 +190,32 @@ async def _report(runs: Runs, rec: RunRecord, as_json: bool) -> None:
             }
         )
         return
-    console.print(
-        f"run [bold]{rec.run_id}[/] {rec.status}"
-        + (f" ({rec.ended_detail})" if rec.ended_detail else ""),
-        highlight=False,
-    )
+    detail = f" ({rec.ended_detail})" if rec.ended_detail else ""
+    say("run ", styled(rec.run_id, "bold"), f" {rec.status}{detail}")
     if rec.error:
-        console.print(f"[red]error:[/] {rec.error}", highlight=False)
+        say(styled("error: ", "red"), rec.error)
     if asked is not None:
         asker = asking[0].run_id if asking is not None else rec.run_id
         where = f" in subgraph run {asker}" if asker != rec.run_id else ""
-        console.print(f"[yellow]waiting on {asked.node}{where}:[/] {asked.ask}", highlight=False)
+        say(styled(f"waiting on {clean(asked.node)}{where}: ", "yellow"), asked.ask or "")
+        if asked.options:
+            say("options: ", ", ".join(asked.options))
         if asked.kind == "budget":
-            console.print(f"raise it with: plait graph raise-budget {asker} --steps N")
-        else:
-            console.print(f"answer with: plait graph resume {rec.run_id} ANSWER", highlight=False)
+            say(f"raise it with: plait graph raise-budget {asker} --steps N")
+        elif asked.decision_id is not None:
+            for hint in _answer_hint(rec.run_id, asked):
+                say(hint)
     if rec.status == "done":
-        console.print(output if isinstance(output, str) else repr(output), highlight=False)
+        if isinstance(output, str):
+            say(output)
+        else:
+            print_json(output)  # a dict or list output prints as JSON, never as a repr
 
 
 @graph_app.command("run")
 def run_graph_cmd(
-    agent: str,
-    name: str,
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The graph's agent.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The graph's name.")],
     input: Annotated[str, typer.Option("--input", help="The run's input ({{input}}).")] = "",
     model: ModelOption = None,
     version: Annotated[int | None, typer.Option("--version", help="Graph version.")] = None,
@@ -158,15 +247,18 @@ def run_graph_cmd(
                         }
                     )
                 else:
-                    console.print(f"run {rec.run_id} enqueued", highlight=False)
+                    say(f"run {rec.run_id} enqueued")
                 return
             if not as_json:
-                err_console.print(
-                    f"run [bold]{rec.run_id}[/] of {agent}/{name} v{rec.graph.version}",
-                    highlight=False,
+                say(
+                    "run ",
+                    styled(rec.run_id, "bold"),
+                    f" of {agent}/{name} v{rec.graph.version}",
+                    stderr=True,
                 )
             async with hosting(m):
-                rec = await runs.wait(rec.run_id, on_progress=_progress_printer(not as_json))
+                with _progress_printer(not as_json) as show:
+                    rec = await runs.wait(rec.run_id, on_progress=show)
             await _report(runs, rec, as_json)
 
     run(main)
@@ -186,9 +278,8 @@ def resume_cmd(
             runs = Runs(m)
             before = await runs.resume(run_id, answer, by=human())
             async with hosting(m):
-                rec = await runs.wait(
-                    run_id, since=before, on_progress=_progress_printer(not as_json)
-                )
+                with _progress_printer(not as_json) as show:
+                    rec = await runs.wait(run_id, since=before, on_progress=show)
             await _report(runs, rec, as_json)
 
     run(main)
@@ -206,6 +297,7 @@ def raise_budget_cmd(
         float | None, typer.Option("--wall-seconds", min=0.0, help="More seconds.")
     ] = None,
     retries: Annotated[int | None, typer.Option("--retries", min=1, help="More retries.")] = None,
+    as_json: JsonOption = False,
     mesh: MeshOption = None,
 ) -> None:
     """Raise a run's budget (a person only); a run parked on its budget goes on."""
@@ -226,22 +318,32 @@ def raise_budget_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             rec = await Runs(m).raise_budget(run_id, extra, by=human())
+        if as_json:
+            print_json({"run_id": rec.run_id, "status": rec.status, "raised": extra})
+            return
         raised = ", ".join(f"{name} +{amount:g}" for name, amount in extra.items())
-        console.print(f"run {rec.run_id} {rec.status}: budget raised ({raised})", highlight=False)
+        say(f"run {rec.run_id} {rec.status}: budget raised ({raised})")
 
     run(main)
 
 
 @graph_app.command("cancel")
 def cancel_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")], mesh: MeshOption = None
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    as_json: JsonOption = False,
+    mesh: MeshOption = None,
 ) -> None:
     """Cancel a run: nothing of it runs again."""
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
             rec = await Runs(m).cancel(run_id, by=human())
-        console.print(f"run {rec.run_id} {rec.status}", highlight=False)
+        if as_json:
+            print_json(
+                {"run_id": rec.run_id, "status": rec.status, "ended_detail": rec.ended_detail}
+            )
+        else:
+            say(f"run {rec.run_id} {rec.status}")
 
     run(main)
 
@@ -259,15 +361,17 @@ def runs_cmd(
             "--status", help="Only runs in this status (running, waiting_human, done...)."
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list.")] = False,
+    as_json: JsonFlag = False,
+    output: OutputOption = None,
     mesh: MeshOption = None,
 ) -> None:
     """List runs, newest first, including parked ones."""
+    shown = mode(output, as_json)
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
             found = await Runs(m).list(agent=agent, status=status)
-        if as_json:
+        if shown is Output.json:
             print_json(
                 [
                     {
@@ -283,18 +387,21 @@ def runs_cmd(
                 ]
             )
             return
-        table = Table("run", "agent", "graph", "version", "status", "created", "updated")
-        for s in found:
-            table.add_row(
-                s.run_id,
-                s.agent,
-                s.graph,
-                str(s.version),
-                s.status,
-                _when(s.created_at),
-                _when(s.updated_at),
-            )
-        console.print(table)
+        rows(
+            ("run", "agent", "graph", "version", "status", "created", "updated"),
+            [
+                (
+                    s.run_id,
+                    s.agent,
+                    s.graph,
+                    s.version,
+                    s.status,
+                    _when(s.created_at),
+                    _when(s.updated_at),
+                )
+                for s in found
+            ],
+        )
 
     run(main)
 
@@ -343,9 +450,9 @@ def prune_cmd(
             )
             return
         verb = "would delete" if dry_run else "deleted"
-        console.print(f"{verb} {len(found)} finished run(s)", highlight=False)
+        say(f"{verb} {len(found)} finished run(s)")
         for s in found:
-            console.print(f"  {s.run_id} {s.status} {_when(s.updated_at)}", highlight=False)
+            say(f"  {s.run_id} {s.status} {_when(s.updated_at)}")
 
     run(main)
 
@@ -355,9 +462,12 @@ def inspect_cmd(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
     as_json: JsonOption = False,
     verify: Annotated[bool, typer.Option("--verify", help="Verify the audit chain.")] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Print tool arguments and results in full.")
+    ] = False,
     mesh: MeshOption = None,
 ) -> None:
-    """Show a run's full history (committed visits in commit order)."""
+    """Show a run's history: per visit its status, time, verdict, tools, usage, answers."""
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
@@ -391,21 +501,114 @@ def inspect_cmd(
                 body["verify_error"] = str(broken) if broken else None
             print_json(body)
         else:
-            g = rec.graph
-            console.print(
-                f"run [bold]{rec.run_id}[/] {rec.status} — {g.agent}/{g.name} "
-                f"v{g.version} (sha256 {g.sha256[:12]})",
-                highlight=False,
-            )
-            for step in trajectory:
-                flag = f" → {step['verdict']}" if step["verdict"] else ""
-                err = f" [red]{step['error']}[/]" if step["error"] else ""
-                console.print(
-                    f"  {step['node']} (visit {step['visit']}){flag}{err}", highlight=False
-                )
+            _print_inspect(rec, trajectory, full)
             if verified is not None:
-                console.print(f"[green]audit chain verified[/]: {verified} events")
+                say(styled("audit chain verified", "green"), f": {verified} events")
         if broken is not None:
             fail(str(broken))
 
     run(main)
+
+
+_CLIP = 200
+"""Characters of a tool's arguments or result shown without --full."""
+
+
+def _clip(value: Any, full: bool) -> str:
+    text = as_text(value)
+    return text if full or len(text) <= _CLIP else f"{text[:_CLIP]}… ({len(text)} chars, --full)"
+
+
+def _print_inspect(rec: RunRecord, trajectory: list[dict[str, Any]], full: bool) -> None:
+    """The human form of ``graph inspect``: one block per visit."""
+    g = rec.graph
+    detail = f" ({rec.ended_detail})" if rec.ended_detail else ""
+    say(
+        "run ",
+        styled(rec.run_id, "bold"),
+        f" {rec.status}{detail} — ",
+        f"{g.agent}/{g.name} v{g.version} (sha256 {g.sha256[:12]})",
+    )
+    marks = {"done": ("✓", "green"), "failed": ("✗", "red"), "waiting": ("⏸", "yellow")}
+    for step in trajectory:
+        mark, color = marks.get(step["status"], ("·", "dim"))
+        elapsed = f" {step['elapsed']:.2f}s" if step.get("elapsed") is not None else ""
+        verdict = f" → {step['verdict']}" if step["verdict"] else ""
+        say(
+            styled(f"  {mark} ", color),
+            str(step["node"]),
+            f" (visit {step['visit']})",
+            verdict,
+            elapsed,
+            " ",
+            styled(step["status"], "dim"),
+        )
+        if step["verdict"]:
+            say("      critique: ", _critique(step["output"], step["verdict"]) or "(none)")
+        if step["error"]:
+            say(styled("      error: ", "red"), step["error"])
+        for call in step.get("tools") or ():
+            say(
+                "      tool ",
+                styled(str(call["name"]), "bold"),
+                " ",
+                _clip(call["arguments"], full),
+            )
+            say("        → ", _clip(call["result"], full))
+        usage = step.get("usage") or {}
+        if usage.get("input_tokens") or usage.get("output_tokens") or usage.get("dollars"):
+            tokens_in, tokens_out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+            dollars = usage.get("dollars", 0.0)
+            say(f"      tokens {int(tokens_in)} in, {int(tokens_out)} out, ${dollars:.4f}")
+        decision = step.get("decision")
+        if decision:
+            by = decision.get("by")
+            when = f" at {_when(decision['at'])} UTC" if decision.get("at") else ""
+            answered = f" by {by}{when}: " if by else ""
+            say(
+                f"      decision {decision['id']} {decision['status']}{answered}",
+                as_text(decision.get("answer") or ""),
+            )
+
+
+@graph_app.command("events")
+def events_cmd(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    as_json: JsonFlag = False,
+    mesh: MeshOption = None,
+) -> None:
+    """Print a run's audit chain: every committed transition, oldest first."""
+
+    async def main() -> None:
+        async with open_mesh(mesh) as m:
+            await Runs(m).get(run_id)  # a run that is not there is said so
+            events = await read_events(m, run_id)
+        if as_json:
+            print_json([e.model_dump(mode="json") for e in events])
+            return
+        rows(
+            ("seq", "time", "type", "node", "visit", "actor", "detail"),
+            [
+                (e.seq, _when(e.at), e.type, e.node or "", e.visit or "", e.actor, _event_detail(e))
+                for e in events
+            ],
+            fit=6,
+        )
+
+    run(main)
+
+
+def _event_detail(event: AuditEvent) -> str:
+    """The rest of an audit event, on one line."""
+    parts = {
+        "verdict": event.verdict,
+        "error": event.error,
+        "usage": _usage_text(event.usage) if event.usage else None,
+        **{k: v for k, v in event.detail.items() if k not in ("started_at", "ended_at")},
+    }
+    return " ".join(f"{k}={as_text(v)}" for k, v in parts.items() if v not in (None, "", {}))
+
+
+def _usage_text(usage: dict[str, float]) -> str:
+    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    return f"{tokens}tok/${usage.get('dollars', 0.0):.4f}"

@@ -500,6 +500,7 @@ def _progress(
         "error": result.error if result else None,
         "verdict": result.verdict if result else None,
         "elapsed": (result.ended_at - result.started_at) if result else None,
+        "critique": result.value if result is not None and result.verdict else None,
         "ended_detail": new.ended_detail,
         "waiting": new.waiting.model_dump() if new.waiting else None,
         "started": started,

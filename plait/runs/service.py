@@ -35,7 +35,7 @@ from plait.graphs.store import get_graph
 from plait.mesh import Mesh
 from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
-from plait.runs.ports import ended
+from plait.runs.ports import ended, history_part_key
 from plait.runs.record import (
     RUN_ID_PREFIX,
     RunRecord,
@@ -55,6 +55,11 @@ OWNER_CONCURRENCY = 8
 
 BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
 """The limits a person may raise."""
+
+
+def _usage(usage: dict[str, float]) -> dict[str, Any]:
+    """A visit's usage as printed: tokens as integers, dollars as a float."""
+    return {k: v if k == "dollars" else int(v) for k, v in usage.items()}
 
 
 class Runs:
@@ -241,7 +246,10 @@ class Runs:
         if waiting is None or waiting.decision_id is None:
             raise RunNotWaiting(f"run {run_id} is {outer.status}: it waits on no answer")
         if waiting.kind == "budget":
-            raise RunNotWaiting(f"run {run_id} waits on a budget raise: use raise_budget")
+            raise RunNotWaiting(
+                f"run {run_id} waits on a budget raise: raise it with "
+                f"plait graph raise-budget {run_id} --steps N"
+            )
         options = waiting.options
         if waiting.kind == "approval":
             lowered = answer.strip().lower()
@@ -368,27 +376,90 @@ class Runs:
         return await retention.prune(self, ended_before=ended_before, dry_run=dry_run)
 
     async def trajectory(self, run_id: str) -> builtins.list[dict[str, Any]]:
-        """Committed visits in commit order: node, visit, prompt, output, verdict, usage."""
+        """Committed visits in commit order, then any visit parked on a person.
+
+        Each step: node, visit, status (``done``, ``failed`` or ``waiting``), prompt,
+        output, verdict, usage (integer tokens and dollars), started_at, ended_at,
+        elapsed, error, the tool calls the visit made (``tools``: name, arguments,
+        result) and the decision it raised (``decision``: id, status, answer, by, at).
+        """
+        events = await audit.read_events(self.mesh, run_id)
+        asked = {
+            (e.node, e.visit): e.detail.get("decision_id")
+            for e in events
+            if e.type == "node.waiting"
+        }
         steps = []
-        for event in await audit.read_events(self.mesh, run_id):
+        for event in events:
             if event.type != "node.committed":
                 continue
             stored = await self.mesh.get(event.output_ref) if event.output_ref else None
             payload = stored.value if stored is not None else {}
+            started, ended_at = event.detail.get("started_at"), event.detail.get("ended_at")
             steps.append(
                 {
                     "node": event.node,
                     "visit": event.visit,
+                    "status": "failed" if event.error else "done",
                     "prompt": payload.get("prompt"),
                     "output": payload.get("value"),
                     "verdict": event.verdict,
-                    "usage": event.usage,
-                    "started_at": event.detail.get("started_at"),
-                    "ended_at": event.detail.get("ended_at"),
+                    "usage": _usage(event.usage),
+                    "started_at": started,
+                    "ended_at": ended_at,
+                    "elapsed": ended_at - started if started and ended_at else None,
                     "error": event.error,
+                    "tools": await self._tool_calls(run_id, event.node, event.visit),
+                    "decision": await self._decision(asked.pop((event.node, event.visit), None)),
                 }
             )
+        for (node, visit), decision in asked.items():  # parked: asked, not yet committed
+            steps.append(
+                {"node": node, "visit": visit, "status": "waiting", "prompt": None,
+                 "output": None, "verdict": None, "usage": {}, "started_at": None,
+                 "ended_at": None, "elapsed": None, "error": None, "tools": [],
+                 "decision": await self._decision(decision)}
+            )  # fmt: skip
         return steps
+
+    async def _tool_calls(
+        self, run_id: str, node: str | None, visit: int | None
+    ) -> builtins.list[dict[str, Any]]:
+        """The tool calls an agent visit made, each with its result, from its conversation."""
+        if node is None or visit is None:
+            return []
+        entry = await self.mesh.get(history_part_key(run_id, node, visit))
+        messages = entry.value if entry is not None and isinstance(entry.value, list) else []
+        calls: dict[str, dict[str, Any]] = {}
+        for message in messages:
+            if not isinstance(message, dict):
+                continue
+            for call in message.get("tool_calls") or ():
+                calls[call.get("id", "")] = {
+                    "name": call.get("name"),
+                    "arguments": call.get("arguments"),
+                    "result": None,
+                }
+            if message.get("role") == "tool" and message.get("tool_call_id") in calls:
+                calls[message["tool_call_id"]]["result"] = message.get("content")
+        return builtins.list(calls.values())
+
+    async def _decision(self, decision_id: str | None) -> dict[str, Any] | None:
+        """Who answered a decision and when (None if there is none, or it is gone)."""
+        if not decision_id:
+            return None
+        try:
+            d = await self.desk.get(decision_id)
+        except DecisionNotFound:
+            return {"id": decision_id, "status": "gone"}
+        answer = d.answer
+        return {
+            "id": d.id,
+            "status": d.status,
+            "answer": None if answer is None else (answer.option or answer.text),
+            "by": answer.by if answer is not None else d.closed_by,
+            "at": answer.at if answer is not None else d.closed_at,
+        }
 
     async def output(self, rec: RunRecord) -> Any:
         """The output of a finished run."""

@@ -55,12 +55,13 @@ async def test_every_visit_shows_as_it_starts_and_as_it_commits(mesh: Mesh) -> N
         "✓ draft (visit 1) Ts running",
         "… verify (visit 1)",
         "✓ verify (visit 1) → fail Ts running",
+        "critique: The 12% figure has no source; cite where it comes from.",
         "… draft (visit 2)",
         "✓ draft (visit 2) Ts running",
         "… verify (visit 2)",
         "✓ verify (visit 2) → pass Ts running",
         "… review_human (visit 1)",
-        "✓ review_human Ts waiting_human",
+        "⏸ review_human (visit 1) waiting_human",  # parked on a person, not done
     ]
 
 
