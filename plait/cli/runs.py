@@ -543,8 +543,12 @@ def _print_inspect(rec: RunRecord, trajectory: list[dict[str, Any]], full: bool)
             " ",
             styled(step["status"], "dim"),
         )
+        if step["status"] == "waiting" and step["prompt"]:
+            say("      asks: ", _clip(step["prompt"], full))
         if step["verdict"]:
             say("      critique: ", _critique(step["output"], step["verdict"]) or "(none)")
+        elif step["output"] is not None:
+            say("      output: ", _clip(step["output"], full))
         if step["error"]:
             say(styled("      error: ", "red"), step["error"])
         for call in step.get("tools") or ():

@@ -385,7 +385,7 @@ class Runs:
         """
         events = await audit.read_events(self.mesh, run_id)
         asked = {
-            (e.node, e.visit): e.detail.get("decision_id")
+            (e.node, e.visit): (e.detail.get("decision_id"), e.detail.get("ask"))
             for e in events
             if e.type == "node.waiting"
         }
@@ -410,12 +410,14 @@ class Runs:
                     "elapsed": ended_at - started if started and ended_at else None,
                     "error": event.error,
                     "tools": await self._tool_calls(run_id, event.node, event.visit),
-                    "decision": await self._decision(asked.pop((event.node, event.visit), None)),
+                    "decision": await self._decision(
+                        asked.pop((event.node, event.visit), (None, None))[0]
+                    ),
                 }
             )
-        for (node, visit), decision in asked.items():  # parked: asked, not yet committed
+        for (node, visit), (decision, ask) in asked.items():  # parked: asked, not committed
             steps.append(
-                {"node": node, "visit": visit, "status": "waiting", "prompt": None,
+                {"node": node, "visit": visit, "status": "waiting", "prompt": ask,
                  "output": None, "verdict": None, "usage": {}, "started_at": None,
                  "ended_at": None, "elapsed": None, "error": None, "tools": [],
                  "decision": await self._decision(decision)}
