@@ -40,7 +40,7 @@ def _argument_type(self: TyperArgument, ctx: Any) -> str | None:
 
 
 TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
-TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign]
+TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign,assignment]
 
 app = typer.Typer(
     name="plait",
