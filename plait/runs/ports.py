@@ -32,13 +32,32 @@ from plait.runs.record import (
     tick_key,
 )
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    return "".join(f"~{byte:02X}" for byte in match.group(0).encode("utf-8"))
+
+
+def escape_id_part(text: str) -> str:
+    """``text`` with every character outside letters, digits, ``.`` and ``-`` escaped.
+
+    Each such character becomes ``~XX`` per UTF-8 byte (``_`` -> ``~5F``, ``~`` ->
+    ``~7E``), so the result holds no ``_`` (the separator of decision ids) and distinct
+    texts stay distinct.
+    """
+    return _UNSAFE.sub(_escape_char, text)
 
 
 def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -> str:
-    """The stable id of the decision a node visit raises."""
-    safe = _UNSAFE.sub("_", key).strip("_")
-    return f"{kind}_{run_id}_{safe}_{visit}" + (f"_{extra}" if extra else "")
+    """The stable id of the decision a node visit raises.
+
+    Injective in ``key``, ``visit`` and ``extra`` for one run and kind: ``key`` and
+    ``extra`` are escaped (see :func:`escape_id_part`), so fan-out instance ``fetch[0]``
+    and a node named ``fetch_0`` get different ids.
+    """
+    tail = f"_{escape_id_part(extra)}" if extra else ""
+    return f"{kind}_{run_id}_{escape_id_part(key)}_{visit}{tail}"
 
 
 def ended(tx: Transaction, rec: RunRecord, progress_kept_s: float = PROGRESS_KEPT_S) -> None:
@@ -110,7 +129,7 @@ class RunDecisions:
     ) -> bool | Waiting:
         """See :class:`plait.graphs.ports.ApprovalPort`."""
         digest = hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode())
-        did = decision_id(self.run_id, "approve", key, visit, f"{tool}_{digest.hexdigest()[:8]}")
+        did = decision_id(self.run_id, "approve", key, visit, f"{tool}.{digest.hexdigest()[:8]}")
         ask = f"Approve calling {tool} with {json.dumps(args, default=str)}?"
         decision = await self.board.raise_(
             ask,
@@ -213,6 +232,7 @@ __all__ = [
     "MeshHistories",
     "RunDecisions",
     "decision_id",
+    "escape_id_part",
     "history_part_key",
     "store_history",
     "wake_notify",
