@@ -37,6 +37,19 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise typer.Exit(code)
 
 
+def text_arg(value: str, what: str) -> str:
+    """``value`` if it is valid text; else exit 2 naming ``what`` (say, invalid UTF-8 bytes).
+
+    Python hands undecodable bytes of argv and the environment on as lone surrogates,
+    which no store can encode: refuse them here, where the person can fix them.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        fail(f"{what} is not valid UTF-8 text (at character {exc.start}): pass UTF-8", code=2)
+    return value
+
+
 def run(main: Callable[[], Awaitable[T]]) -> T:
     """Run an async command body, turning plait errors into a message and exit code 1."""
     try:

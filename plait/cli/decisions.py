@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from plait.cli._common import MeshOption, fail, print_json, run
+from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._output import JsonFlag, Output, OutputOption, as_text, mode, rows, say
 from plait.cli.runs import human
 from plait.decisions import DecisionDesk
@@ -66,6 +66,7 @@ def answer_cmd(
     """Answer a decision (once: a second answer is refused)."""
     if (option is None) == (text is None):
         fail("give exactly one of --option or --text")
+    text_arg(option if option is not None else text or "", "the answer")
 
     async def main() -> None:
         async with open_mesh(mesh) as m:

@@ -6,15 +6,16 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from plait.cli._common import MeshOption, console, err_console, fail, print_json, run
 from plait.cli._output import Output, OutputOption, mode, rows
 from plait.errors import GraphNotFound, GraphValidationError
-from plait.graphs.loader import load_graph_file
+from plait.graphs.loader import MAX_FILE_BYTES, load_graph_file
 from plait.graphs.mermaid import to_mermaid
+from plait.graphs.problems import Problem
 from plait.graphs.spec import GraphSpec, graph_json_schema
 from plait.graphs.store import (
     GraphSummary,
@@ -42,14 +43,30 @@ async def _check(mesh: Mesh, file: Path) -> ValidationReport:
     try:
         data = load_graph_file(file)
     except GraphValidationError as exc:
-        return ValidationReport(None, exc.problems)
+        return ValidationReport(None, [Problem.of(p) for p in exc.problems])
     agents = {profile.name: profile for profile in await list_profiles(mesh)}
     registry = default_registry()
-    report = validate_graph(data, agents=agents, tool_is_known=registry.__contains__)
+
+    def tool_schema(tool: str) -> dict[str, Any] | None:
+        return registry.get(tool).parameters if tool in registry else None
+
+    report = validate_graph(
+        data, agents=agents, tool_is_known=registry.__contains__, tool_schema=tool_schema
+    )
     agent, name = data.get("agent", "assistant"), data.get("name")
     if isinstance(agent, str) and isinstance(name, str) and name:
-        report.problems.extend(name_problems(agent, name))
+        report.problems.extend(Problem.of(p) for p in name_problems(agent, name))
     return report
+
+
+def _source(file: Path) -> str | None:
+    """The file's text for locating problems (None if it cannot be read as text)."""
+    try:
+        if file.stat().st_size > MAX_FILE_BYTES:
+            return None
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _say(line: str, *, stderr: bool = False, style: str | None = None) -> None:
@@ -73,7 +90,10 @@ def _short(sha256: str) -> str:
 
 @graph_app.command("validate")
 def validate(file: FileArgument, as_json: JsonOption = False, mesh: MeshOption = None) -> None:
-    """Check FILE and list every problem with its path (exit 1 if there is any)."""
+    """Check FILE and list every problem with its path (exit 1 if there is any).
+
+    With --json, each problem is an object: path, message, line, column, hint.
+    """
 
     async def main() -> ValidationReport:
         async with open_mesh(mesh) as m:
@@ -81,7 +101,9 @@ def validate(file: FileArgument, as_json: JsonOption = False, mesh: MeshOption =
 
     report = run(main)
     if as_json:
-        print_json({"ok": report.ok, "problems": report.problems, "warnings": report.warnings})
+        source = _source(file) if report.problems else None
+        problems = [p.as_dict(source) for p in report.problems]
+        print_json({"ok": report.ok, "problems": problems, "warnings": report.warnings})
     else:
         _print_report(file, report, stderr=False)
         if report.ok and report.spec is not None:

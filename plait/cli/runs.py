@@ -7,6 +7,7 @@ waiting on a person; ``plait worker`` hosts it for every run on the mesh.
 from __future__ import annotations
 
 import getpass
+import math
 import os
 import re
 import time
@@ -20,7 +21,7 @@ from rich.live import Live
 from rich.text import Text
 
 from plait.actors import LocalRuntime, tune_gc_for_serving
-from plait.cli._common import MeshOption, err_console, fail, print_json, run
+from plait.cli._common import MeshOption, err_console, fail, print_json, run, text_arg
 from plait.cli._output import (
     JsonFlag,
     Output,
@@ -58,7 +59,7 @@ ModelOption = Annotated[
 
 def human() -> Human:
     """The person at this terminal (``PLAIT_USER``, else the login name)."""
-    return Human(os.environ.get("PLAIT_USER") or getpass.getuser())
+    return Human(text_arg(os.environ.get("PLAIT_USER") or getpass.getuser(), "PLAIT_USER"))
 
 
 @asynccontextmanager
@@ -224,6 +225,7 @@ def run_graph_cmd(
     mesh: MeshOption = None,
 ) -> None:
     """Start a durable run of a stored graph and follow it until it settles."""
+    text_arg(input, "--input")
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
@@ -272,6 +274,7 @@ def resume_cmd(
     mesh: MeshOption = None,
 ) -> None:
     """Answer what a waiting run asks, then follow it until it settles again."""
+    text_arg(answer, "ANSWER")
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
@@ -314,6 +317,9 @@ def raise_budget_cmd(
     }
     if not extra:
         fail("give at least one of --steps, --tokens, --dollars, --wall-seconds, --retries")
+    for name, amount in extra.items():
+        if not math.isfinite(amount):
+            fail(f"--{name.replace('_', '-')} must be a finite number, not {amount:g}", code=2)
 
     async def main() -> None:
         async with open_mesh(mesh) as m:

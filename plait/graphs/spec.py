@@ -70,6 +70,19 @@ TYPE_ALIASES: Mapping[str, str] = {"tool_call": "tool", "graph": "subgraph"}
 _Count = Annotated[int, Field(ge=0)]
 _Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
+# Upper bounds of numeric fields: far above any sane graph, low enough that one
+# visit or one fan-out cannot run away with a typo'd or hostile number.
+MAX_TOKENS = 1_000_000_000
+MAX_DOLLARS = 100_000.0
+MAX_WALL_SECONDS = 30 * 24 * 3600.0
+MAX_RETRIES = 1_000
+MAX_ROUNDS = 100
+MAX_ATTEMPTS = 20
+MAX_CONCURRENCY = 256
+MAX_FAN_OUT_COUNT = 10_000
+MAX_EXPIRES_AFTER_S = 366 * 24 * 3600.0
+MAX_VERSION = 1_000_000
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -92,10 +105,10 @@ class Budget(_Model):
     """
 
     steps: int = Field(default=25, ge=1)
-    tokens: _Count | None = None
-    dollars: _Amount | None = None
-    wall_seconds: _Amount | None = None
-    retries: _Count | None = None
+    tokens: Annotated[_Count, Field(le=MAX_TOKENS)] | None = None
+    dollars: Annotated[_Amount, Field(le=MAX_DOLLARS)] | None = None
+    wall_seconds: Annotated[_Amount, Field(le=MAX_WALL_SECONDS)] | None = None
+    retries: Annotated[_Count, Field(le=MAX_RETRIES)] | None = None
     on_exhausted: Literal["fail", "escalate"] = "fail"
 
     @model_validator(mode="before")
@@ -141,7 +154,7 @@ class AgentNode(_NodeBase):
     response_format: dict[str, Any] | None = None
     agent: str | None = None
     tools: list[str] | None = None
-    max_rounds: int = Field(default=8, ge=1)
+    max_rounds: int = Field(default=8, ge=1, le=MAX_ROUNDS)
 
 
 class VerifierNode(_NodeBase):
@@ -156,7 +169,7 @@ class VerifierNode(_NodeBase):
     prompt: str
     verdicts: dict[str, str] = Field(default_factory=dict)
     agent: str | None = None
-    max_attempts: int = Field(default=2, ge=1)
+    max_attempts: int = Field(default=2, ge=1, le=MAX_ATTEMPTS)
 
 
 class HumanNode(_NodeBase):
@@ -171,7 +184,9 @@ class HumanNode(_NodeBase):
     type: Literal["human"]
     ask: str
     options: list[str] | None = None
-    expires_after_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    expires_after_s: float | None = Field(
+        default=None, gt=0, le=MAX_EXPIRES_AFTER_S, allow_inf_nan=False
+    )
     on_expire: Literal["fail", "default"] = "fail"
     default: str | None = None
 
@@ -207,7 +222,7 @@ class ParallelNode(_NodeBase):
     tasks: _Tasks
     prompt: str = "{{item}}"
     agent: str | None = None
-    max_concurrency: int = Field(default=4, ge=1)
+    max_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
 
 
 class ToolNode(_NodeBase):
@@ -247,12 +262,12 @@ class FanOutSpec(_Model):
 
     kind: Literal["broadcast", "tee", "map"]
     target_node_id: str | None = None
-    count: int | None = Field(default=None, ge=1)
+    count: int | None = Field(default=None, ge=1, le=MAX_FAN_OUT_COUNT)
     targets: list[str] | None = None
     source_node_id: str | None = None
     source_path: str = ""
     on_failure: Literal["fail_fast", "drain_then_fail", "collect"] = "fail_fast"
-    max_concurrency: int | None = Field(default=None, ge=1)
+    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
 
 
 class FanOutNode(_NodeBase):
@@ -281,7 +296,7 @@ class SubgraphNode(_NodeBase):
     type: Literal["subgraph"]
     graph: str
     agent: str | None = None
-    version: int | None = Field(default=None, ge=1)
+    version: int | None = Field(default=None, ge=1, le=MAX_VERSION)
     input: str = "{{input}}"
 
 
@@ -383,7 +398,7 @@ class GraphSpec(_Model):
     name: str = Field(min_length=1)
     agent: str = "assistant"
     entry: str | None = None
-    version: int = Field(default=1, ge=1)
+    version: int = Field(default=1, ge=1, le=MAX_VERSION)
     description: str = ""
     budget: Budget = Field(default_factory=Budget)
     nodes: list[Node]

@@ -21,6 +21,7 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from plait.errors import GraphError, GraphNotFound, GraphVersionExists, VersionConflict
+from plait.graphs.problems import Problem
 from plait.graphs.spec import GraphSpec
 from plait.graphs.validate import validate_graph
 from plait.mesh import Entry, Mesh
@@ -108,7 +109,7 @@ async def import_graph(mesh: Mesh, spec: GraphSpec) -> StoredGraph:
         GraphVersionExists: a different spec is stored under this version.
     """
     report = validate_graph(spec)
-    report.problems.extend(name_problems(spec.agent, spec.name))
+    report.problems.extend(Problem.of(p) for p in name_problems(spec.agent, spec.name))
     report.raise_for_problems(f"graph {spec.agent}/{spec.name}")
     agent, name, version = spec.agent, spec.name, spec.version
     sha = spec.sha256()

@@ -55,6 +55,7 @@ _TEMPLATE = re.compile(
     r"\s*\}\}"
 )
 _LOOSE = re.compile(r"\{\{(?:(?!\}\}).)*?\}\}", re.DOTALL)
+_OPENED = re.compile(rf"\{{\{{\s*{_NAME}[^{{}}\s]*")
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,19 @@ def loose_braces(template: str) -> list[str]:
     return [
         m.group(0) for s in _compile(template) if isinstance(s, str) for m in _LOOSE.finditer(s)
     ]
+
+
+def unclosed_references(template: str) -> list[str]:
+    """Every ``{{name`` in ``template`` left unclosed: ``{{researcher}``, or no ``}}`` after it."""
+    out = []
+    for s in _compile(template):
+        if not isinstance(s, str):
+            continue
+        for m in _OPENED.finditer(s):
+            rest = s[m.end() :]
+            if "}}" not in rest or (rest.startswith("}") and not rest.startswith("}}")):
+                out.append(m.group(0) + rest[:1] if rest.startswith("}") else m.group(0))
+    return out
 
 
 def _step(value: Any, segment: PathSegment) -> tuple[bool, Any]:
@@ -302,4 +316,5 @@ __all__ = [
     "render",
     "render_value",
     "resolve_path",
+    "unclosed_references",
 ]

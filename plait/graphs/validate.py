@@ -7,6 +7,7 @@ never hides the problems of the others.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import jsonschema
 from pydantic import TypeAdapter, ValidationError
 
 from plait.errors import GraphValidationError, TemplateError
+from plait.graphs.problems import Problem, did_you_mean, shape_problems
 from plait.graphs.spec import (
     NODE_TYPES,
     AgentNode,
@@ -32,7 +34,7 @@ from plait.graphs.spec import (
     VerifierNode,
     normalize_node_data,
 )
-from plait.graphs.template import loose_braces, parse_path, references
+from plait.graphs.template import loose_braces, parse_path, references, unclosed_references
 from plait.tools.spec import AgentProfile
 
 _NODE = TypeAdapter[Node](Node)
@@ -48,12 +50,13 @@ class ValidationReport:
     Attributes:
         spec: the parsed spec when every field parsed (it may still have structural
             problems: check ``ok``), else None.
-        problems: what makes the graph unusable, each as ``path: message``.
+        problems: what makes the graph unusable, each a :class:`Problem` (a str
+            ``path: message``, with a hint where one helps).
         warnings: what is allowed but probably a mistake (unreachable nodes).
     """
 
     spec: GraphSpec | None
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -64,7 +67,8 @@ class ValidationReport:
     def raise_for_problems(self, source: str | None = None) -> GraphSpec:
         """Return the spec, or raise GraphValidationError listing every problem."""
         if self.problems or self.spec is None:
-            raise GraphValidationError(self.problems or ["(root): not a graph"], source)
+            problems: list[str] = [*self.problems] or ["(root): not a graph"]
+            raise GraphValidationError(problems, source)
         return self.spec
 
 
@@ -194,14 +198,25 @@ class _Checker:
         agents: Mapping[str, AgentProfile] | None,
         tool_is_known: Callable[[str], bool] | None,
         max_steps_cap: int,
+        tool_schema: Callable[[str], Mapping[str, Any] | None] | None = None,
     ) -> None:
         self.agents = agents
         self.tool_is_known = tool_is_known
+        self.tool_schema = tool_schema
         self.max_steps_cap = max_steps_cap
         self.problems: list[str] = []
         self.warnings: list[str] = []
         self.field_errors = False
         self.ids: dict[str, int] = {}
+        # Unknown route targets and the known id each most likely means (None: no guess).
+        self.corrections: dict[str, str | None] = {}
+
+    def unknown(self, path: str, what: str, name: str, *, route: bool = True) -> None:
+        """Report an unknown node name, with the closest known id as a hint."""
+        close = difflib.get_close_matches(name, list(self.ids), n=1, cutoff=0.6)
+        self.problems.append(Problem(path, f"{what} {_q(name)}", did_you_mean(name, self.ids)))
+        if route:
+            self.corrections[name] = close[0] if close else None
 
     def fields(self, exc: ValidationError, prefix: str) -> None:
         self.field_errors = True
@@ -234,7 +249,7 @@ class _Checker:
                 spec = GraphSpec.model_validate(data)
             except ValidationError as exc:  # pragma: no cover - the parts parsed, so the whole does
                 self.fields(exc, "")
-        return ValidationReport(spec, self.problems, self.warnings)
+        return ValidationReport(spec, [Problem.of(p) for p in self.problems], self.warnings)
 
     def parse_nodes(self, data: Mapping[str, Any]) -> list[_View]:
         raw_nodes = data.get("nodes")
@@ -317,7 +332,7 @@ class _Checker:
                 self.problems.append("entry: no entry node (set entry, or add a begin node)")
             return None
         if entry not in self.ids:
-            self.problems.append(f"entry: unknown node {_q(entry)}")
+            self.unknown("entry", "unknown node", entry, route=False)
             return None
         return entry
 
@@ -332,15 +347,15 @@ class _Checker:
                         f"{v.path}.next: a fan_out node dispatches through its specs, not next"
                     )
                 if v.next not in self.ids:
-                    self.problems.append(f"{v.path}.next: unknown target {_q(v.next)}")
+                    self.unknown(f"{v.path}.next", "unknown target", v.next)
             for word, target in v.verdicts.items():
                 if target not in self.ids:
-                    self.problems.append(f"{v.path}.verdicts.{word}: unknown target {_q(target)}")
+                    self.unknown(f"{v.path}.verdicts.{word}", "unknown target", target)
         for j, edge in edges:
             if edge.source not in self.ids:
-                self.problems.append(f"edges[{j}].source: unknown node {_q(edge.source)}")
+                self.unknown(f"edges[{j}].source", "unknown node", edge.source, route=False)
             if edge.target not in self.ids:
-                self.problems.append(f"edges[{j}].target: unknown target {_q(edge.target)}")
+                self.unknown(f"edges[{j}].target", "unknown target", edge.target)
             link = f"{_q(edge.source)} -> {_q(edge.target)}"
             if types.get(edge.source) == "end":
                 self.problems.append(f"edges[{j}]: an end node has no outgoing edges ({link})")
@@ -375,21 +390,19 @@ class _Checker:
                     if spec.target_node_id is not None:
                         map_targets.add(spec.target_node_id)
                 if spec.target_node_id is not None and spec.target_node_id not in self.ids:
-                    self.problems.append(
-                        f"{p}.target_node_id: unknown target {_q(spec.target_node_id)}"
-                    )
+                    self.unknown(f"{p}.target_node_id", "unknown target", spec.target_node_id)
                 for m, target in enumerate(spec.targets or []):
                     if target not in self.ids:
-                        self.problems.append(f"{p}.targets[{m}]: unknown target {_q(target)}")
+                        self.unknown(f"{p}.targets[{m}]", "unknown target", target)
                 if spec.source_node_id is not None and spec.source_node_id not in self.ids:
-                    self.problems.append(
-                        f"{p}.source_node_id: unknown node {_q(spec.source_node_id)}"
+                    self.unknown(
+                        f"{p}.source_node_id", "unknown node", spec.source_node_id, route=False
                     )
         return map_targets
 
     def check_node(self, node: Node, path: str, map_target: bool, graph_agent: Any) -> None:
         for where, template, item_ok in _template_fields(node, path):
-            self.check_template(where, template, item_ok or map_target)
+            self.check_template(where, template, item_ok or map_target, node.id)
         if isinstance(node, ParallelNode) and isinstance(node.tasks, str):
             self.check_task_path(node.tasks, f"{path}.tasks")
         if isinstance(node, VerifierNode):
@@ -413,14 +426,27 @@ class _Checker:
                 self.problems.append(f"{path}.{name}: not a valid JSON schema: {exc.message}")
         self.check_tools_and_agents(node, path, graph_agent)
 
-    def check_template(self, where: str, template: str, item_ok: bool) -> None:
+    def check_template(self, where: str, template: str, item_ok: bool, own_id: str) -> None:
         for ref in references(template):
             if ref.name == "item" and not item_ok:
                 self.problems.append(
                     f"{where}: {ref.raw} is only set in a map fan-out target or a parallel prompt"
                 )
             elif ref.name not in ("input", "item") and ref.name not in self.ids:
-                self.problems.append(f"{where}: {ref.raw} names unknown node {_q(ref.name)}")
+                self.unknown(where, f"{ref.raw} names unknown node", ref.name, route=False)
+            elif ref.name == own_id and not ref.optional and ref.default is None:
+                self.problems.append(
+                    Problem(
+                        where,
+                        f"{ref.raw} reads this node's own output, which its first visit "
+                        "does not have yet",
+                        f"use {{{{{ref.key}?}}}} for no output yet, or a default",
+                    )
+                )
+        for text in unclosed_references(template):
+            self.problems.append(
+                Problem(where, f"{text} is not closed", 'close the reference with "}}"')
+            )
         for text in loose_braces(template):
             self.warnings.append(f"{where}: {text} is not a template and stays as written")
 
@@ -465,8 +491,38 @@ class _Checker:
                 self.problems.append(f"{where}: unknown tool {_q(tool)}")
             elif profile is not None and tool not in profile.tools:
                 self.problems.append(f"{where}: agent {_q(runner)} does not have tool {_q(tool)}")
+        schema = (
+            self.tool_schema(node.tool) if isinstance(node, ToolNode) and self.tool_schema else None
+        )
+        if isinstance(node, ToolNode) and schema is not None:
+            self.check_tool_args(node, path, schema)
         if node.verify is not None and known is not None and not known(node.verify):
             self.problems.append(f"{path}.verify: unknown tool {_q(node.verify)}")
+
+    def check_tool_args(self, node: ToolNode, path: str, schema: Mapping[str, Any]) -> None:
+        """Check the static part of a tool node's args against the tool's JSON schema.
+
+        A value holding a template reference is known only when the node runs, so what
+        is at or under it is not checked here (the call is checked again then).
+        """
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        for error in sorted(validator.iter_errors(node.args), key=lambda e: list(e.path)):
+            value: Any = node.args
+            templated = False
+            for part in error.absolute_path:
+                templated = templated or (isinstance(value, str) and bool(references(value)))
+                try:
+                    value = value[part]
+                except (KeyError, IndexError, TypeError):
+                    break
+            if templated or (isinstance(value, str) and references(value)):
+                continue
+            where = f"{path}.args" + "".join(
+                f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path
+            )
+            self.problems.append(
+                Problem(where, error.message, f"see the parameters of tool {_q(node.tool)}")
+            )
 
     def check_reach(self, entry: str, views: list[_View], edges: list[tuple[int, Edge]]) -> None:
         out: dict[str, list[str]] = {}
@@ -476,6 +532,12 @@ class _Checker:
                 out.setdefault(v.id, []).extend(routes + list(v.verdicts.values()) + v.fan_targets)
         for _, edge in edges:
             out.setdefault(edge.source, []).append(edge.target)
+        # A route to an unknown target most likely means the id it resembles: follow
+        # that one too, so that one typo does not also read as unreachable nodes.
+        fixed = {
+            source: [self.corrections.get(t) or t for t in targets]
+            for source, targets in out.items()
+        }
         # A route to an unknown node is reported already; count it as a way out so that
         # one typo does not also read as an endless loop.
         ends = {
@@ -498,8 +560,14 @@ class _Checker:
             self.problems.append(
                 f"entry: no end is reachable from {_q(entry)} (every path loops forever)"
             )
+        guessed, todo = {entry}, [entry]
+        while todo:
+            for target in fixed.get(todo.pop(), []):
+                if target in self.ids and target not in guessed:
+                    guessed.add(target)
+                    todo.append(target)
         for v in views:
-            if v.id is not None and v.id not in seen and self.ids.get(v.id) == v.index:
+            if v.id is not None and v.id not in guessed and self.ids.get(v.id) == v.index:
                 self.warnings.append(f"{v.path}: {_q(v.id)} is unreachable from {_q(entry)}")
 
 
@@ -509,6 +577,7 @@ def validate_graph(
     agents: Mapping[str, AgentProfile] | None = None,
     tool_is_known: Callable[[str], bool] | None = None,
     max_steps_cap: int = 100,
+    tool_schema: Callable[[str], Mapping[str, Any] | None] | None = None,
 ) -> ValidationReport:
     """Check a graph and report every problem at once.
 
@@ -518,6 +587,8 @@ def validate_graph(
             agent or its delegates, and tools must be the running agent's.
         tool_is_known: when given, every tool a node names must be known.
         max_steps_cap: the largest step budget allowed.
+        tool_schema: when given, the JSON schema of a tool's arguments (None if
+            unknown); a tool node's static ``args`` must match it.
 
     Returns:
         The report; its ``problems`` name paths like
@@ -527,8 +598,11 @@ def validate_graph(
         data = data.model_dump(mode="python")
     if not isinstance(data, Mapping):
         found = type(data).__name__
-        return ValidationReport(None, [f"(root): a graph is an object, found {found}"])
-    return _Checker(agents, tool_is_known, max_steps_cap).run(data)
+        return ValidationReport(None, [Problem("(root)", f"a graph is an object, found {found}")])
+    shape = shape_problems(data)
+    if shape:
+        return ValidationReport(None, shape)  # unsafe to parse further
+    return _Checker(agents, tool_is_known, max_steps_cap, tool_schema).run(data)
 
 
 __all__ = ["ValidationReport", "validate_graph"]

@@ -91,11 +91,11 @@ def test_validate_lists_every_problem_and_exits_1(cli: Any, tmp_path: Path) -> N
     result = cli("validate", str(broken), "--json")
     assert result.exit_code == 1
     report = json.loads(result.stdout)
-    assert report == {
-        "ok": False,
-        "problems": expected.problems,
-        "warnings": expected.warnings,
-    }
+    assert report["ok"] is False and report["warnings"] == expected.warnings
+    assert [(p["path"], p["message"], p["hint"]) for p in report["problems"]] == [
+        (p.path, p.message, p.hint) for p in expected.problems
+    ]
+    assert all(isinstance(p["line"], int) for p in report["problems"])
 
 
 def test_validate_reports_unreadable_files(cli: Any, tmp_path: Path) -> None:
@@ -106,7 +106,15 @@ def test_validate_reports_unreadable_files(cli: Any, tmp_path: Path) -> None:
     result = cli("validate", str(tmp_path / "missing.json"), "--json")
     assert result.exit_code == 1
     problems = json.loads(result.stdout)["problems"]
-    assert problems == ["(file): cannot read: No such file or directory"]
+    assert problems == [
+        {
+            "path": "(file)",
+            "message": "cannot read: No such file or directory",
+            "line": None,
+            "column": None,
+            "hint": None,
+        }
+    ]
 
 
 def test_validate_uses_the_agent_profiles_in_the_mesh(

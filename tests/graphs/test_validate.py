@@ -100,7 +100,7 @@ EXPECTED = {
     # fan-out specs
     "nodes[8].specs[0].source_node_id: map needs a source_node_id",
     "nodes[8].specs[1].count: broadcast needs a count",
-    'nodes[8].specs[1].target_node_id: unknown target "ghost_worker"',
+    'nodes[8].specs[1].target_node_id: unknown target "ghost_worker" (did you mean "worker"?)',
     "nodes[8].specs[2].targets: tee needs at least one target",
     # templates ({{item}} is fine in nodes[9], the map target)
     'nodes[2].prompt: {{ghost}} names unknown node "ghost"',
@@ -350,9 +350,13 @@ def test_load_graph_yaml_and_problems(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "problem"),
     [
-        ("broken.json", '{\n  "name": "g",\n  "nodes": [,]\n}', "line 3, column 13: invalid JSON"),
-        ("broken.yaml", "name: g\nnodes: [\n  - x\n", "line 3, column 3: invalid YAML"),
-        ("broken.txt", "{\n\n  oops: [}", "line 3, column 3: invalid JSON"),
+        (
+            "broken.json",
+            '{\n  "name": "g",\n  "nodes": [,]\n}',
+            "(file): line 3, column 13: invalid JSON",
+        ),
+        ("broken.yaml", "name: g\nnodes: [\n  - x\n", "(file): line 3, column 3: invalid YAML"),
+        ("broken.txt", "{\n\n  oops: [}", "(file): line 3, column 3: invalid JSON"),
         ("list.json", "[1, 2]", "(root): a graph is an object, found list"),
         ("empty.yaml", "", "(root): a graph is an object, found nothing"),
     ],
