@@ -15,7 +15,8 @@ same call may succeed if simply tried again.
     │   ├── MeshUnavailable (ConnectionError) the backend cannot be reached (retryable)
     │   ├── InvalidKey (ValueError)           empty or malformed key
     │   ├── ValueNotEncodable (TypeError)     msgpack cannot encode the value
-    │   └── ValueTooLarge (ValueError)        the encoded value is over the size limit
+    │   ├── ValueTooLarge (ValueError)        the encoded value is over the size limit
+    │   └── CorruptValue (ValueError)         a stored value cannot be decoded
     ├── GraphError
     │   ├── GraphValidationError (ValueError) every problem of a graph spec at once
     │   ├── GraphNotFound (LookupError)
@@ -135,6 +136,23 @@ class ValueTooLarge(MeshError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.key, self.size, self.limit))
+
+
+class CorruptValue(MeshError, ValueError):
+    """A stored value does not decode (truncated or overwritten outside plait).
+
+    Attributes:
+        key: the key whose value is corrupt.
+        reason: what the decoder said.
+    """
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(f"the value stored at {key!r} is corrupt: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.key, self.reason))
 
 
 # -- graphs -------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from plait.decisions.model import (
 )
 from plait.decisions.principals import Principal, require_human
 from plait.errors import DecisionClosed, DecisionError, DecisionNotFound, VersionConflict
-from plait.mesh import Entry, Mesh, Subscription
+from plait.mesh import Entry, Mesh, Subscription, skip_corrupt, skip_unreadable
 
 PREFIX = "decisions/"
 """Where decision records live: ``decisions/<id>``."""
@@ -196,8 +196,12 @@ class DecisionBoard:
     async def list(self, status: DecisionStatus | None = None) -> builtins.list[Decision]:
         """Every decision (or those with ``status``), newest first; expired ones as expired."""
         found: builtins.list[Decision] = []
-        async for entry in self._mesh.scan(PREFIX):
-            decision, _ = await self._settle(entry)
+        async for entry in self._mesh.scan(PREFIX, on_corrupt=skip_corrupt):
+            try:
+                decision, _ = await self._settle(entry)
+            except DecisionError as exc:
+                skip_unreadable(entry.key, str(exc))
+                continue
             if status is None or decision.status == status:
                 found.append(decision)
         found.sort(key=lambda d: (d.created_at, d.id), reverse=True)

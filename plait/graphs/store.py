@@ -24,7 +24,7 @@ from plait.errors import GraphError, GraphNotFound, GraphVersionExists, VersionC
 from plait.graphs.problems import Problem
 from plait.graphs.spec import GraphSpec
 from plait.graphs.validate import validate_graph
-from plait.mesh import Entry, Mesh
+from plait.mesh import Entry, Mesh, skip_corrupt, skip_unreadable
 
 PREFIX = "graphs/"
 """The mesh key prefix of stored graphs."""
@@ -180,10 +180,13 @@ async def list_graphs(mesh: Mesh, agent: str | None = None) -> list[GraphSummary
     indexes: dict[tuple[str, str], list[int]] = {}
     descriptions: dict[tuple[str, str, int], str] = {}
     # One pass: index entries and version entries interleave in key order.
-    async for entry in mesh.scan(prefix):
+    async for entry in mesh.scan(prefix, on_corrupt=skip_corrupt):
         parts = entry.key[len(PREFIX) :].split("/")
         if len(parts) == 2:
-            indexes[(parts[0], parts[1])] = _index_versions(entry)
+            try:
+                indexes[(parts[0], parts[1])] = _index_versions(entry)
+            except GraphError as exc:
+                skip_unreadable(entry.key, str(exc))
         elif len(parts) == 3 and isinstance(entry.value, dict):
             spec = entry.value.get("spec")
             text = spec.get("description") if isinstance(spec, dict) else None

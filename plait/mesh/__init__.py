@@ -29,7 +29,12 @@ from plait.mesh._base import (
     Transaction,
     TransactionResult,
 )
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES
+from plait.mesh._codec import (
+    DEFAULT_MAX_VALUE_BYTES,
+    OnCorrupt,
+    skip_corrupt,
+    skip_unreadable,
+)
 
 DEFAULT_MESH_URL = "sqlite:///.plait/mesh.db"
 """The embedded default: a SQLite file under the working directory."""
@@ -113,6 +118,7 @@ __all__ = [
     "Entry",
     "Event",
     "Mesh",
+    "OnCorrupt",
     "StartFrom",
     "Subscription",
     "Transaction",
@@ -120,4 +126,6 @@ __all__ = [
     "open_mesh",
     "redact_url",
     "resolve_mesh_url",
+    "skip_corrupt",
+    "skip_unreadable",
 ]

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, encode
+from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, OnCorrupt, check_key, encode
 
 StartFrom = Literal["new", "begin"]
 """Where a consumer group that does not exist yet starts reading a topic.
@@ -412,8 +412,15 @@ class Mesh(abc.ABC):
         """
 
     @abc.abstractmethod
-    def scan(self, prefix: str = "") -> AsyncIterator[Entry]:
-        """Every entry whose key starts with ``prefix``, in key order, read page by page."""
+    def scan(
+        self, prefix: str = "", *, on_corrupt: OnCorrupt | None = None
+    ) -> AsyncIterator[Entry]:
+        """Every entry whose key starts with ``prefix``, in key order, read page by page.
+
+        Raises:
+            CorruptValue: a value does not decode, unless ``on_corrupt`` is given: then
+                it is called with the error and the scan goes on past that key.
+        """
 
     # topics -------------------------------------------------------------------------
 

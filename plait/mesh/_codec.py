@@ -8,13 +8,14 @@ lists, which is msgpack's only lossy corner and the same on every backend.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
 
-from plait.errors import InvalidKey, ValueNotEncodable, ValueTooLarge
+from plait.errors import CorruptValue, InvalidKey, ValueNotEncodable, ValueTooLarge
 
 DEFAULT_MAX_VALUE_BYTES = 8 * 1024 * 1024
 """Default limit on one encoded value: 8 MiB."""
@@ -75,9 +76,48 @@ def encode(key: str, value: Any, limit: int = DEFAULT_MAX_VALUE_BYTES) -> bytes:
     return data
 
 
-def decode(data: bytes) -> Any:
-    """Decode bytes made by :func:`encode`."""
-    return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
+def decode(data: bytes, key: str = "") -> Any:
+    """Decode bytes made by :func:`encode`.
+
+    Raises:
+        CorruptValue: the bytes do not decode (naming ``key``).
+    """
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise CorruptValue(key, f"{type(exc).__name__}: {exc}") from None
+
+
+OnCorrupt = Callable[[CorruptValue], None]
+"""Called by a scan with each value it skips because it does not decode."""
+
+
+def decode_scanned(data: bytes, key: str, on_corrupt: OnCorrupt | None) -> tuple[Any] | None:
+    """``(value,)`` for a scanned entry, or None once ``on_corrupt`` took a corrupt one.
+
+    Raises:
+        CorruptValue: the value does not decode and no ``on_corrupt`` was given.
+    """
+    try:
+        return (decode(data, key),)
+    except CorruptValue as exc:
+        if on_corrupt is None:
+            raise
+        on_corrupt(exc)
+        return None
+
+
+_log = logging.getLogger("plait.mesh")
+
+
+def skip_unreadable(key: str, reason: str) -> None:
+    """Report, as one warning line naming ``key``, a value a listing skips."""
+    _log.warning("warning: skipping the unreadable value at %r: %s", key, reason)
+
+
+def skip_corrupt(exc: CorruptValue) -> None:
+    """An ``on_corrupt`` for listings: warn with the key (see :func:`skip_unreadable`)."""
+    skip_unreadable(exc.key, exc.reason)
 
 
 def check_key(key: str, what: str = "key") -> None:
@@ -98,4 +138,14 @@ def topic_names(topics: str | Sequence[str]) -> list[str]:
     return names
 
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "check_key", "decode", "encode", "topic_names"]
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "OnCorrupt",
+    "check_key",
+    "decode",
+    "decode_scanned",
+    "encode",
+    "skip_corrupt",
+    "skip_unreadable",
+    "topic_names",
+]

@@ -34,7 +34,15 @@ from plait.mesh._base import (
     _check_version,
     now_ms,
 )
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode, topic_names
+from plait.mesh._codec import (
+    DEFAULT_MAX_VALUE_BYTES,
+    OnCorrupt,
+    check_key,
+    decode,
+    decode_scanned,
+    encode,
+    topic_names,
+)
 
 _SCAN_PAGE = 256
 
@@ -82,7 +90,7 @@ class MemoryMesh(Mesh):
     async def get(self, key: str) -> Entry | None:
         check_key(key)
         found = self._data.get(key)
-        return None if found is None else Entry(key, decode(found[0]), found[1])
+        return None if found is None else Entry(key, decode(found[0], key), found[1])
 
     async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
         # The hot path of every CAS: no transaction object, no re-decoding.
@@ -107,7 +115,9 @@ class MemoryMesh(Mesh):
         await tx.commit()
         return existed
 
-    async def scan(self, prefix: str = "") -> AsyncIterator[Entry]:
+    async def scan(
+        self, prefix: str = "", *, on_corrupt: OnCorrupt | None = None
+    ) -> AsyncIterator[Entry]:
         after: str | None = None
         while True:
             start = bisect.bisect_right(self._keys, after) if after is not None else 0
@@ -118,7 +128,9 @@ class MemoryMesh(Mesh):
                     return
                 found = self._data.get(key)
                 if found is not None:
-                    yield Entry(key, decode(found[0]), found[1])
+                    value = decode_scanned(found[0], key, on_corrupt)
+                    if value is not None:
+                        yield Entry(key, value[0], found[1])
             if len(page) < _SCAN_PAGE:
                 return
             after = page[-1]

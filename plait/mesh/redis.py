@@ -54,7 +54,15 @@ from plait.mesh._base import (
     TransactionResult,
     _check_version,
 )
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode, topic_names
+from plait.mesh._codec import (
+    DEFAULT_MAX_VALUE_BYTES,
+    OnCorrupt,
+    check_key,
+    decode,
+    decode_scanned,
+    encode,
+    topic_names,
+)
 
 
 def _pack(args: list[Any]) -> bytes:
@@ -261,7 +269,7 @@ class RedisMesh(Mesh):
         except (RedisError, OSError) as exc:
             raise self._error(exc) from exc
         value, version = reply
-        return None if value is None else Entry(key, decode(value), int(version))
+        return None if value is None else Entry(key, decode(value, key), int(version))
 
     async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
         # the one-op case of _apply without its generality: this is the hot path
@@ -282,7 +290,9 @@ class RedisMesh(Mesh):
         _, results = await self._apply(tx.ops)
         return results[0] == 1
 
-    async def scan(self, prefix: str = "") -> AsyncIterator[Entry]:
+    async def scan(
+        self, prefix: str = "", *, on_corrupt: OnCorrupt | None = None
+    ) -> AsyncIterator[Entry]:
         # UTF-8 never contains the byte 0xff, so it bounds every key starting with prefix.
         low = b"[" + prefix.encode() if prefix else b"-"
         high = b"(" + prefix.encode() + b"\xff" if prefix else b"+"
@@ -292,7 +302,10 @@ class RedisMesh(Mesh):
             )
             count, last, rows = int(reply[0]), reply[1], reply[2:]
             for i in range(0, len(rows), 3):
-                yield Entry(rows[i].decode(), decode(rows[i + 1]), int(rows[i + 2]))
+                key = rows[i].decode()
+                value = decode_scanned(rows[i + 1], key, on_corrupt)
+                if value is not None:
+                    yield Entry(key, value[0], int(rows[i + 2]))
             if count < _SCAN_PAGE:
                 return
             low = b"(" + last

@@ -34,7 +34,15 @@ from plait.mesh._base import (
     TransactionResult,
     _check_version,
 )
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, check_key, decode, encode, topic_names
+from plait.mesh._codec import (
+    DEFAULT_MAX_VALUE_BYTES,
+    OnCorrupt,
+    check_key,
+    decode,
+    decode_scanned,
+    encode,
+    topic_names,
+)
 from plait.mesh._sqlite_delivery import SqliteSubscription
 from plait.mesh._sqlite_worker import Worker
 
@@ -140,7 +148,7 @@ class SqliteMesh(Mesh):
     async def get(self, key: str) -> Entry | None:
         check_key(key)
         row = await self._read(ops.get, key)
-        return None if row is None else Entry(key, decode(row[0]), row[1])
+        return None if row is None else Entry(key, decode(row[0], key), row[1])
 
     async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
         check_key(key)
@@ -155,7 +163,9 @@ class SqliteMesh(Mesh):
         existed: bool = await self._write(ops.delete, key, if_version, savepoint=False)
         return existed
 
-    async def scan(self, prefix: str = "") -> AsyncIterator[Entry]:
+    async def scan(
+        self, prefix: str = "", *, on_corrupt: OnCorrupt | None = None
+    ) -> AsyncIterator[Entry]:
         if not isinstance(prefix, str):
             raise InvalidKey(f"a scan prefix must be a str, got {type(prefix).__name__}")
         high = ops.prefix_end(prefix)
@@ -163,7 +173,9 @@ class SqliteMesh(Mesh):
         while True:
             rows = await self._read(ops.scan_page, low, after, high, _SCAN_PAGE)
             for key, data, version in rows:
-                yield Entry(key, decode(data), version)
+                value = decode_scanned(data, key, on_corrupt)
+                if value is not None:
+                    yield Entry(key, value[0], version)
             if len(rows) < _SCAN_PAGE:
                 return
             low, after = rows[-1][0], True

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
-from plait.errors import AuditChainBroken
+from plait.errors import AuditChainBroken, CorruptValue
 from plait.mesh import Entry, Mesh, Transaction
 from plait.runs.record import RunRecord, audit_key, audit_prefix
 
@@ -153,13 +154,24 @@ def _position(run_id: str, key: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
+def _unreadable(run_id: str) -> Callable[[CorruptValue], None]:
+    """An ``on_corrupt`` that names the audit event whose stored value does not decode."""
+
+    def broken(exc: CorruptValue) -> None:
+        at = _position(run_id, exc.key) or 0
+        raise AuditChainBroken(run_id, at, f"its stored value is unreadable ({exc.reason})")
+
+    return broken
+
+
 async def read_events(mesh: Mesh, run_id: str) -> list[AuditEvent]:
     """Every audit event of a run, in chain order.
 
     Raises:
         AuditChainBroken: a stored event does not parse as one.
     """
-    return [_parse(run_id, entry) async for entry in mesh.scan(audit_prefix(run_id))]
+    scan = mesh.scan(audit_prefix(run_id), on_corrupt=_unreadable(run_id))
+    return [_parse(run_id, entry) async for entry in scan]
 
 
 async def verify(mesh: Mesh, record: RunRecord) -> int:
@@ -172,7 +184,7 @@ async def verify(mesh: Mesh, record: RunRecord) -> int:
     """
     run_id = record.run_id
     prev, expected = "", 1
-    async for entry in mesh.scan(audit_prefix(run_id)):
+    async for entry in mesh.scan(audit_prefix(run_id), on_corrupt=_unreadable(run_id)):
         at = _position(run_id, entry.key)
         if at != expected:
             found = entry.key if at is None else f"event {at}"

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
 from plait.actors import ActorRecord, actor_key, tell_in
 from plait.decisions import DecisionDesk, Human, Principal, require_human
@@ -32,7 +33,7 @@ from plait.errors import (
 from plait.graphs import engine
 from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
-from plait.mesh import Mesh
+from plait.mesh import Mesh, skip_corrupt, skip_unreadable
 from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
 from plait.runs.ports import ended, history_part_key
@@ -145,8 +146,12 @@ class Runs:
     ) -> list[RunSummary]:
         """Runs, newest first, filtered by agent and listing status."""
         found = []
-        async for entry in self.mesh.scan("runindex/"):
-            summary = RunSummary.model_validate(entry.value)
+        async for entry in self.mesh.scan("runindex/", on_corrupt=skip_corrupt):
+            try:
+                summary = RunSummary.model_validate(entry.value)
+            except ValidationError as exc:
+                skip_unreadable(entry.key, f"not a run summary ({exc.error_count()} problems)")
+                continue
             summary.status = listing_status(summary.status)  # type: ignore[assignment]
             if agent and summary.agent != agent:
                 continue
