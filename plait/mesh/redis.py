@@ -154,6 +154,7 @@ class RedisMesh(Mesh):
         self._secrets = url_secrets(url)
         # a blocking read must end well before the reply timeout would call Redis gone
         self._block_ms = max(1, min(_BLOCK_MS, int(timeout * 500)))
+        self._connect_timeout = connect_timeout
         self._client_options: dict[str, Any] = {
             "socket_connect_timeout": connect_timeout,
             "socket_timeout": timeout,
@@ -257,13 +258,21 @@ class RedisMesh(Mesh):
 
     async def open(self) -> None:
         # one round trip: check the server and load every script, so no later call
-        # pays for a NOSCRIPT miss
-        with self._translate():
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.ping()
-                for script in self._scripts:
-                    pipe.script_load(script.script)
-                await pipe.execute()
+        # pays for a NOSCRIPT miss; bounded by the connect timeout, so that a server
+        # that takes connections but does not answer (paused, say) fails in seconds
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                with self._translate():
+                    async with self._client.pipeline(transaction=False) as pipe:
+                        pipe.ping()
+                        for script in self._scripts:
+                            pipe.script_load(script.script)
+                        await pipe.execute()
+        except TimeoutError:
+            raise MeshUnavailable(
+                f"cannot reach the Redis mesh at {self.url}: no answer within "
+                f"{self._connect_timeout:g}s (is the server up and not paused?)"
+            ) from None
 
     async def close(self) -> None:
         for task in [*self._group_tasks, *self._commits._drains]:
