@@ -87,7 +87,12 @@ class VersionConflict(MeshError):
 
 
 class MeshUnavailable(MeshError, ConnectionError):
-    """The mesh backend cannot be reached (the URL is shown without its password)."""
+    """The mesh backend cannot be reached or did not answer in time (the URL is shown
+    with its credentials masked).
+
+    Retryable: the same call may succeed once the backend is back. A write that raised
+    it may or may not have been applied (see :mod:`plait.mesh._base`).
+    """
 
     retryable = True
 

@@ -45,8 +45,8 @@ from plait.actors._base import (
     new_host_id,
     resolve_kind,
 )
-from plait.errors import ActorError, ActorNotFound, PlaitError, VersionConflict
-from plait.mesh import Delivery, Mesh, Subscription, Transaction
+from plait.errors import ActorError, ActorNotFound, MeshUnavailable, PlaitError, VersionConflict
+from plait.mesh import Backoff, Delivery, Mesh, Subscription, Transaction
 
 log = logging.getLogger("plait.actors")
 
@@ -249,14 +249,18 @@ class LocalRuntime:
         if self._tg is None:
             return
         self._closing = True
-        if self._sub is not None:
-            await self._sub.close()
-        with anyio.move_on_after(self.drain_timeout_s):
-            await self._idle.wait()
-        self._tg.cancel_scope.cancel()
-        await self._stack.aclose()
-        self._tg = None
-        self._closing = False
+        try:
+            if self._sub is not None:
+                await self._sub.close()
+            with anyio.move_on_after(self.drain_timeout_s):
+                await self._idle.wait()
+        finally:
+            # Even when the task group is being cancelled (a task of it failed): its
+            # scope must be left, or its cancellation leaks into the caller for good.
+            self._tg.cancel_scope.cancel()
+            await self._stack.aclose()
+            self._tg = None
+            self._closing = False
 
     async def wait_idle(self) -> None:
         """Wait until no message is in flight."""
@@ -318,8 +322,16 @@ class LocalRuntime:
 
     async def _dispatch(self) -> None:
         assert self._sub is not None and self._tg is not None
-        async for delivery in self._sub:
-            await self._accept(delivery)
+        backoff = Backoff(log)
+        while True:
+            try:
+                async for delivery in self._sub:
+                    await self._accept(delivery)
+                return
+            except MeshUnavailable as exc:
+                # The subscription reads on once the mesh is back; what it had handed
+                # out and nobody acked is delivered again, so nothing is lost.
+                await backoff.wait(exc)
 
     async def _accept_taken(self, delivery: Delivery) -> None:
         try:
@@ -342,6 +354,9 @@ class LocalRuntime:
         self._busy()
         try:
             await self._route(delivery)
+        except MeshUnavailable as exc:
+            log.warning("mailbox message %s left for redelivery: %s", delivery.id, exc)
+            self._finish(delivery)
         except PlaitError:
             log.exception("cannot route mailbox message %s", delivery.id)
             self._finish(delivery)
@@ -428,6 +443,20 @@ class LocalRuntime:
                     if not mail.acked:
                         await mail.ack()
                     self.handled += 1
+                except MeshUnavailable as exc:
+                    # A commit that raised this may have landed or not. Landed, it
+                    # acked this message too and its wakes carry the run on (one this
+                    # runtime took for itself comes back after the visibility timeout
+                    # and finds its node claimed: on_indeterminate decides). Not landed,
+                    # this message comes back and finds its node still claimed for it.
+                    # A cached record gone stale only fails its CAS; the record CAS
+                    # and the attempt nonce let each visit commit once.
+                    log.warning(
+                        "actor %s: message %s left for redelivery: %s",
+                        activation.record.id,
+                        mail.delivery.id,
+                        exc,
+                    )
                 except Exception:
                     # Left unacked: the mesh delivers it again after the visibility
                     # timeout, and dead-letters it after max_attempts.

@@ -13,7 +13,7 @@ import typer
 from plait.cli._output import C1_AND_BIDI, say, styled
 from plait.cli._output import console as console
 from plait.cli._output import err_console as err_console
-from plait.errors import PlaitError, VersionConflict
+from plait.errors import MeshUnavailable, PlaitError, VersionConflict
 
 T = TypeVar("T")
 
@@ -60,7 +60,24 @@ def run(main: Callable[[], Awaitable[T]]) -> T:
             f"actual version {exc.actual}"
         )
     except PlaitError as exc:
-        fail(str(exc))
+        fail(_message(exc))
+    except BaseExceptionGroup as group:
+        # what a task group raises: a plait error of its tasks is still just that
+        errors, rest = group.split(PlaitError)
+        if errors is None or rest is not None:
+            raise
+        fail(_message(_first_leaf(errors)))
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, MeshUnavailable):
+        return f"{exc} (the mesh URL comes from --mesh or PLAIT_MESH)"
+    return str(exc)
+
+
+def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 async def _call(main: Callable[[], Awaitable[T]]) -> T:

@@ -6,7 +6,10 @@
 - ``sqlite:///PATH`` — a SQLite file shared by the processes of one machine; the
   default, ``.plait/mesh.db`` under the working directory, when no URL is given.
 - ``redis://[:PASSWORD@]HOST:PORT/DB[?prefix=NAME]`` (or ``rediss://``) — a Redis
-  server shared by many hosts; ``prefix`` namespaces every key.
+  server shared by many hosts; ``prefix`` namespaces every key, ``timeout`` and
+  ``connect_timeout`` (seconds) bound how long a reply or a connection is waited for.
+
+Wherever a URL is printed its credentials are masked (:func:`redact_url`).
 
 The contract every backend keeps is written once, in :mod:`plait.mesh._base`.
 """
@@ -15,9 +18,10 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlsplit
 
 from plait.errors import ConfigError
+from plait.mesh._backoff import Backoff
 from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     Delivery,
@@ -35,6 +39,7 @@ from plait.mesh._codec import (
     skip_corrupt,
     skip_unreadable,
 )
+from plait.mesh._urls import redact_url
 
 DEFAULT_MESH_URL = "sqlite:///.plait/mesh.db"
 """The embedded default: a SQLite file under the working directory."""
@@ -45,16 +50,6 @@ SUPPORTED_SCHEMES = ("memory", "sqlite", "redis", "rediss")
 def resolve_mesh_url(url: str | None = None) -> str:
     """The mesh URL to use: the argument, else ``PLAIT_MESH``, else the SQLite default."""
     return url or os.environ.get("PLAIT_MESH") or DEFAULT_MESH_URL
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    userinfo = netloc[0].split(":", 1)[0] + ":***"
-    return urlunsplit(parts._replace(netloc=f"{userinfo}@{netloc[1]}"))
 
 
 def open_mesh(
@@ -94,7 +89,10 @@ def open_mesh(
     if scheme in ("redis", "rediss"):
         from plait.mesh.redis import RedisMesh
 
-        query = parse_qs(urlsplit(url).query)
+        try:
+            query = parse_qs(urlsplit(url).query)
+        except ValueError as exc:  # an unclosed "[" of an IPv6 host, say
+            raise ConfigError(f"malformed Redis mesh URL {redact_url(url)!r}: {exc}") from None
         prefix = options.pop("prefix", None) or (query.get("prefix") or [""])[0]
         return RedisMesh(
             url,
@@ -114,6 +112,7 @@ __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "DEFAULT_MESH_URL",
     "DEFAULT_VISIBILITY_TIMEOUT_MS",
+    "Backoff",
     "Delivery",
     "Entry",
     "Event",

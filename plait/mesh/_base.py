@@ -31,7 +31,13 @@ nothing of the batch happens.
 Errors. Bad input raises before anything is written: an empty key
 (:class:`InvalidKey`), a value msgpack cannot encode (:class:`ValueNotEncodable`), a
 value over ``max_value_bytes`` (:class:`ValueTooLarge`). A backend that cannot be
-reached raises :class:`MeshUnavailable`. No driver exception escapes.
+reached, or does not answer in time, raises :class:`MeshUnavailable` (retryable); no
+driver exception escapes. The backend never retries a call itself: a write that raised
+:class:`MeshUnavailable` may have been applied (its reply was lost, or a paused server
+ran it late) or not, all or none, so the caller retries only what a version check or an
+idempotent key makes safe to repeat. A subscription whose read raised it may be
+iterated again once the backend is back: nothing it delivered and nobody acked is lost,
+it is delivered again after its visibility timeout.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgpack
 import redis.asyncio as aioredis
@@ -34,7 +34,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from plait.errors import ConfigError, MeshError, MeshUnavailable, PlaitError, VersionConflict
 from plait.mesh import _redis_scripts as scripts
-from plait.mesh import redact_url
 from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     TRIM_INTERVAL_S,
@@ -63,6 +62,7 @@ from plait.mesh._codec import (
     encode,
     topic_names,
 )
+from plait.mesh._urls import redact_url, url_secrets
 
 
 def _pack(args: list[Any]) -> bytes:
@@ -98,10 +98,28 @@ _SCAN_PAGE = 256
 _BLOCK_MS = 100  # longest blocking read: bounds how late a scheduled event can be
 
 
-def _strip_prefix_param(url: str) -> str:
+_OWN_OPTIONS = ("prefix", "timeout", "connect_timeout")
+"""URL query options the mesh reads itself; every other one goes to redis-py."""
+
+
+def _own_options(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without the mesh's own query options, and those options."""
     parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "prefix"]
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {k: v for k, v in query if k in _OWN_OPTIONS}
+    rest = [(k, v) for k, v in query if k not in _OWN_OPTIONS]
+    return urlunsplit(parts._replace(query=urlencode(rest))), own
+
+
+def _seconds(name: str, given: object) -> float:
+    """A timeout option (a number, or the text of a URL option) as positive seconds."""
+    try:
+        seconds = float(given) if isinstance(given, int | float | str) else math.nan
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ConfigError(f"the Redis option {name} must be > 0 seconds, got {given!r}")
+    return seconds
 
 
 class RedisMesh(Mesh):
@@ -111,7 +129,8 @@ class RedisMesh(Mesh):
         prefix: prepended to every Redis key this mesh touches.
 
     Args:
-        url: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME]`` or ``rediss://``.
+        url: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME]`` or ``rediss://``;
+            its ``timeout`` and ``connect_timeout`` options override the arguments.
         prefix: prepended to every Redis key this mesh touches.
         max_value_bytes: the largest encoded value or event payload accepted.
         connect_timeout: seconds to wait for a connection.
@@ -131,22 +150,24 @@ class RedisMesh(Mesh):
         timeout: float = 30.0,
     ) -> None:
         self.url = redact_url(url)
-        for name, seconds in (("connect_timeout", connect_timeout), ("timeout", timeout)):
-            if not isinstance(seconds, int | float) or seconds <= 0:
-                raise ConfigError(f"the Redis option {name} must be > 0 seconds, got {seconds!r}")
+        try:
+            self._redis_url, own = _own_options(url)
+            db = urlsplit(url).path.strip("/")
+        except ValueError as exc:  # an unclosed "[" of an IPv6 host, say
+            raise ConfigError(f"malformed Redis mesh URL {self.url!r}: {exc}") from None
+        connect_timeout = _seconds("connect_timeout", own.get("connect_timeout", connect_timeout))
+        timeout = _seconds("timeout", own.get("timeout", timeout))
         self.max_value_bytes = max_value_bytes
         self.prefix = prefix
-        password = urlsplit(url).password
-        self._secrets = sorted({password, unquote(password)} if password else set(), key=len)
+        self._secrets = url_secrets(url)
         # a blocking read must end well before the reply timeout would call Redis gone
         self._block_ms = max(1, min(_BLOCK_MS, int(timeout * 500)))
-        self._redis_url = _strip_prefix_param(url)
+        self._connect_timeout = connect_timeout
         self._client_options: dict[str, Any] = {
             "socket_connect_timeout": connect_timeout,
             "socket_timeout": timeout,
             "retry": Retry(NoBackoff(), 0),
         }
-        db = urlsplit(url).path.strip("/")
         if db and not db.isdigit():
             raise ConfigError(f"the Redis mesh URL {self.url!r} names DB {db!r}, not a number")
         try:
@@ -189,7 +210,7 @@ class RedisMesh(Mesh):
     def _error(self, exc: RedisError | OSError) -> MeshError:
         """The plait error a redis-py error means, its message free of the password."""
         text = str(exc) or type(exc).__name__
-        for secret in reversed(self._secrets):
+        for secret in self._secrets:
             text = text.replace(secret, "***")
         if isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError):
             return MeshUnavailable(f"cannot reach the Redis mesh at {self.url}: {text}")
@@ -245,13 +266,21 @@ class RedisMesh(Mesh):
 
     async def open(self) -> None:
         # one round trip: check the server and load every script, so no later call
-        # pays for a NOSCRIPT miss
-        with self._translate():
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.ping()
-                for script in self._scripts:
-                    pipe.script_load(script.script)
-                await pipe.execute()
+        # pays for a NOSCRIPT miss; bounded by the connect timeout, so that a server
+        # that takes connections but does not answer (paused, say) fails in seconds
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                with self._translate():
+                    async with self._client.pipeline(transaction=False) as pipe:
+                        pipe.ping()
+                        for script in self._scripts:
+                            pipe.script_load(script.script)
+                        await pipe.execute()
+        except TimeoutError:
+            raise MeshUnavailable(
+                f"cannot reach the Redis mesh at {self.url}: no answer within "
+                f"{self._connect_timeout:g}s (is the server up and not paused?)"
+            ) from None
 
     async def close(self) -> None:
         for task in [*self._group_tasks, *self._commits._drains]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from plait.errors import (
     ConfigError,
     DecisionClosed,
     DecisionNotFound,
+    MeshUnavailable,
     RunError,
     RunNotFound,
     RunNotWaiting,
@@ -33,7 +35,7 @@ from plait.errors import (
 from plait.graphs import engine
 from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
-from plait.mesh import Mesh, skip_corrupt, skip_unreadable
+from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
 from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
 from plait.runs.ports import ended, history_part_key
@@ -50,6 +52,8 @@ from plait.runs.record import (
     record_key,
     summary_of,
 )
+
+log = logging.getLogger("plait.runs")
 
 OWNER_CONCURRENCY = 8
 """How many wakes of one run (fan-out instances) may run at once."""
@@ -192,32 +196,39 @@ class Runs:
         group = f"watch-{uuid.uuid4().hex}"
         sub = self.mesh.subscribe(events_topic(run_id), group, "w", start="begin")
         shown_end = False
+        backoff = Backoff(log)
         try:
             with anyio.fail_after(timeout):
                 while True:
-                    rec = await self.get(run_id)
-                    settled = rec.terminal
-                    if not settled:
-                        asking = await self.asks(rec)
-                        settled = asking is not None and asking[1].decision_id != answered
-                    if settled and (on_progress is None or shown_end):
-                        return rec
-                    # Settled: the commit that settled it published its progress event
-                    # with it, so show what is still unread before returning.
-                    with anyio.move_on_after(0.2 if settled else 0.5):
-                        async for delivery in sub:
-                            await delivery.ack()
-                            news = delivery.data.get("audit_seq", shown_after + 1) > shown_after
-                            if on_progress is not None and news:
-                                on_progress(delivery.data)
-                            if delivery.data.get("status") not in ("ready", "running"):
-                                shown_end = shown_end or news
-                                break
-                    if settled:
-                        return rec
+                    try:
+                        rec = await self.get(run_id)
+                        settled = rec.terminal
+                        if not settled:
+                            asking = await self.asks(rec)
+                            settled = asking is not None and asking[1].decision_id != answered
+                        if settled and (on_progress is None or shown_end):
+                            return rec
+                        # Settled: the commit that settled it published its progress event
+                        # with it, so show what is still unread before returning.
+                        with anyio.move_on_after(0.2 if settled else 0.5):
+                            async for delivery in sub:
+                                await delivery.ack()
+                                news = delivery.data.get("audit_seq", shown_after + 1) > shown_after
+                                if on_progress is not None and news:
+                                    on_progress(delivery.data)
+                                if delivery.data.get("status") not in ("ready", "running"):
+                                    shown_end = shown_end or news
+                                    break
+                        if settled:
+                            return rec
+                    except MeshUnavailable as exc:
+                        # A watch changes nothing a run needs (it acks in a group of
+                        # its own): once the mesh is back, it reads on.
+                        await backoff.wait(exc)
         finally:
             await sub.close()
-            with anyio.CancelScope(shield=True):
+            # a group the mesh could not drop now only costs its keys
+            with anyio.CancelScope(shield=True), contextlib.suppress(MeshUnavailable):
                 await self.mesh.drop_group(events_topic(run_id), group)
 
     async def asks(self, rec: RunRecord) -> tuple[RunRecord, Waiting] | None:
