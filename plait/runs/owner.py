@@ -384,10 +384,20 @@ class _Wake:
         new = new.model_copy(update={"outputs": dict(new.outputs)})
         digests: dict[str, str] = {}
         outputs = self.host.store_outputs(tx, new, key, result, digests)
-        for event in events:
+        # Outputs written with no event of their own (a fan-out target's aggregate) are
+        # pinned by the first event, so every pointer in the record is in the chain.
+        named = {e.get("node") for e in events if e["type"] == "node.committed"}
+        also = {
+            name: {"ref": ref, "sha256": digests[name]}
+            for name, ref in outputs.items()
+            if name not in named
+        }
+        for index, event in enumerate(events):
             node = event.get("node")
             if event["type"] == "node.committed" and node in digests:
                 event = {**event, "output_sha256": digests[node]}
+            if also and index == 0:
+                event = {**event, "outputs": also}
             audit.append_fields(tx, new, **self._audit_fields(event, result, outputs))
         started: list[dict[str, Any]] = []
         new = self._claim_next(tx, new, started)
