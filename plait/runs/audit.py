@@ -350,7 +350,10 @@ class _Replay:
         ):
             chained = self.usage[name]
             if abs(spent - chained) > 1e-9 * max(1.0, abs(chained)):
-                return head, f"the record's usage {name} is {spent:g}, the chain's sum is {chained:g}"
+                return (
+                    head,
+                    f"the record's usage {name} is {spent:g}, the chain's sum is {chained:g}",
+                )
         if u.steps != self.steps:
             return head, f"the record counts {u.steps} steps, the chain commits {self.steps}"
         return None
@@ -360,9 +363,9 @@ __all__ = [
     "AUDIT_KEY_ENV",
     "HMAC_SHA256",
     "AuditEvent",
-    "audit_key_bytes",
     "append",
     "append_fields",
+    "audit_key_bytes",
     "body_of",
     "event_hash",
     "output_digest",
