@@ -13,8 +13,11 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from typer.testing import CliRunner
 
+from plait.cli import app
 from plait.decisions import Human
 from plait.graphs import run_graph
 from plait.graphs.loader import load_graph
@@ -344,3 +347,30 @@ async def test_a_parked_runs_fallback_tick_backs_off(tmp_path: Path) -> None:
     # Due times are kept to the millisecond, one more so an event is never early.
     assert [d - 1 for d in seen[:4]] == [40, 80, 160, 320]
     assert TICK_MAX_MS == 3_600_000
+
+
+def test_graph_run_input_untrusted_takes_pre_approvals_away(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mesh.db'}"
+    script = tmp_path / "model.yaml"
+    script.write_text(
+        "rules:\n"
+        "  - {node: say, round: 1, tool_calls: [{name: bash, arguments: {command: 'echo hi'}}]}\n"
+        "  - {node: say, round: 2, text: done}\n"
+    )
+    graph = {**READS_INPUT, "nodes": [{**READS_INPUT["nodes"][0], "tools": ["bash"]}]}  # type: ignore[index]
+
+    async def setup() -> None:
+        async with open_mesh(url) as mesh:
+            profile = AgentProfile(name="assistant", tools=["bash"], pre_approved=["bash"])
+            await put_profile(mesh, profile)
+            await store(mesh, graph)
+
+    anyio.run(setup)
+    cli = CliRunner()
+    base = ["graph", "run", "assistant", "announce", "--input", "news", "--json"]
+    base += ["--model", f"scripted:{script}", "--mesh", url]
+    trusted = cli.invoke(app, base)
+    assert trusted.exit_code == 0, trusted.output
+    assert '"status": "done"' in trusted.stdout
+    untrusted = cli.invoke(app, [*base, "--input-untrusted"])
+    assert '"status": "waiting_approval"' in untrusted.stdout, untrusted.output
