@@ -36,6 +36,7 @@ same call may succeed if simply tried again.
     ├── RunError
     │   ├── RunNotFound (LookupError)
     │   ├── RunNotWaiting                     resume of a run that waits on nothing
+    │   ├── BudgetExhausted                   a call inside a visit would pass the budget
     │   └── AuditChainBroken                  an audit event was edited, dropped or reordered
     └── DecisionError
         ├── DecisionNotFound (LookupError)
@@ -284,6 +285,25 @@ class RunNotFound(RunError, LookupError):
 
 class RunNotWaiting(RunError):
     """The run waits on no human answer, so there is nothing to resume."""
+
+
+class BudgetExhausted(RunError):
+    """A model or tool call inside a visit was not made: it would pass the run's budget.
+
+    Attributes:
+        node: the visit's node or instance id.
+        what: the call refused (``model call``, ``tool call 'bash'``).
+        reason: which limit, and what was left.
+    """
+
+    def __init__(self, node: str, what: str, reason: str) -> None:
+        self.node = node
+        self.what = what
+        self.reason = reason
+        super().__init__(f"node {node!r}: {what} not made, the budget is spent ({reason})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.node, self.what, self.reason))
 
 
 class AuditChainBroken(RunError):

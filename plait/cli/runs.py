@@ -222,6 +222,13 @@ def run_graph_cmd(
     version: Annotated[int | None, typer.Option("--version", help="Graph version.")] = None,
     as_json: JsonOption = False,
     detach: Annotated[bool, typer.Option("--detach", help="Only enqueue the run.")] = False,
+    input_untrusted: Annotated[
+        bool,
+        typer.Option(
+            "--input-untrusted",
+            help="The input is outside content: what reads it loses pre-approved tools.",
+        ),
+    ] = False,
     mesh: MeshOption = None,
 ) -> None:
     """Start a durable run of a stored graph and follow it until it settles."""
@@ -236,7 +243,9 @@ def run_graph_cmd(
                     "openai:gpt-4o-mini or scripted:path.yaml) or set PLAIT_MODEL"
                 )
             runs = Runs(m)
-            rec = await runs.start(agent, name, input, version=version, model=model)
+            rec = await runs.start(
+                agent, name, input, version=version, model=model, input_untrusted=input_untrusted
+            )
             if detach:
                 if as_json:
                     print_json(

@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 
 from plait.errors import ModelError, ToolError, ToolNotPermitted
+from plait.graphs.budget import VisitBudget
 from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
 from plait.models import CallContext, Message, Model, Usage, cost_of
@@ -58,6 +59,8 @@ class Turn:
     read_only_only: bool = False
     max_rounds: int = 8
     response_format: dict[str, Any] | None = None
+    budget: VisitBudget = field(default_factory=VisitBudget)
+    """What the visit may still spend; shared by the visit's concurrent turns."""
 
 
 async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
@@ -66,19 +69,23 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
     Raises:
         ModelError: the model failed, or kept calling tools past ``max_rounds``.
         ToolRejected: a person rejected a tool call.
+        BudgetExhausted: the next model or tool call would pass the visit's budget.
     """
     env, out = turn.env, TurnResult(messages=list(messages), usage=_NO_USAGE)
     specs = env.tools.specs([n for n in turn.tools if n in env.tools])
     trusted = turn.trusted
     for _ in range(turn.max_rounds):
-        reply = await turn.model.complete(
-            out.messages,
-            tools=specs,
-            context=turn.context,
-            response_format=turn.response_format,
-        )
+        async with turn.budget.model_call():
+            reply = await turn.model.complete(
+                out.messages,
+                tools=specs,
+                context=turn.context,
+                response_format=turn.response_format,
+            )
+            dollars = cost_of(turn.model.spec, reply.usage, env.prices)
+            turn.budget.spend(reply.usage, dollars)
         out.usage = reply.usage if out.usage is _NO_USAGE else out.usage + reply.usage
-        out.dollars += cost_of(turn.model.spec, reply.usage, env.prices)
+        out.dollars += dollars
         out.messages.append(
             Message(role="assistant", content=reply.text, tool_calls=reply.tool_calls)
         )
@@ -113,6 +120,7 @@ async def _call_tool(
         args = env.tools.validate_args(name, args)
     except ToolError as exc:
         return f"error: {exc}", False, None
+    turn.budget.check_tool(name)
     key = turn.context.instance or turn.context.node
     if gate(tool, trusted=trusted, pre_approved=turn.profile.pre_approved) == "needs_approval":
         verdict = await env.approvals.approve(

@@ -155,7 +155,7 @@ def complete(
     waiting = result.waiting
     u = state.usage
     usage = RunUsage(
-        steps=u.steps if waiting else u.steps + 1,
+        steps=u.steps if waiting or result.detail == "budget_exhausted" else u.steps + 1,
         input_tokens=u.input_tokens + result.input_tokens,
         output_tokens=u.output_tokens + result.output_tokens,
         dollars=u.dollars + result.dollars,
@@ -165,6 +165,8 @@ def complete(
     if waiting is not None:
         status: RunStatus = _WAITING_STATUS.get(waiting.kind, "waiting_human")
         s = _fork(state, usage=usage, updated_at=now, waiting=waiting, status=status)
+    elif result.detail == "budget_exhausted":
+        s = _fork(state, usage=usage, updated_at=now)
     else:
         s = _fork(state, usage=usage, updated_at=now, seq=state.seq + 1)
     attempt = s.attempts.pop(key, None)
@@ -181,9 +183,27 @@ def complete(
                 "visit": visit,
                 "ask": waiting.ask,
                 "decision_id": waiting.decision_id,
+                "usage": _usage_of(result),
             }
         )
         return s, events
+    if result.detail == "budget_exhausted":
+        # A call inside the visit was refused: nothing is committed, the node stays
+        # ready for after a raise, and the run parks or fails as between visits.
+        s = _exhaust(spec, s, result.error or "the budget is spent", now)
+        events.append(
+            {
+                "type": "node.budget_exhausted",
+                "node": key,
+                "visit": visit,
+                "error": result.error,
+                "usage": _usage_of(result),
+            }
+        )
+        events.extend(status_events(state, s))
+        return s, events
+    if result.history is not None and result.tainted and key not in s.tainted_history:
+        s.tainted_history = [*s.tainted_history, key]  # its conversation took in outside content
 
     _remove_ready(s, key)
     s.visits[key] = visit
@@ -392,14 +412,14 @@ def _committed_event(key: str, visit: int, seq: int, r: NodeResult) -> Event:
         "seq": seq,
         "verdict": r.verdict,
         "error": r.error,
-        "usage": {
-            "input_tokens": r.input_tokens,
-            "output_tokens": r.output_tokens,
-            "dollars": r.dollars,
-        },
+        "usage": _usage_of(r),
         "started_at": r.started_at,
         "ended_at": r.ended_at,
     }
+
+
+def _usage_of(r: NodeResult) -> dict[str, float]:
+    return {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens, "dollars": r.dollars}
 
 
 def _route(spec: GraphSpec, s: RunState, key: str, node: Node, result: NodeResult) -> None:

@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from plait.errors import DecisionClosed, GraphError, PlaitError, TemplateError, ToolError
+from plait.errors import (
+    BudgetExhausted,
+    DecisionClosed,
+    GraphError,
+    PlaitError,
+    TemplateError,
+    ToolError,
+)
 from plait.graphs.agent_loop import (
     ToolRejected,
     Turn,
@@ -25,14 +32,17 @@ from plait.graphs.agent_loop import (
     parse_structured,
     run_turn,
 )
-from plait.graphs.engine import NodeResult, node_of
+from plait.graphs.budget import VisitBudget
+from plait.graphs.engine import NodeResult, limits, node_of
 from plait.graphs.ports import Answer, ExecEnv, read_only_tools
-from plait.graphs.reads import incoming, node_reads
+from plait.graphs.reads import incoming, node_reads, reads_input
 from plait.graphs.spec import (
     AgentNode,
     FanInNode,
     FanOutNode,
+    HistorySetting,
     HumanNode,
+    LastTurns,
     Node,
     ParallelNode,
     SubgraphNode,
@@ -63,7 +73,9 @@ class Visit:
         values: the output values the node's templates may read, by node or instance
             id (the runner loads at least those :func:`plait.graphs.reads.node_reads`
             names).
-        trusted: the node reads no tainted output (see :mod:`plait.tools.trust`).
+        trusted: the node reads no tainted output, and carries no tainted conversation
+            (see :mod:`plait.tools.trust`).
+        budget: what the visit may still spend, checked before every model and tool call.
     """
 
     key: str
@@ -71,29 +83,57 @@ class Visit:
     visit: int
     values: Mapping[str, Any]
     trusted: bool = True
+    budget: VisitBudget = field(default_factory=VisitBudget)
 
 
 async def execute(
     env: ExecEnv, state: RunState, key: str, visit: int, values: Mapping[str, Any]
 ) -> NodeResult:
-    """Run one visit of ``key`` and report it; failures come back as ``error``."""
+    """Run one visit of ``key`` and report it; failures come back as ``error``.
+
+    A call the budget refuses ends the visit with ``detail="budget_exhausted"`` and
+    what it spent until then; the engine parks or fails the run on its budget.
+    """
     node = node_of(env.spec, state, key)
-    tainted = [k for k, out in state.outputs.items() if out.tainted]
-    trusted = not tainted or runs_trusted(node_reads(env.spec, node), tainted)
-    v = Visit(key, node, visit, values, trusted)
+    trusted = _runs_trusted(env, state, node, key)
+    budget = VisitBudget.of(limits(env.spec, state), state.usage, key)
+    v = Visit(key, node, visit, values, trusted, budget)
     started = time.time()
     try:
         result = await _dispatch(env, state, v)
     except ToolRejected as exc:
-        result = NodeResult(error=str(exc), detail="tool_execution_failed")
+        result = _spent(budget, NodeResult(error=str(exc), detail="tool_execution_failed"))
     except PlaitError as exc:
-        result = NodeResult(error=str(exc), detail=_detail_of(exc))
+        result = _spent(budget, NodeResult(error=str(exc), detail=_detail_of(exc)))
     result.started_at, result.ended_at = started, time.time()
     result.tainted = result.tainted or not trusted  # what reads outside content carries it
     return result
 
 
+def _runs_trusted(env: ExecEnv, state: RunState, node: Node, key: str) -> bool:
+    """Whether a visit runs trusted: it reads no tainted output or input, and carries
+    no conversation that took in outside content on an earlier visit."""
+    if isinstance(node, AgentNode | VerifierNode) and key in state.tainted_history:
+        if not isinstance(node, AgentNode) or node.history != "none":
+            return False
+    tainted = [k for k, out in state.outputs.items() if out.tainted]
+    reads: frozenset[str] | set[str] = node_reads(env.spec, node)
+    if state.input_tainted and reads_input(node):
+        tainted.append("input")
+        reads = {*reads, "input"}
+    return not tainted or runs_trusted(reads, tainted)
+
+
+def _spent(budget: VisitBudget, result: NodeResult) -> NodeResult:
+    """A failed visit's result with what its model calls spent before it failed."""
+    result.input_tokens, result.output_tokens = budget.input_tokens, budget.output_tokens
+    result.dollars = budget.spent_dollars
+    return result
+
+
 def _detail_of(exc: PlaitError) -> str:
+    if isinstance(exc, BudgetExhausted):
+        return "budget_exhausted"
     if isinstance(exc, TemplateError):
         return "template_error"
     if isinstance(exc, ToolError):
@@ -148,12 +188,13 @@ async def _model_node(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateCont
         prompt=prompt,
     )
     history = await env.histories.load(v.key)
+    carried = _carried(history, node.history if isinstance(node, AgentNode) else "all")
     messages = (
         [Message(role="system", content=profile.system_prompt)]
-        if profile.system_prompt and not history
+        if profile.system_prompt and not carried
         else []
     )
-    messages += [*history, Message(role="user", content=prompt)]
+    messages += [*carried, Message(role="user", content=prompt)]
     agent = node if isinstance(node, AgentNode) else None
     tools = list(agent.tools if agent and agent.tools is not None else profile.tools)
     turn = Turn(
@@ -165,10 +206,11 @@ async def _model_node(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateCont
         trusted=v.trusted,
         max_rounds=agent.max_rounds if agent else 1,
         response_format=agent.response_format if agent else None,
+        budget=v.budget,
     )
     result = await run_turn(turn, messages)
     usage, dollars = result.usage, result.dollars
-    out = NodeResult(prompt=prompt, tainted=result.used_external, history=result.messages)
+    out = NodeResult(prompt=prompt, tainted=result.used_external)
     if result.waiting is not None:
         # The visit runs again from its start once the person answered; a conversation
         # cut off at an unanswered tool call is no history to carry on from.
@@ -194,7 +236,6 @@ async def _model_node(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateCont
             result = await run_turn(turn, retry)
             usage, dollars = usage + result.usage, dollars + result.dollars
             verdict = find_verdict(result.text, node.verdicts)
-        out.history = result.messages
         if verdict is None:
             last = next((ln for ln in reversed(result.text.splitlines()) if ln.strip()), "")
             out.error = (
@@ -203,12 +244,31 @@ async def _model_node(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateCont
             )
             out.detail = "no_valid_verdict"
         out.value, out.verdict = result.text, verdict
+    if out.waiting is None:
+        # The whole conversation is kept (the runner stores only what this visit
+        # added); the history setting trims what the next visit carries, not what is kept.
+        added = result.messages[len(messages) - 1 :]  # from this visit's prompt on
+        out.history = [*history, *added] if history else result.messages
     out.input_tokens, out.output_tokens, out.dollars = (
         usage.input_tokens,
         usage.output_tokens,
         dollars,
     )
     return out
+
+
+def _carried(history: list[Message], setting: HistorySetting) -> list[Message]:
+    """What of a node's conversation so far its next visit carries (see ``history``)."""
+    if setting == "all" or not history:
+        return history
+    head = history[:1] if history[0].role == "system" else []
+    if setting == "none":
+        return head
+    assert isinstance(setting, LastTurns)
+    starts = [i for i, m in enumerate(history) if m.role == "user"]
+    if len(starts) <= setting.last:
+        return history
+    return [*head, *history[starts[-setting.last] :]]
 
 
 async def _human(env: ExecEnv, v: Visit, ctx: TemplateContext) -> NodeResult:
@@ -237,6 +297,7 @@ async def _tool(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -
     tool = check_allowed(node.tool, profile, registry=env.tools)
     args = env.tools.validate_args(node.tool, render_value(node.args, ctx, node=v.key))
     trusted = v.trusted
+    v.budget.check_tool(node.tool)
     if gate(tool, trusted=trusted, pre_approved=profile.pre_approved) == "needs_approval":
         verdict = await env.approvals.approve(key=v.key, visit=v.visit, tool=node.tool, args=args)
         if isinstance(verdict, Waiting):
@@ -301,6 +362,7 @@ async def _parallel(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContex
                 tools=tools,
                 trusted=trusted,
                 read_only_only=True,
+                budget=v.budget,
             )
             result = await run_turn(turn, [Message(role="user", content=prompt)])
             answers[index] = result.text
@@ -389,7 +451,13 @@ async def _subgraph(env: ExecEnv, v: Visit, ctx: TemplateContext) -> NodeResult:
         )
     child_input = render_value(node.input, ctx, node=v.key)
     value = await env.subgraphs(
-        node.agent or env.spec.agent, node.graph, node.version, child_input, v.key, v.visit
+        node.agent or env.spec.agent,
+        node.graph,
+        node.version,
+        child_input,
+        v.key,
+        v.visit,
+        not v.trusted,
     )
     if isinstance(value, Waiting):  # the child runs on its own: park until it ends
         return NodeResult(waiting=value)

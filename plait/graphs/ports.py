@@ -65,8 +65,9 @@ class HistoryPort(Protocol):
         ...
 
 
-SubgraphRunner = Callable[[str, str, int | None, Any, str, int], Awaitable[Any]]
-"""``(agent, graph name, version or None, input, parent key, visit) -> child output``.
+SubgraphRunner = Callable[[str, str, int | None, Any, str, int, bool], Awaitable[Any]]
+"""``(agent, graph name, version or None, input, parent key, visit, input untrusted) ->
+child output``: an untrusted input (the node read tainted state) taints the child's.
 
 A durable run's runner may answer a :class:`~plait.graphs.state.Waiting` instead (the
 child runs as a run of its own, and the node parks until it ends), and then a

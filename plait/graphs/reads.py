@@ -41,6 +41,20 @@ def node_reads(spec: GraphSpec, node: Node) -> frozenset[str]:
     return cached[1][node.id]
 
 
+def reads_input(node: Node) -> bool:
+    """Whether ``node`` reads the run's input: its templates name ``input``, or it is
+    the begin node (whose output is the input)."""
+    if node.type == "begin":
+        return True
+    if any(ref.name == "input" for t in _templates(node) for ref in references(t)):
+        return True
+    return (
+        isinstance(node, ParallelNode)
+        and isinstance(node.tasks, str)
+        and parse_path(node.tasks)[0] == "input"
+    )
+
+
 def incoming(spec: GraphSpec, node_id: str) -> list[str]:
     """Nodes that lead to ``node_id``: by ``next``, by edge, or by a verdict."""
     found = list(spec.predecessors(node_id))
@@ -101,4 +115,4 @@ def _reads(spec: GraphSpec, node: Node) -> set[str]:
     return names
 
 
-__all__ = ["incoming", "node_reads"]
+__all__ = ["incoming", "node_reads", "reads_input"]

@@ -124,6 +124,7 @@ async def run_graph(
     cwd: Path | None = None,
     on_step: Callable[[TrajectoryStep], None] | None = None,
     run_id: str | None = None,
+    input_untrusted: bool = False,
 ) -> GraphRun:
     """Run a graph in this process until it is done, failed or waiting on a person.
 
@@ -141,6 +142,8 @@ async def run_graph(
         cwd: working directory of file and shell tools.
         on_step: called with each committed visit, as it commits.
         run_id: the run's id (default: a fresh one).
+        input_untrusted: the input came from outside (an uploaded document): what
+            reads it is tainted and loses its pre-approved tools.
     """
     setup = _Setup(
         spec=graph if isinstance(graph, GraphSpec) else load_graph(graph),
@@ -156,7 +159,9 @@ async def run_graph(
     )
     run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
     session = _session(setup, run_id, {}, [])
-    return await _loop(session, engine.start(setup.spec, run_id, input, now=time.time()))
+    state = engine.start(setup.spec, run_id, input, now=time.time())
+    state.input_tainted = input_untrusted
+    return await _loop(session, state)
 
 
 async def resume_graph(run: GraphRun, answer: str, **options: Any) -> GraphRun:
@@ -389,7 +394,13 @@ def _append(session: _Session, step: TrajectoryStep) -> None:
 
 def _subgraph_runner(session: _Session) -> Any:
     async def run_child(
-        agent: str, name: str, version: int | None, child_input: Any, parent: str, visit: int
+        agent: str,
+        name: str,
+        version: int | None,
+        child_input: Any,
+        parent: str,
+        visit: int,
+        untrusted: bool,
     ) -> Any:
         setup = session.setup
         child_spec = setup.graphs.get(name)
@@ -409,6 +420,7 @@ def _subgraph_runner(session: _Session) -> Any:
             graphs=setup.graphs,
             max_concurrency=setup.max_concurrency,
             cwd=setup.cwd,
+            input_untrusted=untrusted,
         )
         for step in child.trajectory:
             _append(session, step.model_copy(update={"parent": step.parent or parent}))
@@ -417,7 +429,14 @@ def _subgraph_runner(session: _Session) -> Any:
                 f"subgraph {name!r} ended {child.status}: "
                 f"{child.ended_detail or ''} {child.error or ''}".strip()
             )
-        return child.output
+        last = child.state.outputs.get(child.state.output_node or "")
+        return engine.NodeResult(
+            value=child.output,
+            tainted=last is not None and last.tainted,
+            input_tokens=child.usage.input_tokens,
+            output_tokens=child.usage.output_tokens,
+            dollars=child.usage.dollars,
+        )
 
     return run_child
 

@@ -146,8 +146,23 @@ class _NodeBase(_Model):
     verify: str | None = None
 
 
+class LastTurns(_Model):
+    """Carry only the last ``last`` turns (a user message and what answered it)."""
+
+    last: int = Field(ge=1)
+
+
+HistorySetting: TypeAlias = Literal["all", "none"] | LastTurns
+"""How much of an agent node's conversation its next visit carries: ``all``, ``none``
+(each visit starts afresh), or ``{last: N}`` turns (the system prompt stays)."""
+
+
 class AgentNode(_NodeBase):
-    """A model turn (a bounded loop of model calls and tool calls) on a rendered prompt."""
+    """A model turn (a bounded loop of model calls and tool calls) on a rendered prompt.
+
+    Attributes:
+        history: how much of the conversation so far the next visit carries.
+    """
 
     type: Literal["agent"]
     prompt: str
@@ -155,6 +170,7 @@ class AgentNode(_NodeBase):
     agent: str | None = None
     tools: list[str] | None = None
     max_rounds: int = Field(default=8, ge=1, le=MAX_ROUNDS)
+    history: HistorySetting = "all"
 
 
 class VerifierNode(_NodeBase):
@@ -507,8 +523,10 @@ __all__ = [
     "FanOutNode",
     "FanOutSpec",
     "GraphSpec",
+    "HistorySetting",
     "HumanNode",
     "IndeterminatePolicy",
+    "LastTurns",
     "Node",
     "NodeType",
     "ParallelNode",

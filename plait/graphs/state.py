@@ -155,10 +155,14 @@ class RunState(BaseModel):
     run_id: str
     graph: GraphRef
     input: Any = None
+    input_tainted: bool = False
+    """The input came from outside (``input_untrusted``): what reads it is tainted."""
     status: RunStatus = "ready"
     ready: list[str] = Field(default_factory=list)
     attempts: dict[str, Attempt] = Field(default_factory=dict)
     outputs: dict[str, NodeOutput] = Field(default_factory=dict)
+    tainted_history: list[str] = Field(default_factory=list)
+    """Keys whose carried conversation holds outside content (see :mod:`plait.tools.trust`)."""
     visits: dict[str, int] = Field(default_factory=dict)
     decisions: dict[str, str] = Field(default_factory=dict)
     fanouts: dict[str, FanOutState] = Field(default_factory=dict)

@@ -3,13 +3,20 @@
 An event's hash is the sha256 of its canonical JSON (keys sorted, no spaces, UTF-8),
 which holds the previous event's hash, so editing, dropping or reordering any event
 breaks every hash after it, and the record's ``last_hash`` pins the newest one (a
-dropped tail is caught too).
+dropped tail is caught too). :func:`verify` also checks that the record agrees with
+the chain: every output it points at, its status and its usage.
+
+With ``PLAIT_AUDIT_KEY`` set, each event's hash is an HMAC-SHA256 under that key (the
+event says so in ``mac``): whoever can write the mesh but lacks the key cannot build a
+chain that verifies. A chain written with a key verifies only with it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +26,11 @@ from pydantic import BaseModel, Field, ValidationError
 from plait.errors import AuditChainBroken, CorruptValue
 from plait.mesh import Entry, Mesh, Transaction
 from plait.runs.record import RunRecord, audit_key, audit_prefix
+
+AUDIT_KEY_ENV = "PLAIT_AUDIT_KEY"
+"""The environment variable holding the key of HMAC-chained audit events."""
+
+HMAC_SHA256 = "hmac-sha256"
 
 
 class AuditEvent(BaseModel):
@@ -35,6 +47,8 @@ class AuditEvent(BaseModel):
         actor: the host that committed it.
         at: epoch seconds.
         prev: the previous event's hash ("" for the first).
+        mac: ``hmac-sha256`` when ``hash`` is an HMAC under ``PLAIT_AUDIT_KEY``;
+            None for a plain sha256.
         hash: this event's hash.
     """
 
@@ -50,12 +64,21 @@ class AuditEvent(BaseModel):
     actor: str = ""
     at: float = 0.0
     prev: str = ""
+    mac: str | None = None
     hash: str = ""
 
 
-def event_hash(event: AuditEvent) -> str:
-    """The hash an event must carry: over its previous hash and its content."""
-    return _digest(body_of(**event.model_dump(exclude={"hash"})))
+def audit_key_bytes() -> bytes | None:
+    """The HMAC key from ``PLAIT_AUDIT_KEY``, or None when it is unset or empty."""
+    value = os.environ.get(AUDIT_KEY_ENV)
+    return value.encode() if value else None
+
+
+def event_hash(event: AuditEvent, key: bytes | None = None) -> str:
+    """The hash an event must carry: over its previous hash and its content (an HMAC
+    under ``key`` when the event says it is one)."""
+    body = body_of(**event.model_dump(exclude={"hash"}))
+    return _mac(body, key) if event.mac is not None and key is not None else _digest(body)
 
 
 def body_of(
@@ -72,13 +95,14 @@ def body_of(
     actor: str = "",
     at: float = 0.0,
     prev: str = "",
+    mac: str | None = None,
 ) -> dict[str, Any]:
     """An audit event as stored (see :class:`AuditEvent`), without its hash.
 
     Built field by field rather than through the model: once per transition, and the
     writer and the checker both go through here, so the two cannot drift apart.
     """
-    return {
+    body = {
         "seq": seq,
         "type": type,
         "node": node,
@@ -92,6 +116,9 @@ def body_of(
         "at": float(at),
         "prev": prev,
     }
+    if mac is not None:  # absent from plain events, so chains written before keep verifying
+        body["mac"] = mac
+    return body
 
 
 def _canonical(value: Any) -> bytes:
@@ -111,22 +138,33 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(_canonical(value)).hexdigest()
 
 
+def _mac(value: Any, key: bytes) -> str:
+    return hmac.new(key, _canonical(value), hashlib.sha256).hexdigest()
+
+
 def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
     """Chain ``event`` after the record's newest one and add its write to ``tx``.
 
     Updates ``record.audit_seq`` and ``record.last_hash`` in place; the caller writes
     the record in the same transaction.
     """
-    stored = append_fields(tx, record, **event.model_dump(exclude={"seq", "prev", "hash"}))
+    stored = append_fields(tx, record, **event.model_dump(exclude={"seq", "prev", "mac", "hash"}))
     event.seq, event.prev, event.hash = stored["seq"], stored["prev"], stored["hash"]
+    event.mac = stored.get("mac")
     return event
 
 
 def append_fields(tx: Transaction, record: RunRecord, **fields: Any) -> dict[str, Any]:
     """:func:`append` of an event given as :class:`AuditEvent` fields (no ``seq``,
     ``prev`` or ``hash``); returns the event as stored."""
-    body = body_of(seq=record.audit_seq + 1, prev=record.last_hash, **fields)
-    body["hash"] = _digest(body)
+    key = audit_key_bytes()
+    body = body_of(
+        seq=record.audit_seq + 1,
+        prev=record.last_hash,
+        mac=HMAC_SHA256 if key is not None else None,
+        **fields,
+    )
+    body["hash"] = _mac(body, key) if key is not None else _digest(body)
     tx.put(audit_key(record.run_id, body["seq"]), body, if_version=0)
     record.audit_seq, record.last_hash = body["seq"], body["hash"]
     return body
@@ -175,15 +213,22 @@ async def read_events(mesh: Mesh, run_id: str) -> list[AuditEvent]:
 
 
 async def verify(mesh: Mesh, record: RunRecord) -> int:
-    """Check a run's whole chain and the outputs it pins; return how many events it holds.
+    """Check a run's whole chain, the outputs it pins, and that the record agrees with it.
+
+    Returns how many events the chain holds. With ``PLAIT_AUDIT_KEY`` set, every event
+    must be an HMAC under that key.
 
     Raises:
         AuditChainBroken: naming the first position whose event is edited, missing, out
             of place or unreadable, whose pinned output was changed, or the record's pin
-            that does not match the newest event.
+            that does not match the newest event; or the first part of the record (an
+            output it points at, its status, its usage) the chain disagrees with; or a
+            keyed chain checked without its key.
     """
     run_id = record.run_id
+    key = audit_key_bytes()
     prev, expected = "", 1
+    replay = _Replay()
     async for entry in mesh.scan(audit_prefix(run_id), on_corrupt=_unreadable(run_id)):
         at = _position(run_id, entry.key)
         if at != expected:
@@ -201,18 +246,24 @@ async def verify(mesh: Mesh, record: RunRecord) -> int:
                 "does not follow the event before it "
                 "(reordered, or an event before it was replaced)",
             )
-        if event_hash(event) != event.hash:
-            raise AuditChainBroken(run_id, expected, "its content does not match its hash (edited)")
-        pinned = event.detail.get("output_sha256")
-        if pinned is not None and event.output_ref is not None:
-            stored = await mesh.get(event.output_ref)
+        _check_mac(run_id, event, key)
+        if event_hash(event, key) != event.hash:
+            raise AuditChainBroken(
+                run_id,
+                expected,
+                "its content does not match its HMAC (edited, or another PLAIT_AUDIT_KEY)"
+                if event.mac is not None
+                else "its content does not match its hash (edited)",
+            )
+        for ref, pinned in _pins(event):
+            stored = await mesh.get(ref)
             if stored is None or output_digest(stored.value) != pinned:
                 raise AuditChainBroken(
                     run_id,
                     expected,
-                    f"the output it pins at "
-                    f"{event.output_ref} is {'gone' if stored is None else 'changed'}",
+                    f"the output it pins at {ref} is {'gone' if stored is None else 'changed'}",
                 )
+        replay.add(event)
         prev, expected = event.hash, expected + 1
     if expected - 1 != record.audit_seq or prev != record.last_hash:
         raise AuditChainBroken(
@@ -221,13 +272,112 @@ async def verify(mesh: Mesh, record: RunRecord) -> int:
             f"the record pins {record.audit_seq} events ending in "
             f"{record.last_hash[:12] or '-'}, the chain has {expected - 1}",
         )
+    disagreement = replay.disagreement(record)
+    if disagreement is not None:
+        raise AuditChainBroken(run_id, disagreement[0], disagreement[1])
     return expected - 1
 
 
+def _check_mac(run_id: str, event: AuditEvent, key: bytes | None) -> None:
+    if event.mac is not None and event.mac != HMAC_SHA256:
+        raise AuditChainBroken(run_id, event.seq, f"unknown mac {event.mac!r}")
+    if event.mac is not None and key is None:
+        raise AuditChainBroken(
+            run_id,
+            event.seq,
+            f"the chain is an HMAC ({HMAC_SHA256}) under a key: set {AUDIT_KEY_ENV} "
+            "to the key it was written with to verify it",
+        )
+    if event.mac is None and key is not None:
+        raise AuditChainBroken(
+            run_id,
+            event.seq,
+            f"a plain sha256 event where {AUDIT_KEY_ENV} asks for an HMAC (written "
+            "without the key, or rebuilt by someone who lacks it)",
+        )
+
+
+def _pins(event: AuditEvent) -> list[tuple[str, str]]:
+    """The (output key, payload sha256) pairs an event pins."""
+    pins = []
+    pinned = event.detail.get("output_sha256")
+    if pinned is not None and event.output_ref is not None:
+        pins.append((event.output_ref, str(pinned)))
+    also = event.detail.get("outputs")
+    if isinstance(also, dict):
+        pins.extend(
+            (str(o["ref"]), str(o["sha256"]))
+            for o in also.values()
+            if isinstance(o, dict) and "ref" in o and "sha256" in o
+        )
+    return pins
+
+
+_TERMINAL_EVENTS = {"run.done": "done", "run.failed": "failed", "run.cancelled": "cancelled"}
+
+
+class _Replay:
+    """What the chain says the record must hold: output refs, the end, the usage."""
+
+    def __init__(self) -> None:
+        self.refs: dict[str, tuple[str, int]] = {}
+        self.ended: tuple[str, int] | None = None
+        self.usage = {"input_tokens": 0.0, "output_tokens": 0.0, "dollars": 0.0}
+        self.steps = 0
+
+    def add(self, event: AuditEvent) -> None:
+        if event.type == "node.committed":
+            self.steps += 1
+            if event.node is not None and event.output_ref is not None:
+                self.refs[event.node] = (event.output_ref, event.seq)
+        also = event.detail.get("outputs")
+        if isinstance(also, dict):
+            for name, o in also.items():
+                if isinstance(o, dict) and "ref" in o:
+                    self.refs[str(name)] = (str(o["ref"]), event.seq)
+        for name in self.usage:
+            self.usage[name] += float(event.usage.get(name, 0.0))
+        if event.type in _TERMINAL_EVENTS:
+            self.ended = (_TERMINAL_EVENTS[event.type], event.seq)
+
+    def disagreement(self, record: RunRecord) -> tuple[int, str] | None:
+        """The first part of ``record`` the chain disagrees with: (seq, what)."""
+        head = record.audit_seq
+        for name, out in record.outputs.items():
+            if out.value is not None:
+                return head, f"the record holds output {name!r} inline, which no commit writes"
+            pinned = self.refs.get(name)
+            if out.ref != (pinned[0] if pinned else None):
+                where = f"event {pinned[1]} pins {pinned[0]}" if pinned else "no event pins one"
+                return head, f"the record's output {name!r} points at {out.ref}; {where}"
+        ended = self.ended[0] if self.ended else None
+        if record.terminal != (ended is not None) or (ended and ended != record.status):
+            said = f"ended {ended} (event {self.ended[1]})" if self.ended else "has not ended"
+            return head, f"the record's status is {record.status}, the chain says the run {said}"
+        u = record.usage
+        for name, spent in (
+            ("input_tokens", u.input_tokens),
+            ("output_tokens", u.output_tokens),
+            ("dollars", u.dollars),
+        ):
+            chained = self.usage[name]
+            if abs(spent - chained) > 1e-9 * max(1.0, abs(chained)):
+                return (
+                    head,
+                    f"the record's usage {name} is {spent:g}, the chain's sum is {chained:g}",
+                )
+        if u.steps != self.steps:
+            return head, f"the record counts {u.steps} steps, the chain commits {self.steps}"
+        return None
+
+
 __all__ = [
+    "AUDIT_KEY_ENV",
+    "HMAC_SHA256",
     "AuditEvent",
     "append",
     "append_fields",
+    "audit_key_bytes",
     "body_of",
     "event_hash",
     "output_digest",

@@ -181,7 +181,13 @@ class RunHost:
         """
 
         async def run_child(
-            agent: str, name: str, version: int | None, child_input: Any, key: str, visit: int
+            agent: str,
+            name: str,
+            version: int | None,
+            child_input: Any,
+            key: str,
+            visit: int,
+            untrusted: bool,
         ) -> Any:
             from plait.runs.service import Runs  # here: the service builds on this module
 
@@ -198,6 +204,7 @@ class RunHost:
                         model=rec.model,
                         run_id=child_id,
                         parent=f"{rec.run_id}/{key}",
+                        input_untrusted=untrusted,
                     )
                 return _waiting_on(child_id, key, visit, agent, name)
             child = load(entry.value)
@@ -209,8 +216,10 @@ class RunHost:
                     f"{child.status}: {child.ended_detail or ''} {child.error or ''}".strip()
                 )
             spent = child.usage
+            last = child.outputs.get(child.output_node or "")
             return NodeResult(
                 value=await runs.output(child),
+                tainted=last is not None and last.tainted,
                 input_tokens=spent.input_tokens,
                 output_tokens=spent.output_tokens,
                 dollars=spent.dollars,

@@ -52,6 +52,9 @@ from plait.runs.record import (
 OWNER_KIND = "plait.runs.owner:handle"
 """The actor kind of run owners."""
 
+TICK_MAX_MS = 3_600_000
+"""The longest a parked run's fallback tick backs off to (its answer wakes it at once)."""
+
 _CLAIM_TRIES = 50
 _TAKE_AT_MOST = 4
 
@@ -251,15 +254,23 @@ class _Wake:
         return as_record(engine.resume(rec, now=time.time())), [event]
 
     async def _park(self, rec: RunRecord) -> None:
-        """Stay parked: schedule the fallback tick and ack, nothing else."""
+        """Stay parked: schedule the fallback tick and ack, nothing else.
+
+        The answer wakes the run itself, so a tick that finds it still parked backs off:
+        each next one comes twice as late, up to TICK_MAX_MS.
+        """
+        body = self.mail.body if isinstance(self.mail.body, dict) else {}
+        step = int(body.get("backoff", 0)) + 1 if body.get("why") == "tick" else 0
         tx = self.mesh.transact()
-        await self._tick(tx, rec)
+        await self._tick(tx, rec, step)
         self.mail.ack_in(tx)
         await tx.commit()
 
-    async def _tick(self, tx: Transaction, rec: RunRecord) -> None:
-        """Schedule the fallback re-check: one per run (stable key), at expiry if sooner."""
-        after_ms = self.host.tick_ms
+    async def _tick(self, tx: Transaction, rec: RunRecord, step: int = 0) -> None:
+        """Schedule the fallback re-check: one per run (stable key), ``tick_ms`` doubled
+        ``step`` times (at most TICK_MAX_MS), at the decision's expiry if sooner."""
+        base = self.host.tick_ms
+        after_ms = min(base * 2 ** min(step, 32), max(base, TICK_MAX_MS))
         if rec.waiting is not None and rec.waiting.decision_id is not None:
             try:
                 expires = (await self.host.board.get(rec.waiting.decision_id)).expires_at
@@ -270,7 +281,7 @@ class _Wake:
         tell_in(
             tx,
             owner_id(rec.run_id),
-            {"run": rec.run_id, "why": "tick"},
+            {"run": rec.run_id, "why": "tick", "backoff": step},
             after_ms=after_ms,
             key=tick_key(rec.run_id),
         )
@@ -373,10 +384,20 @@ class _Wake:
         new = new.model_copy(update={"outputs": dict(new.outputs)})
         digests: dict[str, str] = {}
         outputs = self.host.store_outputs(tx, new, key, result, digests)
-        for event in events:
+        # Outputs written with no event of their own (a fan-out target's aggregate) are
+        # pinned by the first event, so every pointer in the record is in the chain.
+        named = {e.get("node") for e in events if e["type"] == "node.committed"}
+        also = {
+            name: {"ref": ref, "sha256": digests[name]}
+            for name, ref in outputs.items()
+            if name not in named
+        }
+        for index, event in enumerate(events):
             node = event.get("node")
             if event["type"] == "node.committed" and node in digests:
                 event = {**event, "output_sha256": digests[node]}
+            if also and index == 0:
+                event = {**event, "outputs": also}
             audit.append_fields(tx, new, **self._audit_fields(event, result, outputs))
         started: list[dict[str, Any]] = []
         new = self._claim_next(tx, new, started)
@@ -384,7 +405,7 @@ class _Wake:
         # handles them without reading them back from the mesh.
         took = bool(started) and self.host.runtime.take_in(tx, min(len(started), _TAKE_AT_MOST))
         tx.put(record_key(new.run_id), dump(new), if_version=version)
-        history: tuple[str, list[Any]] | None = None
+        history: tuple[str, tuple[int, list[Any]]] | None = None
         if result is not None and result.history is not None and key is not None:
             visit = new.visits.get(key) or (new.attempts[key].visit if key in new.attempts else 1)
             history = store_history(tx, self.host.histories, new.run_id, key, visit, result.history)
@@ -508,4 +529,4 @@ def _progress(
     }
 
 
-__all__ = ["OWNER_KIND", "handle", "listing_status"]
+__all__ = ["OWNER_KIND", "TICK_MAX_MS", "handle", "listing_status"]

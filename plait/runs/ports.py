@@ -172,14 +172,16 @@ class MeshHistories:
 
     Each visit stores only the messages it added, so a long revise loop writes the same
     few messages per visit however long the conversation grows; the whole conversation
-    is kept in this process's cache (as messages, validated once).
+    is kept in this process's cache (as messages, validated once) with the visit count
+    it is current for. A cached conversation is used only while the run's record still
+    counts that many visits of the node: another worker may have run one since.
     """
 
     def __init__(
         self,
         mesh: Mesh,
         run_id: str,
-        cache: OrderedDict[str, list[Any]],
+        cache: OrderedDict[str, Any],
         visits: dict[str, int] | None = None,
     ) -> None:
         self.mesh = mesh
@@ -190,17 +192,25 @@ class MeshHistories:
     async def load(self, key: str) -> list[Message]:
         """See :class:`plait.graphs.ports.HistoryPort`."""
         hkey = history_key(self.run_id, key)
+        done = self.visits.get(key, 0) if self.visits is not None else None
         cached = self.cache.get(hkey)
-        if cached is None and self.visits is not None and not self.visits.get(key):
+        if cached is not None and (done is None or cached[0] == done):
+            return list(cached[1])
+        if done == 0:
             return []  # the node's first visit: nothing to read
-        if cached is None:
-            cached = [
-                Message.model_validate(m)
-                async for entry in self.mesh.scan(f"{hkey}/")
-                for m in entry.value
-            ]
-            self.cache[hkey] = cached
-        return list(cached)
+        messages = [
+            Message.model_validate(m)
+            async for entry in self.mesh.scan(f"{hkey}/")
+            if done is None or _part_visit(entry.key) <= done
+            for m in entry.value
+        ]
+        self.cache[hkey] = (done if done is not None else -1, messages)
+        return list(messages)
+
+
+def _part_visit(key: str) -> int:
+    tail = key.rpartition("/")[2]
+    return int(tail) if tail.isdigit() else 0
 
 
 def history_part_key(run_id: str, key: str, visit: int) -> str:
@@ -210,22 +220,24 @@ def history_part_key(run_id: str, key: str, visit: int) -> str:
 
 def store_history(
     tx: Transaction,
-    cache: OrderedDict[str, list[Any]],
+    cache: OrderedDict[str, Any],
     run_id: str,
     key: str,
     visit: int,
     history: list[Message],
-) -> tuple[str, list[Message]]:
+) -> tuple[str, tuple[int, list[Message]]]:
     """Add the messages this visit appended to ``tx``.
 
-    Returns the cache entry to set once ``tx`` commits (not before: a commit that
-    conflicts and is recomputed must store the same messages again).
+    The visit's conversation began with what :meth:`MeshHistories.load` cached for the
+    visit before it. Returns the cache entry to set once ``tx`` commits (not before: a
+    commit that conflicts and is recomputed must store the same messages again).
     """
     hkey = history_key(run_id, key)
-    before = len(cache.get(hkey) or ())
+    cached = cache.get(hkey)
+    before = len(cached[1]) if cached is not None and cached[0] in (visit - 1, -1) else 0
     added = history[before:] if len(history) >= before else history
     tx.put(history_part_key(run_id, key, visit), [m.model_dump() for m in added])
-    return hkey, list(history)
+    return hkey, (visit, list(history))
 
 
 __all__ = [

@@ -84,17 +84,23 @@ class Runs:
         model: str | None = None,
         run_id: str | None = None,
         parent: str | None = None,
+        input_untrusted: bool = False,
     ) -> RunRecord:
         """Start a run of the newest (or the given) version of a stored graph.
 
         ``parent`` (``<run_id>/<node>``) makes it the child run of that subgraph node,
-        whose run its last commit wakes. A ``run_id`` already taken raises
-        VersionConflict.
+        whose run its last commit wakes. ``input_untrusted`` marks the input as outside
+        content: what reads it is tainted and loses its pre-approved tools. A ``run_id``
+        already taken raises VersionConflict.
         """
         stored = await get_graph(self.mesh, agent, name, version)
         run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
         state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
         rec = RunRecord(**state.model_dump(), model=model)
+        rec.input_tainted = input_untrusted
+        detail: dict[str, Any] = {"input": input, "graph": rec.graph.model_dump(), "model": model}
+        if input_untrusted:
+            detail["input_untrusted"] = True
         owner = ActorRecord(
             id=owner_id(run_id),
             kind=OWNER_KIND,
@@ -109,7 +115,7 @@ class Runs:
             audit.AuditEvent(
                 seq=0,
                 type="run.started",
-                detail={"input": input, "graph": rec.graph.model_dump(), "model": model},
+                detail=detail,
                 at=rec.created_at,
             ),
         )

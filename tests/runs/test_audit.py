@@ -17,8 +17,8 @@ from plait.errors import AuditChainBroken
 from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import AuditEvent, Runs
-from plait.runs.audit import event_hash, read_events
-from plait.runs.record import audit_key
+from plait.runs.audit import AUDIT_KEY_ENV, event_hash, read_events
+from plait.runs.record import audit_key, record_key
 
 from .helpers import EXAMPLES, hosting, settle, store
 
@@ -109,7 +109,29 @@ async def edit_an_output(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> i
     return event.seq
 
 
+async def forge_an_output_pointer(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    entry = await mesh.get(record_key(run_id))
+    assert entry is not None
+    record = entry.value
+    forged = f"runs/{run_id}/out/publish/forged"
+    await mesh.put(forged, {"value": "Q3 revenue rose 40%.", "prompt": None, "error": None})
+    record["outputs"]["publish"]["ref"] = forged
+    await mesh.put(record_key(run_id), record)
+    return int(record["audit_seq"])  # the record disagrees with the chain's head
+
+
+async def forge_the_usage(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
+    entry = await mesh.get(record_key(run_id))
+    assert entry is not None
+    record = entry.value
+    record["usage"]["input_tokens"] = 1  # as if the run had cost next to nothing
+    await mesh.put(record_key(run_id), record)
+    return int(record["audit_seq"])
+
+
 TAMPERS = [
+    forge_an_output_pointer,
+    forge_the_usage,
     edit_a_field,
     edit_and_rehash,
     drop_one,
@@ -154,3 +176,62 @@ def test_inspect_verify_names_the_broken_event(tmp_path: Path, tamper: Tamper) -
 
     error = anyio.run(verify)
     assert (error.run_id, error.seq) == (run_id, seq)
+
+
+def test_a_forged_output_pointer_is_named_and_its_output_not_trusted(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mesh.db'}"
+    run_id = finished_run(url)
+
+    async def forge() -> None:
+        async with open_mesh(url) as mesh:
+            await forge_an_output_pointer(mesh, run_id, [])
+
+    anyio.run(forge)
+    shown = CliRunner().invoke(
+        app, ["graph", "inspect", run_id, "--verify", "--json", "--mesh", url]
+    )
+    body = json.loads(shown.stdout)
+    assert body["verified"] is False
+    assert "output 'publish' points at runs/" in body["verify_error"]
+    assert "/out/publish/forged" in body["verify_error"]
+
+
+def test_a_keyed_chain_is_an_hmac_that_verifies_only_with_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'mesh.db'}"
+    monkeypatch.setenv(AUDIT_KEY_ENV, "s3cret")
+    run_id = finished_run(url)
+
+    async def check(*, rebuild_plain: bool = False) -> str | int:
+        async with open_mesh(url) as mesh:
+            if rebuild_plain:  # someone who can write the mesh but lacks the key
+                events = await read_events(mesh, run_id)
+                prev = ""
+                for event in events:
+                    event.mac, event.prev = None, prev
+                    event.hash = event_hash(event)
+                    prev = event.hash
+                    await mesh.put(audit_key(run_id, event.seq), event.model_dump(mode="json"))
+                entry = await mesh.get(record_key(run_id))
+                assert entry is not None
+                await mesh.put(record_key(run_id), {**entry.value, "last_hash": prev})
+            try:
+                return await Runs(mesh).verify(run_id)
+            except AuditChainBroken as exc:
+                return str(exc)
+
+    events = anyio.run(check)
+    assert isinstance(events, int) and events > 5
+    monkeypatch.setenv(AUDIT_KEY_ENV, "another")
+    assert "does not match its HMAC" in str(anyio.run(check))
+    monkeypatch.delenv(AUDIT_KEY_ENV)
+    missing = anyio.run(check)
+    assert "audit event 1 fails verification: the chain is an HMAC" in str(missing)
+    assert f"set {AUDIT_KEY_ENV}" in str(missing)
+    # Rebuilt as a plain sha256 chain without the key: it verifies only where no key is
+    # asked for, which is why a keyed deployment sets one for every check.
+    assert isinstance(anyio.run(lambda: check(rebuild_plain=True)), int)
+    monkeypatch.setenv(AUDIT_KEY_ENV, "s3cret")
+    rebuilt = anyio.run(check)
+    assert "a plain sha256 event where PLAIT_AUDIT_KEY asks for an HMAC" in str(rebuilt)
