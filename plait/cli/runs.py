@@ -6,9 +6,7 @@ waiting on a person; ``plait worker`` hosts it for every run on the mesh.
 
 from __future__ import annotations
 
-import getpass
 import math
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -58,8 +56,15 @@ ModelOption = Annotated[
 
 
 def human() -> Human:
-    """The person at this terminal (``PLAIT_USER``, else the login name)."""
-    return Human(text_arg(os.environ.get("PLAIT_USER") or getpass.getuser(), "PLAIT_USER"))
+    """The person at this terminal: the OS user, ``PLAIT_USER`` only as a label.
+
+    Raises:
+        NotPermitted: this process was started by a tool (see :meth:`Human.at_terminal`).
+    """
+    person = Human.at_terminal()
+    if person.label is not None:
+        text_arg(person.label, "PLAIT_USER")
+    return person
 
 
 @asynccontextmanager

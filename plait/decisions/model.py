@@ -49,8 +49,9 @@ class DecisionAnswer(BaseModel):
     Attributes:
         option: the chosen option (``confirm`` and ``choice``).
         text: the text (``text``), or a note given with an option.
-        by: the name of the person who answered.
+        by: the name of the person who answered (for the CLI, their OS user).
         at: when, in epoch seconds.
+        label: the name they gave themselves (``PLAIT_USER``), if any.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -59,6 +60,7 @@ class DecisionAnswer(BaseModel):
     text: str | None = None
     by: str
     at: float
+    label: str | None = None
 
 
 class Notify(BaseModel):

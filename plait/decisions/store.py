@@ -292,7 +292,9 @@ class DecisionDesk(DecisionBoard):
             answered = decision.model_copy(
                 update={
                     "status": "answered",
-                    "answer": DecisionAnswer(option=chosen, text=note, by=human.name, at=at),
+                    "answer": DecisionAnswer(
+                        option=chosen, text=note, by=human.name, at=at, label=human.label
+                    ),
                     "closed_by": human.name,
                     "closed_at": at,
                 }

@@ -20,7 +20,7 @@ from plait.graphs.budget import VisitBudget
 from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
 from plait.models import CallContext, Message, Model, Usage, cost_of
-from plait.tools import AgentProfile, ToolContext, check_allowed, gate
+from plait.tools import AgentProfile, check_allowed, gate
 
 
 class ToolRejected(Exception):
@@ -130,7 +130,7 @@ async def _call_tool(
             return "", tool.external, verdict
         if not verdict:
             raise ToolRejected(name)
-    ctx = ToolContext(run_id=env.run_id, node=key, cwd=env.cwd)
+    ctx = env.tool_context(key, turn.profile)
     try:
         result = await env.tools.call(name, args, ctx)
     except ToolError as exc:

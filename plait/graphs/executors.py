@@ -59,7 +59,7 @@ from plait.graphs.template import (
     resolve_path,
 )
 from plait.models import CallContext, Message
-from plait.tools import ToolContext, check_allowed, gate, runs_trusted
+from plait.tools import check_allowed, gate, runs_trusted
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,9 +304,7 @@ async def _tool(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -
             return NodeResult(waiting=verdict)
         if not verdict:
             raise ToolRejected(node.tool)
-    value = await env.tools.call(
-        node.tool, args, ToolContext(run_id=env.run_id, node=v.key, cwd=env.cwd)
-    )
+    value = await env.tools.call(node.tool, args, env.tool_context(v.key, profile))
     return NodeResult(value=value, prompt=as_text(args), tainted=tool.external)
 
 

@@ -17,8 +17,9 @@ from plait.errors import ConfigError
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Waiting
 from plait.models import Message, Model, load_model
-from plait.tools import AgentProfile, ToolRegistry, default_registry
+from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry
 from plait.tools.profiles import DEFAULT_ASSISTANT
+from plait.tools.workspace import workspace_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +157,10 @@ class ExecEnv:
         tools: the tool registry.
         human, approvals, histories: the ports above.
         subgraphs: runs a child graph to completion; None refuses subgraph nodes.
-        cwd: the working directory of file and shell tools.
+        cwd: the directory the run was started from: tools work there, or in their
+            agent profile's ``workspace`` relative to it.
         prices: dollars per million input and output tokens by model name.
+        protected: files tools never touch (the mesh's own).
     """
 
     spec: GraphSpec
@@ -171,6 +174,7 @@ class ExecEnv:
     subgraphs: SubgraphRunner | None = None
     cwd: Path = field(default_factory=Path.cwd)
     prices: Mapping[str, tuple[float, float]] | None = None
+    protected: tuple[Path, ...] = ()
     _models: dict[str, Model] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -186,6 +190,16 @@ class ExecEnv:
                 f"unknown agent {agent!r}: store a profile for it first (known: "
                 f"{', '.join(sorted(self.profiles))})"
             ) from None
+
+    def tool_context(self, node: str, profile: AgentProfile) -> ToolContext:
+        """The context of a tool call ``profile``'s agent makes at ``node``."""
+        return ToolContext(
+            run_id=self.run_id,
+            node=node,
+            cwd=workspace_of(profile, self.cwd),
+            profile=profile,
+            protected=self.protected,
+        )
 
     def model_for(self, profile: AgentProfile) -> Model:
         """The model that answers for ``profile``."""

@@ -47,6 +47,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -368,6 +369,11 @@ class Mesh(abc.ABC):
     """The mesh URL, with any password replaced by ``***``."""
 
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+
+    @property
+    def local_files(self) -> tuple[Path, ...]:
+        """The files on this machine that hold the mesh's data; tools never touch them."""
+        return ()
 
     async def open(self) -> None:  # noqa: B027 -- optional hook, default does nothing
         """Connect and check the backend; raises :class:`MeshUnavailable` if it can't."""

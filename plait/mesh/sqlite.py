@@ -53,6 +53,7 @@ DEFAULT_POLL_INTERVAL_MS = 50
 """How often an idle subscription looks for events written by other processes."""
 
 _SCAN_PAGE = 256
+_JOURNALS = ("-wal", "-shm", "-journal")
 
 
 class SqliteMesh(Mesh):
@@ -96,6 +97,11 @@ class SqliteMesh(Mesh):
         self._closed = False
         self._subs: set[SqliteSubscription] = set()
         self._stop_workers: weakref.finalize[Any, SqliteMesh] | None = None
+
+    @property
+    def local_files(self) -> tuple[Path, ...]:
+        """The database file and the journals SQLite keeps beside it."""
+        return (self.path, *(self.path.with_name(self.path.name + s) for s in _JOURNALS))
 
     # lifecycle ----------------------------------------------------------------------
 

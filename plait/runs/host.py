@@ -66,7 +66,7 @@ class RunHost:
         runtime: the actor runtime whose run owners this host serves.
         model: a model answering for every agent of every run that names none.
         tools: the tool registry (default: the built-in tools).
-        cwd: working directory of file and shell tools.
+        cwd: where tools work for runs whose record pins no workspace.
         tick_ms: how often a parked run re-checks its decision as a fallback.
         progress_kept_s: how long a finished run's progress topic is kept.
     """
@@ -168,8 +168,13 @@ class RunHost:
             approvals=decisions,
             histories=MeshHistories(self.mesh, rec.run_id, self.histories, rec.visits),
             subgraphs=self._subgraph_runner(rec),
-            cwd=self.cwd,
+            cwd=self.workspace(rec),
+            protected=self.mesh.local_files,
         )
+
+    def workspace(self, rec: RunRecord) -> Path:
+        """Where the run's tools work: pinned in its record, else this host's ``cwd``."""
+        return Path(rec.workspace) if rec.workspace else self.cwd
 
     def _subgraph_runner(self, rec: RunRecord) -> SubgraphRunner:
         """Runs a subgraph node's child as a durable run of its own.
@@ -205,6 +210,7 @@ class RunHost:
                         run_id=child_id,
                         parent=f"{rec.run_id}/{key}",
                         input_untrusted=untrusted,
+                        workspace=self.workspace(rec),
                     )
                 return _waiting_on(child_id, key, visit, agent, name)
             child = load(entry.value)
@@ -330,7 +336,12 @@ class RunHost:
         found = await self.tools.call(
             check,
             {"run_id": rec.run_id, "node": key, "visit": visit},
-            ToolContext(run_id=rec.run_id, node=key, cwd=self.cwd),
+            ToolContext(
+                run_id=rec.run_id,
+                node=key,
+                cwd=self.workspace(rec),
+                protected=self.mesh.local_files,
+            ),
         )
         if isinstance(found, dict) and found.get("done"):
             return NodeResult(value=found.get("value"), started_at=started, ended_at=time.time())

@@ -89,10 +89,14 @@ class RunRecord(RunState):
         model: the model spec answering for every agent (``--model``), or None for
             each agent profile's own.
         audit_seq: audit events written so far.
+        workspace: the absolute directory the run was started from, where its tools
+            work (or in their profile's ``workspace`` relative to it) on any worker;
+            None in records from before it was kept: the serving process's own.
     """
 
     model: str | None = None
     audit_seq: int = 0
+    workspace: str | None = None
 
 
 class RunSummary(BaseModel):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -85,18 +87,21 @@ class Runs:
         run_id: str | None = None,
         parent: str | None = None,
         input_untrusted: bool = False,
+        workspace: str | os.PathLike[str] | None = None,
     ) -> RunRecord:
         """Start a run of the newest (or the given) version of a stored graph.
 
         ``parent`` (``<run_id>/<node>``) makes it the child run of that subgraph node,
         whose run its last commit wakes. ``input_untrusted`` marks the input as outside
-        content: what reads it is tainted and loses its pre-approved tools. A ``run_id``
-        already taken raises VersionConflict.
+        content: what reads it is tainted and loses its pre-approved tools. ``workspace``
+        (default: this process's working directory) is pinned in the record: the run's
+        tools work there on any worker. A ``run_id`` already taken raises VersionConflict.
         """
         stored = await get_graph(self.mesh, agent, name, version)
         run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
         state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
-        rec = RunRecord(**state.model_dump(), model=model)
+        where = Path.cwd() / (workspace if workspace is not None else "")
+        rec = RunRecord(**state.model_dump(), model=model, workspace=str(where))
         rec.input_tainted = input_untrusted
         detail: dict[str, Any] = {"input": input, "graph": rec.graph.model_dump(), "model": model}
         if input_untrusted:

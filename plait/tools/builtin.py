@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import os
 import signal
+import stat
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,6 +20,7 @@ import anyio
 
 from plait.errors import ToolArgumentsInvalid, ToolError, ToolNotPermitted
 from plait.tools.registry import Tool, ToolContext, tool
+from plait.tools.workspace import bwrap_argv, guarded_path, tool_env
 
 DEFAULT_MAX_BYTES = 256 * 1024
 """How much of a page or file ``http_get`` and ``read_file`` return by default."""
@@ -27,6 +30,9 @@ MAX_BYTES_LIMIT = 8 * 1024 * 1024
 
 MAX_OUTPUT_BYTES = 64 * 1024
 """How much of each of a command's stdout and stderr ``bash`` returns."""
+
+MAX_REDIRECTS = 5
+"""How many redirects ``http_get`` follows before it gives up."""
 
 KEPT_HEADERS = ("content-type", "content-length", "content-encoding", "last-modified", "etag")
 """The response headers ``http_get`` returns (lower-case)."""
@@ -72,31 +78,48 @@ def _clip(data: bytes, truncated: bool, encoding: str = "utf-8") -> str:
 async def http_get(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Fetch a web page or API response with GET; returns status, headers and text.
 
-    Redirects are followed. The result is ``{url, status, headers, text, truncated}``
-    where ``url`` is the final URL and ``headers`` holds only :data:`KEPT_HEADERS`.
+    Redirects are followed, at most :data:`MAX_REDIRECTS`. The result is ``{url,
+    status, headers, text, truncated}`` where ``url`` is the final URL and ``headers``
+    holds only :data:`KEPT_HEADERS`. Loopback, private, link-local, multicast and
+    metadata addresses are refused, checked after resolution and on every redirect,
+    unless the agent profile lists the host in ``allow_hosts``.
     """
     url: str = args["url"]
-    if urlsplit(url).scheme.lower() not in ("http", "https"):
-        raise ToolArgumentsInvalid(
-            f"invalid arguments for tool 'http_get':\n  args.url: {url!r} is not an "
-            "http:// or https:// URL"
-        )
+    _check_http_url(url)
     import httpx  # here, not at the top: it costs every CLI start a tenth of a second
 
+    from plait.tools.http_guard import PinnedTransport
+
+    allowed = frozenset(ctx.profile.allow_hosts if ctx.profile else ())
     limit: int = args.get("max_bytes", DEFAULT_MAX_BYTES)
     body = bytearray()
     truncated = False
     try:
-        async with (
-            httpx.AsyncClient(timeout=ctx.timeout_s, follow_redirects=True) as client,
-            client.stream("GET", url) as response,
-        ):
-            async for chunk in response.aiter_bytes(_CHUNK):
-                body += chunk
-                if len(body) > limit:
-                    truncated = True
-                    del body[limit:]
+        async with httpx.AsyncClient(
+            timeout=ctx.timeout_s, transport=PinnedTransport(allowed), trust_env=False
+        ) as client:
+            for _ in range(MAX_REDIRECTS + 1):
+                async with client.stream("GET", url) as response:
+                    location = response.headers.get("location")
+                    if response.is_redirect and location:
+                        url = str(response.url.join(location))
+                        if urlsplit(url).scheme.lower() not in ("http", "https"):
+                            raise ToolNotPermitted(
+                                f"tool 'http_get': {args['url']} redirects to {url!r}, "
+                                "which is not an http:// or https:// URL"
+                            )
+                        continue
+                    async for chunk in response.aiter_bytes(_CHUNK):
+                        body += chunk
+                        if len(body) > limit:
+                            truncated = True
+                            del body[limit:]
+                            break
                     break
+            else:
+                raise ToolError(
+                    f"tool 'http_get': GET {args['url']} redirected more than {MAX_REDIRECTS} times"
+                )
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise ToolError(f"tool 'http_get': GET {url} failed: {exc}") from exc
     return {
@@ -108,6 +131,14 @@ async def http_get(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     }
 
 
+def _check_http_url(url: str) -> None:
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise ToolArgumentsInvalid(
+            f"invalid arguments for tool 'http_get':\n  args.url: {url!r} is not an "
+            "http:// or https:// URL"
+        )
+
+
 # -- read_file ----------------------------------------------------------------------
 
 
@@ -116,7 +147,7 @@ async def http_get(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     parameters={
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "a path inside the working directory"},
+            "path": {"type": "string", "description": "a path inside the workspace"},
             "max_bytes": _MAX_BYTES_SCHEMA,
         },
         "required": ["path"],
@@ -125,30 +156,54 @@ async def http_get(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     read_only=True,
 )
 async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
-    """Read a text file in the working directory; returns its text.
+    """Read a text file in the workspace; returns its text.
 
-    Relative paths are resolved against the working directory, and the resolved path
-    (symlinks followed) must stay inside it. Text past ``max_bytes`` is cut and a last
-    line says so.
+    Relative paths are resolved against the workspace, and the resolved path (symlinks
+    followed) must stay inside it. Regular files only; ``.plait/`` and the mesh's files
+    are refused. Text past ``max_bytes`` is cut and a last line says so.
     """
     limit: int = args.get("max_bytes", DEFAULT_MAX_BYTES)
     raw: str = args["path"]
+    deadline = time.monotonic() + ctx.timeout_s
 
     def read() -> tuple[bytes, bool]:
-        base = ctx.cwd.resolve()
-        path = (base / raw).resolve()
-        if not path.is_relative_to(base):
-            raise ToolNotPermitted(
-                f"tool 'read_file': {raw!r} is outside the working directory {str(base)!r}"
-            )
+        path = guarded_path("read_file", raw, ctx.cwd, ctx.protected)
         try:
-            with path.open("rb") as f:
-                data = f.read(limit + 1)
+            # O_NONBLOCK: opening a FIFO waits for a writer, for ever; O_NOFOLLOW: the
+            # checked path is resolved, so a symlink here was swapped in since.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY)
         except OSError as exc:
             raise ToolError(f"tool 'read_file': cannot read {raw!r}: {exc.strerror}") from exc
-        return data[:limit], len(data) > limit
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise ToolError(f"tool 'read_file': cannot read {raw!r}: Is a directory")
+            if not stat.S_ISREG(mode):
+                raise ToolNotPermitted(
+                    f"tool 'read_file': {raw!r} is not a regular file (a FIFO, socket or "
+                    "device), which file tools do not read"
+                )
+            data = bytearray()
+            while len(data) <= limit:
+                if time.monotonic() > deadline:
+                    raise ToolError(
+                        f"tool 'read_file': reading {raw!r} took over {ctx.timeout_s:g}s"
+                    )
+                chunk = os.read(fd, min(_CHUNK, limit + 1 - len(data)))
+                if not chunk:
+                    break
+                data += chunk
+        except ToolError:  # ToolNotPermitted is an OSError too: not re-worded below
+            raise
+        except OSError as exc:
+            raise ToolError(f"tool 'read_file': cannot read {raw!r}: {exc.strerror}") from exc
+        finally:
+            os.close(fd)
+        return bytes(data[:limit]), len(data) > limit
 
-    data, truncated = await anyio.to_thread.run_sync(read)
+    # Abandoned on cancel: a read stuck in the kernel (a dead network file system)
+    # must not hold up the call's timeout or the process's exit.
+    data, truncated = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
     return _clip(data, truncated)
 
 
@@ -173,7 +228,7 @@ async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
     requires_approval=True,
 )
 async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    """Run a shell command in the working directory; returns its exit code and output.
+    """Run a shell command in the workspace; returns its exit code and output.
 
     The result is ``{exit_code, stdout, stderr, timed_out}``. A command still running
     after ``timeout_s`` (at most the call's own limit) is killed with its whole process
@@ -181,13 +236,24 @@ async def bash(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     Background jobs that still hold the command's output open once the shell has
     exited are killed with its process group; one whose output is redirected
     elsewhere (``nohup server > log 2>&1 &``) keeps running.
+
+    The command gets only ``PATH``, ``LANG``, ``HOME`` and the profile's ``tool_env``
+    of the worker's environment, and runs with the worker's OS rights unless the
+    profile's ``sandbox: bwrap`` runs it under bubblewrap.
     """
     timeout = min(float(args.get("timeout_s", ctx.timeout_s)), ctx.timeout_s)
+    profile = ctx.profile
+    argv = (
+        bwrap_argv(args["command"], ctx.cwd, ctx.protected, network=profile.sandbox_network)
+        if profile is not None and profile.sandbox == "bwrap"
+        else ["/bin/sh", "-c", args["command"]]
+    )
     spawn = asyncio.ensure_future(
-        asyncio.get_running_loop().subprocess_shell(
+        asyncio.get_running_loop().subprocess_exec(
             _Process,
-            args["command"],
+            *argv,
             cwd=ctx.cwd,
+            env=tool_env(profile),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

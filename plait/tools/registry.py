@@ -25,7 +25,7 @@ from plait.errors import (
     ToolError,
     ToolNotFound,
 )
-from plait.tools.spec import ToolSpec
+from plait.tools.spec import AgentProfile, ToolSpec
 
 ToolHandler = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
 """An async function taking the validated arguments and a :class:`ToolContext`."""
@@ -48,14 +48,20 @@ class ToolContext:
     Attributes:
         run_id: the durable run making the call, or None in-session.
         node: the graph node making the call (empty outside a graph).
-        cwd: the working directory file and shell tools resolve paths against.
+        cwd: the workspace: file and shell tools resolve paths against it, and file
+            tools stay inside it.
         timeout_s: the most seconds the call may take.
+        profile: the agent making the call (its ``allow_hosts``, ``tool_env`` and
+            ``sandbox`` apply); None applies none.
+        protected: files tools never touch (the mesh's own; ``.plait/`` always is).
     """
 
     run_id: str | None = None
     node: str = ""
     cwd: Path = field(default_factory=Path.cwd)
     timeout_s: float = DEFAULT_TIMEOUT_S
+    profile: AgentProfile | None = None
+    protected: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,12 @@ model provider; the callable side of a tool lives in :mod:`plait.tools.registry`
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 class ToolSpec(BaseModel):
@@ -33,6 +36,15 @@ class AgentProfile(BaseModel):
         pre_approved: tools that need approval in general but not for this agent when
             the node runs trusted.
         delegates: other agents whose nodes a graph of this agent may run.
+        workspace: the directory file and shell tools work in; relative to the
+            directory the run was started from, which is the default.
+        allow_hosts: host names (or IP literals) ``http_get`` may reach even where they
+            resolve to a loopback, private, link-local or metadata address.
+        tool_env: names of environment variables tools get from the worker's
+            environment beyond ``PATH``, ``LANG`` and ``HOME`` (never ``PLAIT_*``).
+        sandbox: ``bwrap`` runs ``bash`` under bubblewrap: ``.plait/`` and the mesh
+            files hidden, the workspace the only writable directory, no network.
+        sandbox_network: let a sandboxed ``bash`` use the network.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -43,6 +55,27 @@ class AgentProfile(BaseModel):
     tools: list[str] = Field(default_factory=list)
     pre_approved: list[str] = Field(default_factory=list)
     delegates: list[str] = Field(default_factory=list)
+    workspace: str | None = None
+    allow_hosts: list[str] = Field(default_factory=list)
+    tool_env: list[str] = Field(default_factory=list)
+    sandbox: Literal["bwrap"] | None = None
+    sandbox_network: bool = False
+
+    @field_validator("tool_env")
+    @classmethod
+    def _plain_env_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if name.upper().startswith("PLAIT_"):
+                # plait's own settings (the mesh URL among them) never reach a tool
+                raise ValueError(f"{name!r}: PLAIT_* variables are not passed to tools")
+        return names
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _lower_hosts(cls, hosts: list[str]) -> list[str]:
+        return [h.strip().strip("[]").lower() for h in hosts]
 
 
 __all__ = ["AgentProfile", "ToolSpec"]

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from plait.errors import ToolArgumentsInvalid, ToolError, ToolNotPermitted
-from plait.tools import ToolContext, ToolRegistry, default_registry
+from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry
 
 pytestmark = pytest.mark.anyio
 
@@ -30,6 +30,13 @@ def registry() -> ToolRegistry:
 @pytest.fixture
 def ctx(tmp_path: Path) -> ToolContext:
     return ToolContext(run_id=None, node="n", cwd=tmp_path, timeout_s=10)
+
+
+@pytest.fixture
+def web_ctx(tmp_path: Path) -> ToolContext:
+    """A context whose agent may reach the test servers on 127.0.0.1."""
+    profile = AgentProfile(name="web", allow_hosts=["127.0.0.1"])
+    return ToolContext(run_id=None, node="n", cwd=tmp_path, timeout_s=10, profile=profile)
 
 
 def test_flags(registry: ToolRegistry) -> None:
@@ -227,9 +234,9 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_http_get_returns_status_headers_and_text(
-    registry: ToolRegistry, ctx: ToolContext, server: str
+    registry: ToolRegistry, web_ctx: ToolContext, server: str
 ) -> None:
-    result = await registry.call("http_get", {"url": f"{server}/page"}, ctx)
+    result = await registry.call("http_get", {"url": f"{server}/page"}, web_ctx)
     assert result == {
         "url": f"{server}/page",
         "status": 200,
@@ -240,17 +247,19 @@ async def test_http_get_returns_status_headers_and_text(
 
 
 async def test_http_get_follows_redirects_and_reports_errors_as_status(
-    registry: ToolRegistry, ctx: ToolContext, server: str
+    registry: ToolRegistry, web_ctx: ToolContext, server: str
 ) -> None:
-    moved = await registry.call("http_get", {"url": f"{server}/moved"}, ctx)
+    moved = await registry.call("http_get", {"url": f"{server}/moved"}, web_ctx)
     assert (moved["status"], moved["url"], moved["text"]) == (200, f"{server}/page", "<p>hé</p>")
-    missing = await registry.call("http_get", {"url": f"{server}/nothing"}, ctx)
+    missing = await registry.call("http_get", {"url": f"{server}/nothing"}, web_ctx)
     assert (missing["status"], missing["text"]) == (404, "not here")
     assert "x-secret" not in missing["headers"] and "set-cookie" not in missing["headers"]
 
 
-async def test_http_get_truncates(registry: ToolRegistry, ctx: ToolContext, server: str) -> None:
-    result = await registry.call("http_get", {"url": f"{server}/big", "max_bytes": 100}, ctx)
+async def test_http_get_truncates(
+    registry: ToolRegistry, web_ctx: ToolContext, server: str
+) -> None:
+    result = await registry.call("http_get", {"url": f"{server}/big", "max_bytes": 100}, web_ctx)
     assert result["truncated"] is True
     assert result["text"] == "y" * 100 + "\n[truncated after 100 bytes]"
 
@@ -262,7 +271,7 @@ async def test_http_get_only_fetches_http_urls(registry: ToolRegistry, ctx: Tool
 
 
 async def test_http_get_connection_failure_is_a_tool_error(
-    registry: ToolRegistry, ctx: ToolContext
+    registry: ToolRegistry, web_ctx: ToolContext
 ) -> None:
     import socket
 
@@ -270,7 +279,7 @@ async def test_http_get_connection_failure_is_a_tool_error(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(ToolError, match=f"tool 'http_get': GET http://127.0.0.1:{port}/ failed"):
-        await registry.call("http_get", {"url": f"http://127.0.0.1:{port}/"}, ctx)
+        await registry.call("http_get", {"url": f"http://127.0.0.1:{port}/"}, web_ctx)
 
 
 async def test_bash_background_jobs_holding_the_output_end_with_the_command(

@@ -97,4 +97,5 @@ async def test_profiles_map_names_every_unknown_agent(mesh: Mesh) -> None:
 def test_exported_names() -> None:
     public = {n for n in vars(plait.tools) if not n.startswith("_")}
     modules = {"approval", "builtin", "profiles", "registry", "spec", "trust", "annotations"}
+    modules |= {"workspace", "http_guard"}
     assert set(plait.tools.__all__) == public - modules
