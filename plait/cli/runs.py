@@ -587,6 +587,8 @@ def _print_inspect(rec: RunRecord, trajectory: list[dict[str, Any]], full: bool)
         decision = step.get("decision")
         if decision:
             by = decision.get("by")
+            if by and decision.get("label"):
+                by = f"{by} (as {decision['label']})"  # PLAIT_USER: a label, not who
             when = f" at {_when(decision['at'])} UTC" if decision.get("at") else ""
             answered = f" by {by}{when}: " if by else ""
             say(

@@ -487,6 +487,7 @@ class Runs:
             "status": d.status,
             "answer": None if answer is None else (answer.option or answer.text),
             "by": answer.by if answer is not None else d.closed_by,
+            "label": answer.label if answer is not None else None,
             "at": answer.at if answer is not None else d.closed_at,
         }
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from plait.decisions.principals import os_user
 from tests.runs.helpers import EXAMPLES, Cli
 
 HOSTILE = [
@@ -150,11 +151,15 @@ def test_inspect_and_events_show_each_visit(cli: Cli) -> None:
     assert "critique: The 12% figure has no source" in shown
     assert re.search(r"✓ draft \(visit 1\) \d+\.\d\ds done", shown)
     assert re.search(
-        r"decision \S+ answered by ana at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: yes", shown
+        rf"decision \S+ answered by {os_user()} \(as ana\) at \d{{4}}-\d\d-\d\d "
+        r"\d\d:\d\d:\d\d UTC: yes",
+        shown,
     )
     steps = cli.json("graph", "inspect", run_id.group(1))["trajectory"]
     assert all(isinstance(v, int) for s in steps for k, v in s["usage"].items() if k != "dollars")
-    assert steps[4]["decision"]["by"] == "ana" and steps[0]["status"] == "done"
+    # The OS user answered; PLAIT_USER=ana is the label beside it.
+    assert (steps[4]["decision"]["by"], steps[4]["decision"]["label"]) == (os_user(), "ana")
+    assert steps[0]["status"] == "done"
     events = cli("graph", "events", run_id.group(1)).stdout.splitlines()
     assert events[0].split()[:1] == ["seq"] and "run.started" in events[1]
     chain = cli.json("graph", "events", run_id.group(1))
