@@ -199,7 +199,7 @@ def looping_agent(on_exhausted: str) -> dict[str, Any]:
         "agent": "assistant",
         "entry": "spin",
         "budget": {"steps": 10, "tokens": 100, "on_exhausted": on_exhausted},
-        "nodes": [{"id": "spin", "type": "agent", "prompt": "Go", "max_rounds": 1000}],
+        "nodes": [{"id": "spin", "type": "agent", "prompt": "Go", "max_rounds": 100}],
     }
 
 
