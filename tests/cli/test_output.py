@@ -9,11 +9,9 @@ import re
 import subprocess
 from pathlib import Path
 
-import anyio
 import pytest
 
-from plait.mesh import open_mesh
-from plait.tools import AgentProfile, put_profile
+from plait.tools import AgentProfile
 from tests.runs.helpers import EXAMPLES, Cli
 
 HOSTILE = [
@@ -187,18 +185,8 @@ def test_budget_wait_names_the_cli_command(cli: Cli, tmp_path: Path) -> None:
     assert "raise_budget" not in refused.stderr
 
 
-def agent_profile(cli: Cli, profile: AgentProfile) -> None:
-    """Store ``profile`` in the CLI's mesh (there is no CLI command for it yet)."""
-
-    async def put() -> None:
-        async with open_mesh(cli.mesh_url) as mesh:
-            await put_profile(mesh, profile)
-
-    anyio.run(put)
-
-
 def test_inspect_shows_tool_calls_shortened_and_in_full(cli: Cli, tmp_path: Path) -> None:
-    agent_profile(cli, AgentProfile(name="assistant", tools=["read_file"]))
+    cli.profile(AgentProfile(name="assistant", tools=["read_file"]))
     tail = "the last words of the file"
     (tmp_path / "notes.txt").write_text(f"{REPLY} {'x' * 400} {tail}")
     graph = {
