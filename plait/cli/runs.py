@@ -106,7 +106,8 @@ class _Progress:
                 f" (visit {visit}) ",
                 styled(f"{now - at:.1f}s", "dim"),
             )
-            for node, (visit, at) in self.flight.items()
+            # A copy: Live's refresh thread renders while the event loop adds and removes.
+            for node, (visit, at) in list(self.flight.items())
         )
 
     def __call__(self, event: dict[str, Any]) -> None:

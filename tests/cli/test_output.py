@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from plait.decisions.principals import os_user
+from plait.tools import AgentProfile
 from tests.runs.helpers import EXAMPLES, Cli
 
 HOSTILE = [
@@ -187,3 +188,52 @@ def test_budget_wait_names_the_cli_command(cli: Cli, tmp_path: Path) -> None:
     refused = cli("graph", "resume", run_id, "yes", ok=False)
     assert f"plait graph raise-budget {run_id} --steps N" in refused.stderr
     assert "raise_budget" not in refused.stderr
+
+
+def test_inspect_shows_tool_calls_shortened_and_in_full(cli: Cli, tmp_path: Path) -> None:
+    cli.profile(AgentProfile(name="assistant", tools=["read_file"]))
+    tail = "the last words of the file"
+    (tmp_path / "notes.txt").write_text(f"{REPLY} {'x' * 400} {tail}")
+    graph = {
+        "name": "reader",
+        "agent": "assistant",
+        "entry": "read",
+        "nodes": [{"id": "read", "type": "agent", "prompt": "Read {{input}}"}],
+    }
+    (tmp_path / "g.json").write_text(json.dumps(graph))
+    rules = [
+        {"node": "read", "round": 1, "usage": {"input_tokens": 12, "output_tokens": 3},
+         "tool_calls": [{"name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"node": "read", "round": 2, "usage": {"input_tokens": 40, "output_tokens": 2},
+         "text": "read it"},
+    ]  # fmt: skip
+    (tmp_path / "m.json").write_text(json.dumps(rules))
+    cli("graph", "import", str(tmp_path / "g.json"))
+    model = f"scripted:{tmp_path}/m.json"
+    run_id = cli.json("graph", "run", "assistant", "reader", "--model", model)["run_id"]
+
+    shown = cli("graph", "inspect", run_id).stdout
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert re.search(r"^ +tool read_file \{\"path\": \"notes.txt\"\}$", shown, re.M), shown
+    result = next(row for row in shown.splitlines() if row.lstrip().startswith("→ "))
+    for text in SHOWN:
+        assert text in result  # the hostile file text, literally, its controls escaped
+    assert tail not in result and "chars, --full" in result  # shortened
+    assert "tokens 52 in, 5 out, $0.0000" in shown
+
+    whole = cli("graph", "inspect", run_id, "--full").stdout
+    assert "\x1b" not in whole
+    result = next(row for row in whole.splitlines() if row.lstrip().startswith("→ "))
+    assert result.endswith(tail) and "--full" not in result
+
+    step = cli.json("graph", "inspect", run_id)["trajectory"][0]
+    assert step["tools"] == [
+        {
+            "name": "read_file",
+            "arguments": {"path": "notes.txt"},
+            "result": (tmp_path / "notes.txt").read_text(),
+        }
+    ]
+    assert step["usage"]["input_tokens"] == 52 and step["usage"]["output_tokens"] == 5
+    assert all(type(v) is int for k, v in step["usage"].items() if k != "dollars")
+    assert isinstance(step["usage"]["dollars"], float)

@@ -23,10 +23,10 @@ import anyio
 from plait.actors import LocalRuntime
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
-from plait.mesh import Mesh
+from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import RunHost, RunRecord, Runs
-from plait.tools import ToolRegistry
+from plait.tools import AgentProfile, ToolRegistry, put_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -145,6 +145,15 @@ class Cli:
     def json(self, *args: str) -> Any:
         """Run ``plait ARGS --json`` and parse what it prints."""
         return json.loads(self(*args, "--json").stdout)
+
+    def profile(self, profile: AgentProfile) -> None:
+        """Store an agent profile in this CLI's mesh."""
+
+        async def put() -> None:
+            async with open_mesh(self.mesh_url) as mesh:
+                await put_profile(mesh, profile)
+
+        anyio.run(put)
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
         """Start ``plait ARGS`` and return without waiting."""
