@@ -544,6 +544,7 @@ def graph_json_schema() -> dict[str, Any]:
 
 
 __all__ = [
+    "DEFAULT_RETRY",
     "NODE_TYPES",
     "TYPE_ALIASES",
     "AgentNode",
@@ -562,11 +563,10 @@ __all__ = [
     "Node",
     "NodeType",
     "ParallelNode",
+    "RetryPolicy",
     "SubgraphNode",
     "ToolNode",
     "VerifierNode",
-    "DEFAULT_RETRY",
-    "RetryPolicy",
     "default_on_indeterminate",
     "graph_json_schema",
     "normalize_node_data",

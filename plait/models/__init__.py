@@ -19,8 +19,8 @@ import os
 from typing import Any
 
 from plait.errors import ConfigError
-from plait.models._sdk import import_sdk
 from plait.models._base import CallContext, Message, Model, ModelReply, Role, ToolCall, Usage
+from plait.models._sdk import import_sdk
 from plait.models.anthropic import AnthropicModel
 from plait.models.openai import OpenAIModel
 from plait.models.pricing import DEFAULT_PRICES, cost_of, price_of

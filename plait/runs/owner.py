@@ -151,7 +151,6 @@ class _Wake:
             if rec is None or rec.terminal:
                 await self.mail.ack()
                 return
-            self.spec = await self.host.spec(rec)
             new = as_record(engine.fail(rec, detail, reason, now=time.time()))
             try:
                 await self._write(rec, new, version, engine.status_events(rec, new))
@@ -493,8 +492,8 @@ class _Wake:
         attempt unfinished: its first handler died, and the node's policy decides.
         Each claimed visit is added to ``started`` (for the progress event).
         """
-        assert self.spec is not None
         for key in engine.claimable(new):
+            assert self.spec is not None
             # A retry after a transient error waits its backoff in the mailbox, not in
             # a task: the wake that runs it is delivered later.
             delay_ms = int(engine.retry_delay_s(self.spec, new, key) * 1000)

@@ -63,6 +63,17 @@ OWNER_CONCURRENCY = 8
 BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
 """The limits a person may raise."""
 
+LISTING_STATUSES = (
+    "running",
+    "waiting_human",
+    "waiting_approval",
+    "waiting_child",
+    "done",
+    "failed",
+    "cancelled",
+)
+"""The statuses listings show and filter by (``ready`` is shown as ``running``)."""
+
 
 def _usage(usage: dict[str, float]) -> dict[str, Any]:
     """A visit's usage as printed: tokens as integers, dollars as a float."""
@@ -159,7 +170,15 @@ class Runs:
     async def list(
         self, *, agent: str | None = None, status: str | None = None
     ) -> list[RunSummary]:
-        """Runs, newest first, filtered by agent and listing status."""
+        """Runs, newest first, filtered by agent and listing status.
+
+        Raises:
+            ConfigError: ``status`` is not one of :data:`LISTING_STATUSES`.
+        """
+        if status is not None and status not in LISTING_STATUSES:
+            raise ConfigError(
+                f"unknown run status {status!r}: expected one of {', '.join(LISTING_STATUSES)}"
+            )
         found = []
         async for entry in self.mesh.scan("runindex/", on_corrupt=skip_corrupt):
             try:
@@ -506,4 +525,4 @@ class Runs:
         return await audit.verify(self.mesh, await self.get(run_id))
 
 
-__all__ = ["BUDGET_LIMITS", "OWNER_CONCURRENCY", "Runs"]
+__all__ = ["BUDGET_LIMITS", "LISTING_STATUSES", "OWNER_CONCURRENCY", "Runs"]
