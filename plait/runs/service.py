@@ -38,6 +38,7 @@ from plait.graphs import engine
 from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
 from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
+from plait.models import check_model_spec
 from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
 from plait.runs.ports import ended, history_part_key
@@ -107,7 +108,13 @@ class Runs:
         content: what reads it is tainted and loses its pre-approved tools. ``workspace``
         (default: this process's working directory) is pinned in the record: the run's
         tools work there on any worker. A ``run_id`` already taken raises VersionConflict.
+
+        Raises:
+            ConfigError: ``model`` is a spec that cannot work (see
+                :func:`~plait.models.check_model_spec`); nothing is written.
         """
+        if model is not None:
+            check_model_spec(model)
         stored = await get_graph(self.mesh, agent, name, version)
         run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
         state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
