@@ -30,6 +30,7 @@ from plait.actors import ActorContext, Mail, tell_in
 from plait.errors import (
     ConfigError,
     DecisionNotFound,
+    MeshUnavailable,
     PlaitError,
     RunError,
     ValueTooLarge,
@@ -83,6 +84,8 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
     try:
         await wake.run()
     except Exception as exc:
+        if isinstance(exc, MeshUnavailable):
+            raise  # nothing can be written now; the runtime leaves it for redelivery
         last = mail.delivery.attempt >= ctx.runtime.max_attempts
         heals = isinstance(exc, RunError) or (isinstance(exc, PlaitError) and exc.retryable)
         if heals and not last:
