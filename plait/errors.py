@@ -26,6 +26,7 @@ same call may succeed if simply tried again.
     │   ├── ModelRateLimited                  (retryable)
     │   ├── ModelTimeout                      (retryable)
     │   ├── ModelConnectionError              (retryable)
+    │   ├── ModelServerError                  an HTTP 5xx answer (retryable)
     │   └── ScriptedModelError                no rule matched, or the rule says error
     ├── ToolError
     │   ├── ToolNotFound (LookupError)
@@ -234,6 +235,12 @@ class ModelTimeout(ModelError):
 
 class ModelConnectionError(ModelError):
     """The model endpoint could not be reached."""
+
+    retryable = True
+
+
+class ModelServerError(ModelError):
+    """The provider answered with a server error (HTTP 5xx, 529 overloaded)."""
 
     retryable = True
 

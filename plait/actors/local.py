@@ -457,15 +457,19 @@ class LocalRuntime:
                         mail.delivery.id,
                         exc,
                     )
-                except Exception:
+                except Exception as exc:
                     # Left unacked: the mesh delivers it again after the visibility
-                    # timeout, and dead-letters it after max_attempts.
-                    log.exception(
-                        "actor %s failed on message %s (attempt %d)",
+                    # timeout, and dead-letters it after max_attempts. One line per
+                    # failed attempt; the traceback only in the debug log.
+                    log.warning(
+                        "actor %s failed on message %s (attempt %d): %s: %s",
                         activation.record.id,
                         mail.delivery.id,
                         mail.delivery.attempt,
+                        type(exc).__name__,
+                        str(exc).splitlines()[0] if str(exc) else "",
                     )
+                    log.debug("traceback of message %s", mail.delivery.id, exc_info=True)
                 finally:
                     self._finish(mail.delivery)
                 activation.last_used = time.monotonic()

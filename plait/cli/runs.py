@@ -34,11 +34,13 @@ from plait.cli._output import (
 )
 from plait.cli.graph import graph_app
 from plait.decisions import Human
-from plait.errors import AuditChainBroken
+from plait.errors import AuditChainBroken, ConfigError
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh, open_mesh
+from plait.models import check_model_spec
 from plait.runs import AuditEvent, RunHost, RunRecord, Runs
 from plait.runs.audit import read_events
+from plait.runs.service import LISTING_STATUSES
 from plait.tools.profiles import get_profile
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
@@ -187,15 +189,21 @@ async def _report(runs: Runs, rec: RunRecord, as_json: bool) -> None:
         waiting = {"node": asked.node, "ask": asked.ask, "decision_id": asked.decision_id}
     output = await runs.output(rec)
     if as_json:
-        print_json(
-            {
-                "run_id": rec.run_id,
-                "status": rec.status,
-                "waiting": waiting,
-                "output": output,
-                "ended_detail": rec.ended_detail,
+        body = {
+            "run_id": rec.run_id,
+            "status": rec.status,
+            "waiting": waiting,
+            "output": output,
+            "ended_detail": rec.ended_detail,
+        }
+        if rec.status == "failed":
+            body["error"] = {
+                "node": rec.error_node,
+                "visit": rec.error_visit,
+                "type": rec.ended_detail,
+                "message": rec.error,
             }
-        )
+        print_json(body)
         return
     detail = f" ({rec.ended_detail})" if rec.ended_detail else ""
     say("run ", styled(rec.run_id, "bold"), f" {rec.status}{detail}")
@@ -237,17 +245,25 @@ def run_graph_cmd(
     ] = False,
     mesh: MeshOption = None,
 ) -> None:
-    """Start a durable run of a stored graph and follow it until it settles."""
+    """Start a durable run of a stored graph and follow it until it settles.
+
+    Exit codes: 0 the run is done or waits on a person (waiting_*); 1 it failed or was
+    cancelled, or the command failed; 2 a usage error (a bad model spec is refused
+    before any run is queued).
+    """
     text_arg(input, "--input")
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
             stored = await get_graph(m, agent, name, version)
-            if model is None and (await get_profile(m, stored.agent)).model is None:
+            spec = model or (await get_profile(m, stored.agent)).model
+            if spec is None:
                 fail(
                     f"agent {stored.agent!r} has no model: pass --model (e.g. "
-                    "openai:gpt-4o-mini or scripted:path.yaml) or set PLAIT_MODEL"
+                    "openai:gpt-4o-mini or scripted:path.yaml) or set PLAIT_MODEL",
+                    2,
                 )
+            refuse_bad_model(spec)
             runs = Runs(m)
             rec = await runs.start(
                 agent, name, input, version=version, model=model, input_untrusted=input_untrusted
@@ -277,8 +293,23 @@ def run_graph_cmd(
                 with _progress_printer(not as_json) as show:
                     rec = await runs.wait(rec.run_id, on_progress=show)
             await _report(runs, rec, as_json)
+            exit_for(rec)
 
     run(main)
+
+
+def refuse_bad_model(spec: str) -> None:
+    """Exit 2 with one line if a model spec cannot work (nothing is queued then)."""
+    try:
+        check_model_spec(spec)
+    except ConfigError as exc:
+        fail(str(exc), 2)
+
+
+def exit_for(rec: RunRecord) -> None:
+    """Exit 1 if the run failed or was cancelled; a done or parked run exits 0."""
+    if rec.status in ("failed", "cancelled"):
+        raise typer.Exit(1)
 
 
 @graph_app.command("resume")
@@ -288,7 +319,11 @@ def resume_cmd(
     as_json: JsonOption = False,
     mesh: MeshOption = None,
 ) -> None:
-    """Answer what a waiting run asks, then follow it until it settles again."""
+    """Answer what a waiting run asks, then follow it until it settles again.
+
+    Exit codes: 0 the run is done or waits on a person again (waiting_*); 1 it failed
+    or was cancelled, or the command failed.
+    """
     text_arg(answer, "ANSWER")
 
     async def main() -> None:
@@ -299,6 +334,7 @@ def resume_cmd(
                 with _progress_printer(not as_json) as show:
                     rec = await runs.wait(run_id, since=before, on_progress=show)
             await _report(runs, rec, as_json)
+            exit_for(rec)
 
     run(main)
 
@@ -354,11 +390,15 @@ def cancel_cmd(
     as_json: JsonOption = False,
     mesh: MeshOption = None,
 ) -> None:
-    """Cancel a run: nothing of it runs again."""
+    """Cancel a run: nothing of it runs again. Exits 1 if the run was already over."""
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            rec = await Runs(m).cancel(run_id, by=human())
+            runs = Runs(m)
+            before = await runs.get(run_id)
+            if before.terminal:
+                fail(f"run {run_id} is already over ({before.status}): nothing to cancel")
+            rec = await runs.cancel(run_id, by=human())
         if as_json:
             print_json(
                 {"run_id": rec.run_id, "status": rec.status, "ended_detail": rec.ended_detail}
@@ -387,6 +427,8 @@ def runs_cmd(
     mesh: MeshOption = None,
 ) -> None:
     """List runs, newest first, including parked ones."""
+    if status is not None and status not in LISTING_STATUSES:
+        fail(f"unknown status {status!r}: expected one of {', '.join(LISTING_STATUSES)}", 2)
     shown = mode(output, as_json)
 
     async def main() -> None:

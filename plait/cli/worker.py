@@ -9,7 +9,8 @@ import anyio
 import typer
 
 from plait.actors import LocalRuntime, tune_gc_for_serving
-from plait.cli._common import MeshOption, err_console, run
+from plait.cli._common import MeshOption, err_console, fail, run
+from plait.errors import ConfigError
 from plait.mesh import open_mesh
 from plait.models import load_model
 from plait.runs import RunHost
@@ -41,7 +42,14 @@ def worker_cmd(
         ),
     ] = 30.0,
 ) -> None:
-    """Serve every run on the mesh (a dead process's too) until SIGINT or SIGTERM."""
+    """Serve every run on the mesh (a dead process's too) until SIGINT or SIGTERM.
+
+    Exits 2 at once, with one line, if ``--model`` names a model that cannot work.
+    """
+    try:
+        default_model = load_model(model) if model else None
+    except ConfigError as exc:
+        fail(str(exc), 2)
 
     async def main() -> None:
         tune_gc_for_serving()
@@ -51,7 +59,7 @@ def worker_cmd(
                 visibility_timeout_ms=int(visibility_timeout * 1000),
                 drain_timeout_s=drain_timeout,
             )
-            RunHost(runtime, model=load_model(model) if model else None)
+            RunHost(runtime, model=default_model)
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async with runtime:
                     err_console.print(f"worker {runtime.host} serving {m.url}", highlight=False)

@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import jsonschema
 
-from plait.errors import ModelError, ToolError, ToolNotPermitted
+from plait.errors import ModelError, ModelTimeout, ToolError, ToolNotPermitted
 from plait.graphs.budget import VisitBudget
 from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
@@ -61,6 +62,8 @@ class Turn:
     response_format: dict[str, Any] | None = None
     budget: VisitBudget = field(default_factory=VisitBudget)
     """What the visit may still spend; shared by the visit's concurrent turns."""
+    timeout_s: float | None = None
+    """Seconds each model call may take (None: the adapter's own timeout)."""
 
 
 async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
@@ -76,12 +79,18 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
     trusted = turn.trusted
     for _ in range(turn.max_rounds):
         async with turn.budget.model_call():
-            reply = await turn.model.complete(
-                out.messages,
-                tools=specs,
-                context=turn.context,
-                response_format=turn.response_format,
-            )
+            with anyio.move_on_after(turn.timeout_s) as scope:
+                reply = await turn.model.complete(
+                    out.messages,
+                    tools=specs,
+                    context=turn.context,
+                    response_format=turn.response_format,
+                )
+            if scope.cancelled_caught:
+                raise ModelTimeout(
+                    f"node {turn.context.node!r}: the call of {turn.model.spec} took longer "
+                    f"than its timeout_s of {turn.timeout_s:g}"
+                )
             dollars = cost_of(turn.model.spec, reply.usage, env.prices)
             turn.budget.spend(reply.usage, dollars)
         out.usage = reply.usage if out.usage is _NO_USAGE else out.usage + reply.usage

@@ -13,11 +13,19 @@ left). Every function returns a new state and never mutates its argument.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from plait.graphs.spec import FanOutNode, FanOutSpec, GraphSpec, Node, VerifierNode
+from plait.graphs.spec import (
+    DEFAULT_RETRY,
+    FanOutNode,
+    FanOutSpec,
+    GraphSpec,
+    Node,
+    VerifierNode,
+)
 from plait.graphs.state import (
     Attempt,
     FanOutState,
@@ -39,6 +47,8 @@ class NodeResult:
         value: the node's output.
         error: set when the node failed; ``detail`` may name the reason code
             (``"tool_execution_failed"``), which becomes the run's ``ended_detail``.
+        retryable: the error is transient (a rate limit, a 5xx, a timeout): the node
+            is tried again under its ``retry`` policy.
         verdict: a verifier's verdict word (already checked against its verdicts).
         input_tokens, output_tokens, dollars: what the visit spent.
         prompt: the rendered prompt (for the trajectory and audit).
@@ -53,6 +63,7 @@ class NodeResult:
     value: Any = None
     error: str | None = None
     detail: str | None = None
+    retryable: bool = False
     verdict: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
@@ -68,7 +79,7 @@ class NodeResult:
 
 Event = dict[str, Any]
 """An engine event: a dict with a ``type`` (``node.committed``, ``node.waiting``,
-``run.done``, ``run.failed``, ``run.waiting``, ``run.cancelled``)."""
+``node.retrying``, ``run.done``, ``run.failed``, ``run.waiting``, ``run.cancelled``)."""
 
 
 def start(
@@ -205,6 +216,26 @@ def complete(
     if result.history is not None and result.tainted and key not in s.tainted_history:
         s.tainted_history = [*s.tainted_history, key]  # its conversation took in outside content
 
+    if result.error is not None and result.retryable and _retry(spec, s, key):
+        events.append(
+            {
+                "type": "node.retrying",
+                "node": key,
+                "visit": visit,
+                "error": result.error,
+                "failures": s.retrying[key],
+                "delay_s": retry_delay_s(spec, s, key),
+            }
+        )
+        reason = exhausted(spec, s, starting=False)
+        if reason is not None:
+            s = _exhaust(spec, s, reason, now)
+        _settle(s)
+        events.extend(status_events(state, s))
+        return s, events
+    failures = s.retrying.pop(key, 0)
+    if result.error is not None and failures:
+        result = replace(result, error=f"{result.error} (after {failures + 1} tries)")
     _remove_ready(s, key)
     s.visits[key] = visit
     s.outputs[key] = NodeOutput(
@@ -235,6 +266,22 @@ def complete(
     return s, events
 
 
+def retry_delay_s(spec: GraphSpec, state: RunState, key: str) -> float:
+    """Seconds to wait before the next try of ``key``, which is being retried (0 if not).
+
+    Exponential from the node's ``initial_s`` up to ``max_s``, times a jitter in
+    [0.5, 1) drawn from the run, the node and the try, so that runs failing together
+    spread their retries yet a replay waits the same.
+    """
+    failures = state.retrying.get(key, 0)
+    if not failures:
+        return 0.0
+    policy = _node(spec, _target(state, key)).retry or DEFAULT_RETRY
+    base = min(policy.max_s, policy.initial_s * 2.0 ** (failures - 1))
+    digest = hashlib.sha256(f"{state.run_id}/{key}/{failures}".encode()).digest()
+    return base * (0.5 + int.from_bytes(digest[:4], "big") / 2**33)
+
+
 def resume(state: RunState, *, now: float) -> RunState:
     """Unpark a run whose decision was answered, so its waiting node runs again."""
     s = _fork(state)
@@ -258,7 +305,7 @@ def fail(state: RunState, detail: str, error: str | None, *, now: float) -> RunS
     """End the run as failed with ``detail`` (and an error message)."""
     s = _fork(state)
     s.status, s.ended_detail, s.error = "failed", detail, error
-    s.ready, s.attempts, s.waiting = [], {}, None
+    s.ready, s.attempts, s.waiting, s.retrying = [], {}, None, {}
     s.updated_at = now
     return s
 
@@ -364,6 +411,7 @@ def _fork(state: RunState, **changes: Any) -> RunState:
         "decisions": dict(state.decisions),
         "fanouts": dict(state.fanouts),
         "budget_extra": dict(state.budget_extra),
+        "retrying": dict(state.retrying),
     }
     update.update(changes)
     if state.__pydantic_extra__ or state.__pydantic_private__:
@@ -392,6 +440,26 @@ def _exhaust(spec: GraphSpec, s: RunState, reason: str, now: float) -> RunState:
         s.updated_at = now
         return s
     return fail(s, "budget_exhausted", reason, now=now)
+
+
+def _target(state: RunState, key: str) -> str:
+    plan = state.instance_of(key)
+    return plan.target if plan else key
+
+
+def _retry(spec: GraphSpec, s: RunState, key: str) -> bool:
+    """Count a transient failure of ``key``; True if its policy tries it again.
+
+    A try that failed commits no step, only a retry (its tokens and time still count).
+    """
+    policy = _node(spec, _target(s, key)).retry or DEFAULT_RETRY
+    failures = s.retrying.get(key, 0) + 1
+    if failures >= policy.attempts:
+        return False
+    s.retrying[key] = failures
+    u = s.usage
+    s.usage = u.model_copy(update={"steps": u.steps - 1, "retries": u.retries + 1})
+    return True
 
 
 def _remove_ready(s: RunState, key: str) -> None:
@@ -529,19 +597,17 @@ def _aggregate(s: RunState, fanout: FanOutState, target: str, now: float) -> Non
 def _on_error(
     spec: GraphSpec, s: RunState, key: str, plan: InstancePlan | None, result: NodeResult
 ) -> None:
-    if plan is None:
+    policy = "fail_fast" if plan is None else _fanout_of(s, key).policies.get(plan.target)
+    if plan is None or policy in ("fail_fast", None):
         _end_failed(s, result.detail or "node_failed", f"{key}: {result.error}", s.updated_at)
-        return
-    policy = _fanout_of(s, key).policies.get(plan.target, "fail_fast")
-    if policy == "fail_fast":
-        _end_failed(s, result.detail or "node_failed", f"{key}: {result.error}", s.updated_at)
+        s.error_node, s.error_visit = key, s.visits.get(key)
     else:  # drain_then_fail and collect both wait for the siblings
         _instance_done(spec, s, key, plan, s.updated_at)
 
 
 def _end_failed(s: RunState, detail: str, error: str, now: float) -> None:
     s.status, s.ended_detail, s.error = "failed", detail, error
-    s.ready, s.attempts, s.waiting = [], {}, None
+    s.ready, s.attempts, s.waiting, s.retrying = [], {}, None, {}
     s.updated_at = now
 
 
@@ -588,6 +654,7 @@ __all__ = [
     "node_of",
     "raise_budget",
     "resume",
+    "retry_delay_s",
     "run_output_key",
     "start",
     "status_events",

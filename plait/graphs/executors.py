@@ -18,11 +18,14 @@ import anyio
 
 from plait.errors import (
     BudgetExhausted,
+    ConfigError,
     DecisionClosed,
     GraphError,
     PlaitError,
     TemplateError,
+    ToolArgumentsInvalid,
     ToolError,
+    ToolNotFound,
 )
 from plait.graphs.agent_loop import (
     ToolRejected,
@@ -104,7 +107,8 @@ async def execute(
     except ToolRejected as exc:
         result = _spent(budget, NodeResult(error=str(exc), detail="tool_execution_failed"))
     except PlaitError as exc:
-        result = _spent(budget, NodeResult(error=str(exc), detail=_detail_of(exc)))
+        failed = NodeResult(error=str(exc), detail=_detail_of(exc), retryable=exc.retryable)
+        result = _spent(budget, failed)
     result.started_at, result.ended_at = started, time.time()
     result.tainted = result.tainted or not trusted  # what reads outside content carries it
     return result
@@ -134,6 +138,11 @@ def _spent(budget: VisitBudget, result: NodeResult) -> NodeResult:
 def _detail_of(exc: PlaitError) -> str:
     if isinstance(exc, BudgetExhausted):
         return "budget_exhausted"
+    # Trying again cannot mend these: the node fails at once and says what to fix.
+    if isinstance(exc, ConfigError | ToolNotFound | ToolArgumentsInvalid):
+        return "configuration_error"
+    if exc.retryable:
+        return "transient_error"
     if isinstance(exc, TemplateError):
         return "template_error"
     if isinstance(exc, ToolError):
@@ -207,6 +216,7 @@ async def _model_node(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateCont
         max_rounds=agent.max_rounds if agent else 1,
         response_format=agent.response_format if agent else None,
         budget=v.budget,
+        timeout_s=node.timeout_s,
     )
     result = await run_turn(turn, messages)
     usage, dollars = result.usage, result.dollars
@@ -361,6 +371,7 @@ async def _parallel(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContex
                 trusted=trusted,
                 read_only_only=True,
                 budget=v.budget,
+                timeout_s=node.timeout_s,
             )
             result = await run_turn(turn, [Message(role="user", content=prompt)])
             answers[index] = result.text

@@ -314,8 +314,16 @@ async def _drive(session: _Session, state: RunState) -> RunState:
     in_flight = 0
 
     async def run_one(key: str, visit: int, snapshot: RunState) -> None:
-        result = await execute(env, snapshot, key, visit, values)
+        result = await _execute(key, visit, snapshot)
         await send.send((key, result))
+
+    async def _execute(key: str, visit: int, snapshot: RunState) -> engine.NodeResult:
+        # A retry after a transient error waits its backoff first, as a durable run's
+        # delayed wake does.
+        delay = engine.retry_delay_s(spec, snapshot, key)
+        if delay:
+            await anyio.sleep(delay)
+        return await execute(env, snapshot, key, visit, values)
 
     async with anyio.create_task_group() as tg, send, receive:
         while True:
@@ -335,7 +343,7 @@ async def _drive(session: _Session, state: RunState) -> RunState:
             if in_flight == 0 and len(claimed) == 1:
                 # The only node to run: await it here, sparing a task and a channel hop.
                 key, visit = claimed[0]
-                result = await execute(env, state, key, visit, values)
+                result = await _execute(key, visit, state)
             else:
                 for key, visit in claimed:
                     tg.start_soon(run_one, key, visit, state)

@@ -119,6 +119,33 @@ class Budget(_Model):
         return data
 
 
+class RetryPolicy(_Model):
+    """How a node's visit is tried again after a transient error (429, 5xx, a timeout,
+    a connection refused): up to ``attempts`` tries in all, waiting ``initial_s``,
+    then twice as long each time up to ``max_s``, with jitter. Each try after the first
+    counts against the run's ``retries`` budget. Configuration errors are never retried.
+
+    Attributes:
+        attempts: tries in all, the first included (1 = never retry).
+        initial_s: seconds before the first retry.
+        max_s: the longest wait between tries.
+    """
+
+    attempts: int = Field(default=5, ge=1, le=100)
+    initial_s: float = Field(default=1.0, gt=0, le=3600, allow_inf_nan=False)
+    max_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryPolicy:
+        if self.max_s < self.initial_s:
+            raise ValueError(f"max_s ({self.max_s:g}) is below initial_s ({self.initial_s:g})")
+        return self
+
+
+DEFAULT_RETRY = RetryPolicy()
+"""The retry policy of a node that sets none: 5 tries, 1 s doubling up to 60 s."""
+
+
 class Edge(_Model):
     """A static edge of the begin/end form: ``target`` becomes ready after ``source``."""
 
@@ -137,6 +164,9 @@ class _NodeBase(_Model):
         on_indeterminate: the policy after a crash mid-node; None = the type's default
             (see :func:`default_on_indeterminate`).
         verify: the name of a check tool run first under the ``verify`` policy.
+        retry: how transient errors are retried; None = :data:`DEFAULT_RETRY`.
+        timeout_s: seconds each model call of the node may take; None = the model
+            adapter's own timeout.
     """
 
     id: str
@@ -144,6 +174,8 @@ class _NodeBase(_Model):
     next: str | None = None
     on_indeterminate: IndeterminatePolicy | None = None
     verify: str | None = None
+    retry: RetryPolicy | None = None
+    timeout_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
 
 
 class LastTurns(_Model):
@@ -512,6 +544,7 @@ def graph_json_schema() -> dict[str, Any]:
 
 
 __all__ = [
+    "DEFAULT_RETRY",
     "NODE_TYPES",
     "TYPE_ALIASES",
     "AgentNode",
@@ -530,6 +563,7 @@ __all__ = [
     "Node",
     "NodeType",
     "ParallelNode",
+    "RetryPolicy",
     "SubgraphNode",
     "ToolNode",
     "VerifierNode",

@@ -174,6 +174,12 @@ class RunState(BaseModel):
     """The node whose output is the run's output."""
     ended_detail: str | None = None
     error: str | None = None
+    error_node: str | None = None
+    """The node (or instance) whose failure ended the run, if one did."""
+    error_visit: int | None = None
+    """That node's visit."""
+    retrying: dict[str, int] = Field(default_factory=dict)
+    """Failed tries so far of each node being retried after a transient error."""
     seq: int = 0
     """Committed transitions so far (also the audit event count)."""
     last_hash: str = ""

@@ -9,14 +9,18 @@
   (:class:`~plait.models.anthropic.AnthropicModel`; ``pip install 'plait[anthropic]'``).
 
 The contract every adapter keeps is written once, in :mod:`plait.models._base`.
+:func:`check_model_spec` checks a spec without building a client or touching the
+network, so a bad one is refused before a run is queued.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from plait.errors import ConfigError
 from plait.models._base import CallContext, Message, Model, ModelReply, Role, ToolCall, Usage
+from plait.models._sdk import import_sdk
 from plait.models.anthropic import AnthropicModel
 from plait.models.openai import OpenAIModel
 from plait.models.pricing import DEFAULT_PRICES, cost_of, price_of
@@ -37,12 +41,7 @@ def load_model(spec: str, **options: Any) -> Model:
         ConfigError: the prefix is unknown, the name is empty, an option does not
             apply, or the adapter cannot be configured (missing SDK or key).
     """
-    prefix, _, name = spec.partition(":")
-    if prefix not in SUPPORTED_PREFIXES or not name:
-        raise ConfigError(
-            f"cannot load model {spec!r}: expected PREFIX:NAME with a prefix among "
-            f"{', '.join(SUPPORTED_PREFIXES)} (e.g. 'openai:gpt-4o-mini')"
-        )
+    prefix, name = _split(spec)
     if prefix == "scripted":
         if options:
             raise ConfigError(f"a scripted model takes no options, got {sorted(options)}")
@@ -50,6 +49,36 @@ def load_model(spec: str, **options: Any) -> Model:
     if prefix == "openai":
         return _build(OpenAIModel, name, options)
     return _build(AnthropicModel, name, options)
+
+
+def check_model_spec(spec: str) -> None:
+    """Refuse a model spec that cannot work, without building a client or any network.
+
+    Checks the ``PREFIX:NAME`` form, that a scripted file loads, that the provider's
+    SDK imports, and that a key or a base URL is configured for it.
+
+    Raises:
+        ConfigError: what is wrong, and how to fix it.
+    """
+    prefix, name = _split(spec)
+    if prefix == "scripted":
+        ScriptedModel.from_file(name)
+        return
+    import_sdk(prefix, prefix)
+    upper = prefix.upper()
+    if not (os.environ.get(f"{upper}_API_KEY") or os.environ.get(f"{upper}_BASE_URL")):
+        local = " (or OPENAI_BASE_URL for a local server)" if prefix == "openai" else ""
+        raise ConfigError(f"no API key for {spec}: set {upper}_API_KEY{local}")
+
+
+def _split(spec: str) -> tuple[str, str]:
+    prefix, _, name = spec.partition(":")
+    if prefix not in SUPPORTED_PREFIXES or not name:
+        raise ConfigError(
+            f"cannot load model {spec!r}: expected PREFIX:NAME with a prefix among "
+            f"{', '.join(SUPPORTED_PREFIXES)} (e.g. 'openai:gpt-4o-mini')"
+        )
+    return prefix, name
 
 
 def _build(cls: type[OpenAIModel | AnthropicModel], name: str, options: dict[str, Any]) -> Model:
@@ -74,6 +103,7 @@ __all__ = [
     "ScriptedModel",
     "ToolCall",
     "Usage",
+    "check_model_spec",
     "cost_of",
     "load_model",
     "price_of",

@@ -16,6 +16,7 @@ from plait.errors import (
     ModelConnectionError,
     ModelError,
     ModelRateLimited,
+    ModelServerError,
     ModelTimeout,
 )
 
@@ -73,10 +74,9 @@ def translate_error(sdk: ModuleType, exc: Exception, provider: str, model: str) 
         return ModelConnectionError(f"{where}: cannot reach {_url(exc)}: {_cause(exc)}")
     if isinstance(exc, sdk.APIStatusError):
         message = provider_message(exc.body, exc.message)
-        error = ModelError(f"{where}: HTTP {exc.status_code}: {message}")
         # A server-side failure (500, 503, 529 overloaded) may pass; a 4xx will not.
-        error.retryable = exc.status_code >= 500
-        return error
+        kind = ModelServerError if exc.status_code >= 500 else ModelError
+        return kind(f"{where}: HTTP {exc.status_code}: {message}")
     return ModelError(f"{where}: {exc}")
 
 

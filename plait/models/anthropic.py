@@ -37,8 +37,9 @@ class AnthropicModel(Model):
         api_key: the key; default ``ANTHROPIC_API_KEY``.
         base_url: the API root; default ``ANTHROPIC_BASE_URL``, else the Anthropic API.
         max_tokens: the cap on reply tokens the API requires.
-        max_retries: how often the SDK retries rate limits, overload, timeouts and
-            connection errors, with backoff (it honours ``retry-after``).
+        max_retries: how often the SDK itself retries rate limits, overload, timeouts and
+            connection errors, with backoff (it honours ``retry-after``). Default 0: a
+            node's ``retry`` policy retries them, with backoff, against the run's budget.
         timeout: seconds per request attempt.
         temperature: sampling temperature, or None for the API's default.
 
@@ -53,7 +54,7 @@ class AnthropicModel(Model):
         api_key: str | None = None,
         base_url: str | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        max_retries: int = 2,
+        max_retries: int = 0,
         timeout: float = 120.0,
         temperature: float | None = None,
     ) -> None:

@@ -33,8 +33,9 @@ class OpenAIModel(Model):
         api_key: the key; default ``OPENAI_API_KEY``.
         base_url: the API root (``"http://localhost:8000/v1"``); default
             ``OPENAI_BASE_URL``, else the OpenAI API.
-        max_retries: how often the SDK retries rate limits, timeouts, connection
-            errors and 5xx answers, with backoff (it honours ``retry-after``).
+        max_retries: how often the SDK itself retries rate limits, timeouts, connection
+            errors and 5xx answers, with backoff (it honours ``retry-after``). Default 0: a
+            node's ``retry`` policy retries them, with backoff, against the run's budget.
         timeout: seconds per request attempt.
         temperature: sampling temperature, or None for the server's default.
         max_tokens: a cap on reply tokens, or None for the server's default.
@@ -49,7 +50,7 @@ class OpenAIModel(Model):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        max_retries: int = 2,
+        max_retries: int = 0,
         timeout: float = 120.0,
         temperature: float | None = None,
         max_tokens: int | None = None,

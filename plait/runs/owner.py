@@ -21,12 +21,21 @@ claim's nonce is still there; if it is not, this wake lost its node and stops.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import Any
 
 from plait.actors import ActorContext, Mail, tell_in
-from plait.errors import DecisionNotFound, RunError, VersionConflict
+from plait.errors import (
+    ConfigError,
+    DecisionNotFound,
+    MeshUnavailable,
+    PlaitError,
+    RunError,
+    ValueTooLarge,
+    VersionConflict,
+)
 from plait.graphs import engine
 from plait.graphs.engine import NodeResult
 from plait.graphs.executors import execute
@@ -58,12 +67,33 @@ TICK_MAX_MS = 3_600_000
 _CLAIM_TRIES = 50
 _TAKE_AT_MOST = 4
 
+log = logging.getLogger(__name__)
+
 
 async def handle(ctx: ActorContext, mail: Mail) -> None:
-    """The run owner's handler: one node per wake."""
+    """The run owner's handler: one node per wake.
+
+    A wake that fails is delivered again only if the failure may pass (the mesh was
+    unreachable, the record kept moving) and this is not its last delivery; otherwise
+    the run fails with the reason at once, so no node runs again for an error that
+    cannot heal and no run stays ``running`` behind a dead-lettered message.
+    """
     body = mail.body if isinstance(mail.body, dict) else {}
     run_id = body.get("run") or ctx.id.removeprefix("run:")
-    await _Wake(RunHost.of(ctx.runtime), run_id, mail).run()
+    wake = _Wake(RunHost.of(ctx.runtime), run_id, mail)
+    try:
+        await wake.run()
+    except Exception as exc:
+        if isinstance(exc, MeshUnavailable):
+            raise  # nothing can be written now; the runtime leaves it for redelivery
+        last = mail.delivery.attempt >= ctx.runtime.max_attempts
+        heals = isinstance(exc, RunError) or (isinstance(exc, PlaitError) and exc.retryable)
+        if heals and not last:
+            raise
+        detail = "dead_lettered" if heals else "internal_error"
+        reason = f"the wake failed {mail.delivery.attempt} time(s), last with " if heals else ""
+        log.debug("run %s: wake %s failed", run_id, mail.delivery.id, exc_info=True)
+        await wake.fail(detail, f"{reason}{type(exc).__name__}: {exc}")
 
 
 def listing_status(status: str) -> str:
@@ -116,6 +146,20 @@ class _Wake:
         """
         if time.time() - rec.updated_at >= self.host.progress_kept_s / 2:
             await self.mesh.delete_topic(events_topic(rec.run_id))
+
+    async def fail(self, detail: str, reason: str) -> None:
+        """End the run as failed with ``detail`` and ``reason``, and ack this wake."""
+        for _ in range(_CLAIM_TRIES):
+            rec, version = await self.host.record(self.run_id, fresh=True)
+            if rec is None or rec.terminal:
+                await self.mail.ack()
+                return
+            new = as_record(engine.fail(rec, detail, reason, now=time.time()))
+            try:
+                await self._write(rec, new, version, engine.status_events(rec, new))
+                return
+            except VersionConflict:
+                continue
 
     def _has_work(self, rec: RunRecord) -> bool:
         return bool(engine.claimable(rec)) or any(
@@ -343,13 +387,20 @@ class _Wake:
         attempt: Attempt,
         verify: bool,
     ) -> None:
-        env = await self.host.env(spec, rec)
         result: NodeResult | None = None
         if verify:
             result = await self.host.verify_effect(spec, rec, key, attempt.visit)
         if result is None:
-            values = await self.host.values_for(spec, rec, key)
-            result = await execute(env, rec, key, attempt.visit, values)
+            try:
+                env = await self.host.env(spec, rec)
+            except ConfigError as exc:  # the run's model cannot be loaded: no try mends it
+                now = time.time()
+                result = NodeResult(
+                    error=str(exc), detail="configuration_error", started_at=now, ended_at=now
+                )
+            else:
+                values = await self.host.values_for(spec, rec, key)
+                result = await execute(env, rec, key, attempt.visit, values)
         base, base_version = rec, version
         while True:
             hydrated = await self.host.hydrate(spec, base, key)
@@ -359,6 +410,11 @@ class _Wake:
             try:
                 await self._write(base, new, base_version, events, key=key, result=result)
                 return
+            except ValueTooLarge as exc:
+                if result.detail == "output_too_large":
+                    raise
+                # The same output would fail every commit: the node fails instead.
+                result = _too_large(key, result, exc)
             except VersionConflict:
                 fresh, fresh_version = await self.host.record(self.run_id, fresh=True)
                 mine = fresh.attempts.get(key) if fresh is not None else None
@@ -440,12 +496,20 @@ class _Wake:
         Each claimed visit is added to ``started`` (for the progress event).
         """
         for key in engine.claimable(new):
-            wake = tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "next"})
+            assert self.spec is not None
+            # A retry after a transient error waits its backoff in the mailbox, not in
+            # a task: the wake that runs it is delivered later.
+            delay_ms = int(engine.retry_delay_s(self.spec, new, key) * 1000)
+            why = "retry" if delay_ms else "next"
+            wake = tell_in(
+                tx, owner_id(new.run_id), {"run": new.run_id, "why": why}, after_ms=delay_ms
+            )
             claimed, attempt = self._claim(new, key, wake)
             if attempt is None:
                 continue  # a budget is spent: the plain wake's handler says so
             new = claimed
-            started.append({"node": key, "visit": attempt.visit, "at": attempt.started_at})
+            if not delay_ms:
+                started.append({"node": key, "visit": attempt.visit, "at": attempt.started_at})
         return new
 
     def _claim(self, rec: RunRecord, key: str, wake: str) -> tuple[RunRecord, Attempt | None]:
@@ -501,6 +565,22 @@ class _Wake:
             "actor": self.host.id,
             "at": time.time(),
         }
+
+
+def _too_large(key: str, result: NodeResult, exc: ValueTooLarge) -> NodeResult:
+    """The failed result of a visit whose output (or conversation) is over the limit."""
+    return NodeResult(
+        error=(
+            f"its output is {exc.size} bytes encoded, over the mesh's limit of "
+            f"{exc.limit} bytes (return less, or store large data elsewhere)"
+        ),
+        detail="output_too_large",
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        dollars=result.dollars,
+        started_at=result.started_at,
+        ended_at=result.ended_at,
+    )
 
 
 def _progress(

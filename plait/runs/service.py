@@ -38,6 +38,7 @@ from plait.graphs import engine
 from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
 from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
+from plait.models import check_model_spec
 from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
 from plait.runs.ports import ended, history_part_key
@@ -62,6 +63,17 @@ OWNER_CONCURRENCY = 8
 
 BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
 """The limits a person may raise."""
+
+LISTING_STATUSES = (
+    "running",
+    "waiting_human",
+    "waiting_approval",
+    "waiting_child",
+    "done",
+    "failed",
+    "cancelled",
+)
+"""The statuses listings show and filter by (``ready`` is shown as ``running``)."""
 
 
 def _usage(usage: dict[str, float]) -> dict[str, Any]:
@@ -96,7 +108,13 @@ class Runs:
         content: what reads it is tainted and loses its pre-approved tools. ``workspace``
         (default: this process's working directory) is pinned in the record: the run's
         tools work there on any worker. A ``run_id`` already taken raises VersionConflict.
+
+        Raises:
+            ConfigError: ``model`` is a spec that cannot work (see
+                :func:`~plait.models.check_model_spec`); nothing is written.
         """
+        if model is not None:
+            check_model_spec(model)
         stored = await get_graph(self.mesh, agent, name, version)
         run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
         state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
@@ -159,7 +177,15 @@ class Runs:
     async def list(
         self, *, agent: str | None = None, status: str | None = None
     ) -> list[RunSummary]:
-        """Runs, newest first, filtered by agent and listing status."""
+        """Runs, newest first, filtered by agent and listing status.
+
+        Raises:
+            ConfigError: ``status`` is not one of :data:`LISTING_STATUSES`.
+        """
+        if status is not None and status not in LISTING_STATUSES:
+            raise ConfigError(
+                f"unknown run status {status!r}: expected one of {', '.join(LISTING_STATUSES)}"
+            )
         found = []
         async for entry in self.mesh.scan("runindex/", on_corrupt=skip_corrupt):
             try:
@@ -506,4 +532,4 @@ class Runs:
         return await audit.verify(self.mesh, await self.get(run_id))
 
 
-__all__ = ["BUDGET_LIMITS", "OWNER_CONCURRENCY", "Runs"]
+__all__ = ["BUDGET_LIMITS", "LISTING_STATUSES", "OWNER_CONCURRENCY", "Runs"]
