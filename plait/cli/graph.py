@@ -10,7 +10,16 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.cli._common import MeshOption, console, err_console, fail, print_json, run
+from plait.cli._common import (
+    CreatingMeshOption,
+    MeshOption,
+    ReadingMeshOption,
+    console,
+    err_console,
+    fail,
+    print_json,
+    run,
+)
 from plait.cli._output import Output, OutputOption, mode, rows
 from plait.errors import GraphNotFound, GraphValidationError
 from plait.graphs.loader import MAX_FILE_BYTES, load_graph_file
@@ -89,7 +98,9 @@ def _short(sha256: str) -> str:
 
 
 @graph_app.command("validate")
-def validate(file: FileArgument, as_json: JsonOption = False, mesh: MeshOption = None) -> None:
+def validate(
+    file: FileArgument, as_json: JsonOption = False, mesh: ReadingMeshOption = None
+) -> None:
     """Check FILE and list every problem with its path (exit 1 if there is any).
 
     With --json, each problem is an object: path, message, line, column, hint.
@@ -114,7 +125,7 @@ def validate(file: FileArgument, as_json: JsonOption = False, mesh: MeshOption =
 
 
 @graph_app.command("import")
-def import_(file: FileArgument, mesh: MeshOption = None) -> None:
+def import_(file: FileArgument, mesh: CreatingMeshOption = None) -> None:
     """Validate FILE and store it as its agent's graph, at the version it names."""
 
     async def main() -> tuple[ValidationReport, StoredGraph | None, bool]:

@@ -34,6 +34,7 @@ from plait.graphs import engine
 from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh, skip_corrupt, skip_unreadable
+from plait.models.scripted import pin_model_spec
 from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
 from plait.runs.ports import ended, history_part_key
@@ -85,12 +86,12 @@ class Runs:
 
         ``parent`` (``<run_id>/<node>``) makes it the child run of that subgraph node,
         whose run its last commit wakes. A ``run_id`` already taken raises
-        VersionConflict.
+        VersionConflict. A relative ``scripted:`` model path is pinned as an absolute one.
         """
         stored = await get_graph(self.mesh, agent, name, version)
         run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
         state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
-        rec = RunRecord(**state.model_dump(), model=model)
+        rec = RunRecord(**state.model_dump(), model=pin_model_spec(model))
         owner = ActorRecord(
             id=owner_id(run_id),
             kind=OWNER_KIND,
