@@ -41,6 +41,7 @@ from plait.actors._base import (
     Handler,
     Mail,
     actor_key,
+    delivery_attempt,
     mail_data,
     new_host_id,
     resolve_kind,
@@ -313,7 +314,7 @@ class LocalRuntime:
         data = delivery.data if isinstance(delivery.data, dict) else {}
         actor_id = data.get("to")
         activation = self._activations.get(actor_id) if isinstance(actor_id, str) else None
-        if activation is None or _attempt(delivery, data) > self.max_attempts:
+        if activation is None or delivery_attempt(delivery) > self.max_attempts:
             return False
         try:
             self._slots.acquire_nowait()
@@ -370,7 +371,7 @@ class LocalRuntime:
         if self.accepts is not None and not await self.accepts(actor_id):
             await self._hand_back(delivery, data)
             return
-        attempt = _attempt(delivery, data)
+        attempt = delivery_attempt(delivery)
         if attempt > self.max_attempts:
             await self._drop(delivery, f"failed {attempt - 1} times")
             return
@@ -475,8 +476,11 @@ class LocalRuntime:
         again = {
             **data,
             "handed_back": handed + 1,
-            # Deliveries that failed count, this one (never handled here) does not.
-            "attempts_before": _attempt(delivery, data) - 1,
+            # The run owner knows a message by its id, and whether it ran before by
+            # its attempt: both survive the copy (this delivery, never handled, does
+            # not count as an attempt).
+            "first_id": data.get("first_id") or delivery.id,
+            "attempts_before": delivery_attempt(delivery) - 1,
         }
         async with self.mesh.transact() as tx:
             tx.publish(
@@ -514,11 +518,6 @@ class LocalRuntime:
                 with contextlib.suppress(PlaitError, NotImplementedError):
                     await self.mesh.extend(delivery)
                     self._since[key] = time.monotonic()
-
-
-def _attempt(delivery: Delivery, data: dict[str, Any]) -> int:
-    """The delivery's attempt, counting those of the copies it was handed back as."""
-    return delivery.attempt + int(data.get("attempts_before", 0))
 
 
 __all__ = [

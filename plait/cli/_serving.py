@@ -19,7 +19,8 @@ from plait.actors import LocalRuntime, tune_gc_for_serving
 from plait.cli._output import say
 from plait.mesh import Mesh
 from plait.runs import RunHost, RunRecord
-from plait.runs.serving import NO_WORKER, heartbeat, missing_tools, workers
+from plait.runs.serving import NO_WORKER, heartbeat, live_heartbeats, missing_tools, workers
+from plait.tools import ToolRegistry, serving_registry
 
 T = TypeVar("T")
 
@@ -60,6 +61,21 @@ async def tools_nobody_offers(mesh: Mesh, rec: RunRecord) -> list[str]:
     return min((missing_tools(needed, offered) for offered in offers), key=len)
 
 
+def env_tools() -> list[str]:
+    """The ``pkg.module[:NAME]`` references in ``PLAIT_TOOLS`` (comma-separated)."""
+    return [ref.strip() for ref in os.environ.get("PLAIT_TOOLS", "").split(",") if ref.strip()]
+
+
+async def known_tools(mesh: Mesh) -> tuple[ToolRegistry, set[str]]:
+    """The tools a graph may name: this process's (built-in and of ``PLAIT_TOOLS``), and
+    the names of all of them with those a live worker offers."""
+    registry = serving_registry(env_tools())
+    offered = set(registry.names())
+    for beat in await live_heartbeats(mesh):
+        offered.update(beat.tools)
+    return registry, offered
+
+
 async def interruptible(
     body: Callable[[], Awaitable[T]], on_interrupt: Callable[[], None]
 ) -> T | None:
@@ -92,7 +108,9 @@ async def interruptible(
 
 __all__ = [
     "INTERRUPTED",
+    "env_tools",
     "interruptible",
+    "known_tools",
     "serving_run",
     "tools_nobody_offers",
     "warn_if_unserved",

@@ -21,6 +21,7 @@ from plait.cli._common import (
     run,
 )
 from plait.cli._output import Output, OutputOption, mode, rows
+from plait.cli._serving import known_tools
 from plait.errors import GraphNotFound, GraphValidationError
 from plait.graphs.loader import MAX_FILE_BYTES, load_graph_file
 from plait.graphs.mermaid import to_mermaid
@@ -36,7 +37,6 @@ from plait.graphs.store import (
 )
 from plait.graphs.validate import ValidationReport, validate_graph
 from plait.mesh import Mesh, open_mesh
-from plait.tools import default_registry
 from plait.tools.profiles import list_profiles
 
 graph_app = typer.Typer(help="Validate, import and inspect graphs.", no_args_is_help=True)
@@ -48,19 +48,20 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 async def _check(mesh: Mesh, file: Path) -> ValidationReport:
-    """Load and validate ``file`` against the mesh's agents and the built-in tools."""
+    """Load and validate ``file`` against the mesh's agents and the tools offered: the
+    built-in ones, those of ``PLAIT_TOOLS`` and those of the live workers."""
     try:
         data = load_graph_file(file)
     except GraphValidationError as exc:
         return ValidationReport(None, [Problem.of(p) for p in exc.problems])
     agents = {profile.name: profile for profile in await list_profiles(mesh)}
-    registry = default_registry()
+    registry, known = await known_tools(mesh)
 
     def tool_schema(tool: str) -> dict[str, Any] | None:
         return registry.get(tool).parameters if tool in registry else None
 
     report = validate_graph(
-        data, agents=agents, tool_is_known=registry.__contains__, tool_schema=tool_schema
+        data, agents=agents, tool_is_known=known.__contains__, tool_schema=tool_schema
     )
     agent, name = data.get("agent", "assistant"), data.get("name")
     if isinstance(agent, str) and isinstance(name, str) and name:

@@ -60,7 +60,7 @@ def worker_cmd(
     """
 
     async def main() -> None:
-        registry = serving_registry(r for r in (tools or "").split(",") if r.strip())
+        registry = serving_registry(r.strip() for r in (tools or "").split(",") if r.strip())
         tune_gc_for_serving()
         async with open_mesh(mesh) as m:
             runtime = LocalRuntime(
