@@ -81,6 +81,18 @@ class Mail:
     delivery: Delivery
     acked: bool = field(default=False)
 
+    @property
+    def id(self) -> str:
+        """The message's id: its first delivery's event id, kept when a runtime that does
+        not serve the actor hands it back (publishing it again as a new event)."""
+        first = _handed_back(self.delivery).get("first_id")
+        return first if isinstance(first, str) else self.delivery.id
+
+    @property
+    def attempt(self) -> int:
+        """1 on first delivery; more when delivered again (hand-backs do not count)."""
+        return delivery_attempt(self.delivery)
+
     def ack_in(self, tx: Transaction) -> None:
         """Ack this message as part of ``tx``, so the ack commits with the effects."""
         tx.ack(self.delivery)
@@ -90,6 +102,17 @@ class Mail:
         """Ack this message now."""
         await self.delivery.ack()
         self.acked = True
+
+
+def _handed_back(delivery: Delivery) -> dict[str, Any]:
+    data = delivery.data
+    return data if isinstance(data, dict) else {}
+
+
+def delivery_attempt(delivery: Delivery) -> int:
+    """A mailbox delivery's attempt, counting those of the messages it was handed back as."""
+    before = _handed_back(delivery).get("attempts_before", 0)
+    return delivery.attempt + (before if isinstance(before, int) else 0)
 
 
 @dataclass(eq=False)

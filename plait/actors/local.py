@@ -25,7 +25,7 @@ import gc
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -41,6 +41,7 @@ from plait.actors._base import (
     Handler,
     Mail,
     actor_key,
+    delivery_attempt,
     mail_data,
     new_host_id,
     resolve_kind,
@@ -71,6 +72,15 @@ DEAD_LETTER_TOPIC = "actors.dead"
 
 DEFAULT_VISIBILITY_TIMEOUT_MS = 10_000
 """How long a message a dead process took waits before another runtime takes it."""
+
+HAND_BACK_MS = 500
+"""How long a message this runtime does not serve waits before it is offered again; each
+further hand-back of the same message doubles it, up to :data:`HAND_BACK_MAX_MS`."""
+
+HAND_BACK_MAX_MS = 30_000
+
+Accepts = Callable[[str], Awaitable[bool]]
+"""Whether a runtime activates an actor (by id); the messages of others are handed back."""
 
 
 @dataclass(eq=False)
@@ -111,6 +121,9 @@ class LocalRuntime:
         max_attempts: deliveries after which a failing message is dead-lettered.
         max_in_flight: messages taken but not finished, at most.
         handlers: handlers by kind, overriding import by reference.
+        accepts: which actors this runtime activates (default: all). A message for
+            another is handed back to the mailbox at once (acked, and published again
+            a little later, with its attempt count kept), for a runtime that serves it.
     """
 
     def __init__(
@@ -125,8 +138,10 @@ class LocalRuntime:
         max_in_flight: int = 512,
         drain_timeout_s: float = 30.0,
         handlers: Mapping[str, Handler] | None = None,
+        accepts: Accepts | None = None,
     ) -> None:
         self.mesh = mesh
+        self.accepts = accepts
         self.host = host or new_host_id()
         self.group = group
         self.visibility_timeout_ms = visibility_timeout_ms
@@ -303,7 +318,7 @@ class LocalRuntime:
         data = delivery.data if isinstance(delivery.data, dict) else {}
         actor_id = data.get("to")
         activation = self._activations.get(actor_id) if isinstance(actor_id, str) else None
-        if activation is None or delivery.attempt > self.max_attempts:
+        if activation is None or delivery_attempt(delivery) > self.max_attempts:
             return False
         try:
             self._slots.acquire_nowait()
@@ -368,8 +383,12 @@ class LocalRuntime:
             log.error("dropping mailbox message %s without an addressee", delivery.id)
             await self._drop(delivery, "no addressee")
             return
-        if delivery.attempt > self.max_attempts:
-            await self._drop(delivery, f"failed {delivery.attempt - 1} times")
+        if self.accepts is not None and not await self.accepts(actor_id):
+            await self._hand_back(delivery, data)
+            return
+        attempt = delivery_attempt(delivery)
+        if attempt > self.max_attempts:
+            await self._drop(delivery, f"failed {attempt - 1} times")
             return
         activation = await self._activate(actor_id)
         if activation is None:
@@ -484,6 +503,28 @@ class LocalRuntime:
         if not self._in_flight and not self._accepting:
             self._idle.set()
 
+    async def _hand_back(self, delivery: Delivery, data: dict[str, Any]) -> None:
+        """Publish again, later, a message for an actor this runtime does not serve."""
+        handed = int(data.get("handed_back", 0))
+        again = {
+            **data,
+            "handed_back": handed + 1,
+            # The run owner knows a message by its id, and whether it ran before by
+            # its attempt: both survive the copy (this delivery, never handled, does
+            # not count as an attempt).
+            "first_id": data.get("first_id") or delivery.id,
+            "attempts_before": delivery_attempt(delivery) - 1,
+        }
+        async with self.mesh.transact() as tx:
+            tx.publish(
+                MAILBOX_TOPIC,
+                delivery.kind,
+                again,
+                after_ms=min(HAND_BACK_MAX_MS, HAND_BACK_MS * 2 ** min(handed, 16)),
+            )
+            tx.ack(delivery)
+        self._finish(delivery)
+
     async def _drop(self, delivery: Delivery, reason: str) -> None:
         async with self.mesh.transact() as tx:
             tx.publish(
@@ -515,7 +556,10 @@ class LocalRuntime:
 __all__ = [
     "DEAD_LETTER_TOPIC",
     "DEFAULT_VISIBILITY_TIMEOUT_MS",
+    "HAND_BACK_MAX_MS",
+    "HAND_BACK_MS",
     "SERVING_GC_THRESHOLDS",
+    "Accepts",
     "LocalRuntime",
     "tune_gc_for_serving",
 ]

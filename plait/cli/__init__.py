@@ -10,6 +10,7 @@ import typer
 from typer.core import TyperArgument, TyperOption
 
 from plait.cli import runs as _runs  # noqa: F401  -- registers the run commands on graph_app
+from plait.cli.agents import agents_app
 from plait.cli.decisions import decisions_app
 from plait.cli.graph import graph_app
 from plait.cli.mesh import mesh_app
@@ -76,6 +77,7 @@ def _root(
 app.add_typer(mesh_app, name="mesh")
 app.add_typer(graph_app, name="graph")
 app.add_typer(decisions_app, name="decisions")
+app.add_typer(agents_app, name="agents")
 app.command("worker")(worker_cmd)
 
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
@@ -14,20 +15,88 @@ from plait.cli._output import C1_AND_BIDI, say, styled
 from plait.cli._output import console as console
 from plait.cli._output import err_console as err_console
 from plait.errors import MeshUnavailable, PlaitError, VersionConflict
+from plait.mesh import MESH_DIR, find_mesh, redact_url, sqlite_path
 
 T = TypeVar("T")
 
+NO_MESH = "no plait mesh here or above: run `plait graph import FILE` or pass --mesh"
+
+
+def existing_mesh(url: str | None) -> str:
+    """The mesh URL a command uses, refusing one it would have to create.
+
+    No URL means the default mesh: ``PLAIT_HOME``, else the nearest ``.plait/`` at or
+    above the working directory. A SQLite file may be new, its directory may not.
+    """
+    found = url or find_mesh()
+    if found is None:
+        fail(NO_MESH)
+    path = sqlite_path(found)
+    if path is not None and not path.absolute().parent.is_dir():
+        fail(
+            f"no mesh directory {path.absolute().parent} for {redact_url(found)}: "
+            "create it, or run `plait graph import FILE` to create the mesh there"
+        )
+    return found
+
+
+def creating_mesh(url: str | None) -> str:
+    """The mesh URL a command that may create the mesh uses; says where it created one."""
+    found = url or find_mesh() or f"sqlite:///{Path.cwd() / MESH_DIR / 'mesh.db'}"
+    path = sqlite_path(found)
+    if path is not None and not path.absolute().is_file():
+        path.absolute().parent.mkdir(parents=True, exist_ok=True)
+        say(f"created the mesh {path.absolute()}", stderr=True)
+    return found
+
+
+_MESH_HELP = (
+    "Mesh URL: memory://, sqlite:///PATH or redis://HOST:PORT/DB (default: PLAIT_MESH, "
+    "else mesh.db in PLAIT_HOME, else in the nearest .plait/ at or above this directory)."
+)
 MeshOption = Annotated[
     str | None,
     typer.Option(
         "--mesh",
         envvar="PLAIT_MESH",
         metavar="URL",
-        help="Mesh URL: memory://, sqlite:///PATH or redis://HOST:PORT/DB "
-        "(default: PLAIT_MESH, else sqlite:///.plait/mesh.db).",
+        help=_MESH_HELP,
         show_default=False,
+        callback=existing_mesh,
     ),
 ]
+"""The ``--mesh`` option of a command that needs a mesh to exist."""
+
+CreatingMeshOption = Annotated[
+    str | None,
+    typer.Option(
+        "--mesh",
+        envvar="PLAIT_MESH",
+        metavar="URL",
+        help=_MESH_HELP,
+        show_default=False,
+        callback=creating_mesh,
+    ),
+]
+"""The ``--mesh`` option of a command that creates the default mesh if there is none."""
+
+
+def _mesh_or_memory(url: str | None) -> str:
+    return existing_mesh(url) if url or find_mesh() else "memory://"
+
+
+ReadingMeshOption = Annotated[
+    str | None,
+    typer.Option(
+        "--mesh",
+        envvar="PLAIT_MESH",
+        metavar="URL",
+        help=_MESH_HELP,
+        show_default=False,
+        callback=_mesh_or_memory,
+    ),
+]
+"""The ``--mesh`` option of a command that works without one (on an empty memory mesh)."""
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -8,6 +8,7 @@ import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._output import JsonFlag, Output, OutputOption, as_text, mode, rows, say
+from plait.cli._serving import warn_if_unserved
 from plait.cli.runs import human
 from plait.decisions import DecisionDesk
 from plait.mesh import open_mesh
@@ -71,6 +72,8 @@ def answer_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             d = await DecisionDesk(m).answer(decision_id, option=option, text=text, by=human())
+            if d.run_id:
+                await warn_if_unserved(m)
         if as_json:
             print_json(d.model_dump(mode="json"))
         else:

@@ -10,8 +10,18 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.cli._common import MeshOption, console, err_console, fail, print_json, run
+from plait.cli._common import (
+    CreatingMeshOption,
+    MeshOption,
+    ReadingMeshOption,
+    console,
+    err_console,
+    fail,
+    print_json,
+    run,
+)
 from plait.cli._output import Output, OutputOption, mode, rows
+from plait.cli._serving import known_tools
 from plait.errors import GraphNotFound, GraphValidationError
 from plait.graphs.loader import MAX_FILE_BYTES, load_graph_file
 from plait.graphs.mermaid import to_mermaid
@@ -27,7 +37,6 @@ from plait.graphs.store import (
 )
 from plait.graphs.validate import ValidationReport, validate_graph
 from plait.mesh import Mesh, open_mesh
-from plait.tools import default_registry
 from plait.tools.profiles import list_profiles
 
 graph_app = typer.Typer(help="Validate, import and inspect graphs.", no_args_is_help=True)
@@ -39,19 +48,20 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 async def _check(mesh: Mesh, file: Path) -> ValidationReport:
-    """Load and validate ``file`` against the mesh's agents and the built-in tools."""
+    """Load and validate ``file`` against the mesh's agents and the tools offered: the
+    built-in ones, those of ``PLAIT_TOOLS`` and those of the live workers."""
     try:
         data = load_graph_file(file)
     except GraphValidationError as exc:
         return ValidationReport(None, [Problem.of(p) for p in exc.problems])
     agents = {profile.name: profile for profile in await list_profiles(mesh)}
-    registry = default_registry()
+    registry, known = await known_tools(mesh)
 
     def tool_schema(tool: str) -> dict[str, Any] | None:
         return registry.get(tool).parameters if tool in registry else None
 
     report = validate_graph(
-        data, agents=agents, tool_is_known=registry.__contains__, tool_schema=tool_schema
+        data, agents=agents, tool_is_known=known.__contains__, tool_schema=tool_schema
     )
     agent, name = data.get("agent", "assistant"), data.get("name")
     if isinstance(agent, str) and isinstance(name, str) and name:
@@ -89,7 +99,9 @@ def _short(sha256: str) -> str:
 
 
 @graph_app.command("validate")
-def validate(file: FileArgument, as_json: JsonOption = False, mesh: MeshOption = None) -> None:
+def validate(
+    file: FileArgument, as_json: JsonOption = False, mesh: ReadingMeshOption = None
+) -> None:
     """Check FILE and list every problem with its path (exit 1 if there is any).
 
     With --json, each problem is an object: path, message, line, column, hint.
@@ -114,7 +126,7 @@ def validate(file: FileArgument, as_json: JsonOption = False, mesh: MeshOption =
 
 
 @graph_app.command("import")
-def import_(file: FileArgument, mesh: MeshOption = None) -> None:
+def import_(file: FileArgument, mesh: CreatingMeshOption = None) -> None:
     """Validate FILE and store it as its agent's graph, at the version it names."""
 
     async def main() -> tuple[ValidationReport, StoredGraph | None, bool]:

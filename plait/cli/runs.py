@@ -1,7 +1,8 @@
 """``plait graph run|runs|inspect|resume|cancel|raise-budget``: durable runs from the CLI.
 
-``run`` and ``resume`` host the runtime in this process until the run is done, failed or
-waiting on a person; ``plait worker`` hosts it for every run on the mesh.
+``run`` and ``resume`` hand the run to a live ``plait worker``, or with none serve that
+run (and its child runs) in this process until it is done, failed or waiting on a
+person; ``plait worker`` serves every run on the mesh.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -18,8 +17,16 @@ import typer
 from rich.live import Live
 from rich.text import Text
 
-from plait.actors import LocalRuntime, tune_gc_for_serving
-from plait.cli._common import MeshOption, err_console, fail, print_json, run, text_arg
+from plait.actors import LocalRuntime
+from plait.cli._common import (
+    CreatingMeshOption,
+    MeshOption,
+    err_console,
+    fail,
+    print_json,
+    run,
+    text_arg,
+)
 from plait.cli._output import (
     JsonFlag,
     Output,
@@ -32,13 +39,20 @@ from plait.cli._output import (
     say,
     styled,
 )
+from plait.cli._serving import (
+    INTERRUPTED,
+    interruptible,
+    serving_run,
+    tools_nobody_offers,
+    warn_if_unserved,
+)
 from plait.cli.graph import graph_app
 from plait.decisions import Human
 from plait.errors import AuditChainBroken, ConfigError
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh, open_mesh
 from plait.models import check_model_spec
-from plait.runs import AuditEvent, RunHost, RunRecord, Runs
+from plait.runs import AuditEvent, RunRecord, Runs
 from plait.runs.audit import read_events
 from plait.runs.service import LISTING_STATUSES
 from plait.tools.profiles import get_profile
@@ -69,14 +83,38 @@ def human() -> Human:
     return person
 
 
-@asynccontextmanager
-async def hosting(mesh: Mesh) -> AsyncIterator[LocalRuntime]:
-    """Host the actor runtime (and run owners) in this process for the block."""
-    tune_gc_for_serving()
-    runtime = LocalRuntime(mesh)
-    RunHost(runtime)  # installed before the first message can arrive
-    async with runtime:
-        yield runtime
+async def _follow(
+    mesh: Mesh, runs: Runs, rec: RunRecord, as_json: bool, since: RunRecord | None = None
+) -> RunRecord:
+    """Have the run served (see :func:`serving_run`) and follow it until it settles.
+
+    Ctrl-C says what becomes of the run and exits 130.
+    """
+    run_id = rec.run_id
+    async with serving_run(mesh, rec) as runtime:
+
+        def interrupted(runtime: LocalRuntime | None = runtime) -> None:
+            if runtime is None:
+                say(
+                    f"interrupted: a worker goes on with run {run_id}; see `plait graph "
+                    f"inspect {run_id}`, or stop it with `plait graph cancel {run_id}`",
+                    stderr=True,
+                )
+                return
+            runtime.drain_timeout_s = 0.0  # a node cut short is its next host's to judge
+            say(
+                f"interrupted: run {run_id} stays queued; start `plait worker` to go on "
+                f"with it, or stop it with `plait graph cancel {run_id}`",
+                stderr=True,
+            )
+
+        with _progress_printer(not as_json) as show:
+            settled = await interruptible(
+                lambda: runs.wait(run_id, since=since, on_progress=show), interrupted
+            )
+    if settled is None:
+        raise typer.Exit(INTERRUPTED)
+    return settled
 
 
 class _Progress:
@@ -243,7 +281,7 @@ def run_graph_cmd(
             help="The input is outside content: what reads it loses pre-approved tools.",
         ),
     ] = False,
-    mesh: MeshOption = None,
+    mesh: CreatingMeshOption = None,
 ) -> None:
     """Start a durable run of a stored graph and follow it until it settles.
 
@@ -268,7 +306,17 @@ def run_graph_cmd(
             rec = await runs.start(
                 agent, name, input, version=version, model=model, input_untrusted=input_untrusted
             )
-            if detach:
+            missing = await tools_nobody_offers(m, rec)
+            if missing:
+                say(
+                    f"run {rec.run_id} needs tool(s) {', '.join(missing)} that no serving "
+                    "worker offers: it stays queued, and no node of it runs, until "
+                    "`plait worker --tools MODULE` offering them serves this mesh",
+                    stderr=True,
+                )
+            elif detach:
+                await warn_if_unserved(m)
+            if detach or missing:
                 if as_json:
                     print_json(
                         {
@@ -289,9 +337,7 @@ def run_graph_cmd(
                     f" of {agent}/{name} v{rec.graph.version}",
                     stderr=True,
                 )
-            async with hosting(m):
-                with _progress_printer(not as_json) as show:
-                    rec = await runs.wait(rec.run_id, on_progress=show)
+            rec = await _follow(m, runs, rec, as_json)
             await _report(runs, rec, as_json)
             exit_for(rec)
 
@@ -330,9 +376,8 @@ def resume_cmd(
         async with open_mesh(mesh) as m:
             runs = Runs(m)
             before = await runs.resume(run_id, answer, by=human())
-            async with hosting(m):
-                with _progress_printer(not as_json) as show:
-                    rec = await runs.wait(run_id, since=before, on_progress=show)
+            outer = before if before.run_id == run_id else await runs.get(run_id)
+            rec = await _follow(m, runs, outer, as_json, since=before)
             await _report(runs, rec, as_json)
             exit_for(rec)
 

@@ -14,6 +14,8 @@ from plait.errors import ConfigError
 from plait.mesh import open_mesh
 from plait.models import load_model
 from plait.runs import RunHost
+from plait.runs.serving import heartbeat
+from plait.tools import serving_registry
 
 
 def worker_cmd(
@@ -41,10 +43,22 @@ def worker_cmd(
             "--drain-timeout", min=0.0, help="Seconds to let work in flight finish on exit."
         ),
     ] = 30.0,
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            "--tools",
+            envvar="PLAIT_TOOLS",
+            show_default=False,
+            help="Python tools to offer besides the built-in ones: pkg.module[:NAME], "
+            "comma-separated, each a module-level ToolRegistry or a function returning "
+            "one (default: PLAIT_TOOLS).",
+        ),
+    ] = None,
 ) -> None:
     """Serve every run on the mesh (a dead process's too) until SIGINT or SIGTERM.
 
-    Exits 2 at once, with one line, if ``--model`` names a model that cannot work.
+    Exits 2 at once, with one line, if ``--model`` names a model that cannot work. A run
+    whose graph names a tool this worker does not offer is left for one that does.
     """
     try:
         default_model = load_model(model) if model else None
@@ -52,6 +66,7 @@ def worker_cmd(
         fail(str(exc), 2)
 
     async def main() -> None:
+        registry = serving_registry(r.strip() for r in (tools or "").split(",") if r.strip())
         tune_gc_for_serving()
         async with open_mesh(mesh) as m:
             runtime = LocalRuntime(
@@ -59,10 +74,14 @@ def worker_cmd(
                 visibility_timeout_ms=int(visibility_timeout * 1000),
                 drain_timeout_s=drain_timeout,
             )
-            RunHost(runtime, model=default_model)
+            RunHost(runtime, model=default_model, tools=registry)
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async with runtime:
-                    err_console.print(f"worker {runtime.host} serving {m.url}", highlight=False)
+                async with runtime, heartbeat(m, runtime.host, tools=registry.names()):
+                    err_console.print(
+                        f"worker {runtime.host} serving {m.url} with tools "
+                        + ", ".join(registry.names()),
+                        highlight=False,
+                    )
                     async for signum in signals:
                         err_console.print(f"{signal.Signals(signum).name}: draining…")
                         break

@@ -4,7 +4,9 @@
 
 - ``memory://`` — this process only; for tests and in-session graphs.
 - ``sqlite:///PATH`` — a SQLite file shared by the processes of one machine; the
-  default, ``.plait/mesh.db`` under the working directory, when no URL is given.
+  default when no URL is given: ``mesh.db`` in ``PLAIT_HOME`` if set, else in the
+  nearest ``.plait/`` directory at or above the working directory (as git finds
+  ``.git``), else a new ``.plait/mesh.db`` under the working directory.
 - ``redis://[:PASSWORD@]HOST:PORT/DB[?prefix=NAME]`` (or ``rediss://``) — a Redis
   server shared by many hosts; ``prefix`` namespaces every key, ``timeout`` and
   ``connect_timeout`` (seconds) bound how long a reply or a connection is waited for.
@@ -17,6 +19,7 @@ The contract every backend keeps is written once, in :mod:`plait.mesh._base`.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -47,9 +50,44 @@ DEFAULT_MESH_URL = "sqlite:///.plait/mesh.db"
 SUPPORTED_SCHEMES = ("memory", "sqlite", "redis", "rediss")
 
 
+MESH_DIR = ".plait"
+"""The directory holding a default mesh, found by walking up from the working directory."""
+
+
+def find_mesh(start: Path | None = None) -> str | None:
+    """The default mesh's URL if there is one: ``PLAIT_HOME``, else the nearest ``.plait/``.
+
+    ``PLAIT_HOME`` names the directory itself (its ``mesh.db`` is the mesh) and is
+    returned whether or not it exists yet; otherwise the search walks up from ``start``
+    (default: the working directory) to the nearest directory holding ``.plait/``.
+    """
+    home = os.environ.get("PLAIT_HOME")
+    if home:
+        return f"sqlite:///{Path(home).absolute() / 'mesh.db'}"
+    here = (start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / MESH_DIR).is_dir():
+            return f"sqlite:///{folder / MESH_DIR / 'mesh.db'}"
+    return None
+
+
 def resolve_mesh_url(url: str | None = None) -> str:
-    """The mesh URL to use: the argument, else ``PLAIT_MESH``, else the SQLite default."""
-    return url or os.environ.get("PLAIT_MESH") or DEFAULT_MESH_URL
+    """The mesh URL to use: the argument, else ``PLAIT_MESH``, else the default mesh.
+
+    The default is :func:`find_mesh`'s, else a new ``.plait/mesh.db`` under the working
+    directory.
+    """
+    return url or os.environ.get("PLAIT_MESH") or find_mesh() or DEFAULT_MESH_URL
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite://`` URL (relative to the working directory), else None."""
+    if not url.lower().startswith("sqlite://"):
+        return None
+    path = url.split("://", 1)[1]
+    if path.startswith("/"):
+        path = path[1:]  # sqlite:///rel/path -> rel/path; sqlite:////abs -> /abs
+    return Path(path or DEFAULT_MESH_URL.split(":///", 1)[1])
 
 
 def open_mesh(
@@ -82,10 +120,9 @@ def open_mesh(
     if scheme == "sqlite":
         from plait.mesh.sqlite import SqliteMesh
 
-        path = url.split("://", 1)[1]
-        if path.startswith("/"):
-            path = path[1:]  # sqlite:///rel/path -> rel/path; sqlite:////abs -> /abs
-        return SqliteMesh(path or ".plait/mesh.db", max_value_bytes=max_value_bytes, **options)
+        path = sqlite_path(url)
+        assert path is not None
+        return SqliteMesh(path, max_value_bytes=max_value_bytes, **options)
     if scheme in ("redis", "rediss"):
         from plait.mesh.redis import RedisMesh
 
@@ -112,6 +149,7 @@ __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "DEFAULT_MESH_URL",
     "DEFAULT_VISIBILITY_TIMEOUT_MS",
+    "MESH_DIR",
     "Backoff",
     "Delivery",
     "Entry",
@@ -122,9 +160,11 @@ __all__ = [
     "Subscription",
     "Transaction",
     "TransactionResult",
+    "find_mesh",
     "open_mesh",
     "redact_url",
     "resolve_mesh_url",
     "skip_corrupt",
     "skip_unreadable",
+    "sqlite_path",
 ]

@@ -241,4 +241,23 @@ def _rule(rule: ScriptRule | Mapping[str, Any], index: int, source: str) -> Scri
         raise ConfigError(f"{source}: rule {index}: {problems}") from exc
 
 
-__all__ = ["ScriptRule", "ScriptedCall", "ScriptedModel", "ScriptedToolCall", "round_of"]
+def pin_model_spec(spec: str | None, cwd: Path | None = None) -> str | None:
+    """``spec`` with a relative ``scripted:`` path made absolute (from ``cwd``, default
+    the working directory), so a run names the same file on any worker."""
+    if spec is None or not spec.startswith("scripted:"):
+        return spec
+    raw = spec.split(":", 1)[1]
+    path = Path(raw).expanduser()
+    if not raw or path.is_absolute():
+        return spec
+    return f"scripted:{(cwd or Path.cwd()) / path}"
+
+
+__all__ = [
+    "ScriptRule",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ScriptedToolCall",
+    "pin_model_spec",
+    "round_of",
+]

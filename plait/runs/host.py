@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import time
 import weakref
@@ -19,7 +20,7 @@ from typing import Any, ClassVar
 
 from plait.actors import LocalRuntime
 from plait.decisions import Agent, DecisionBoard
-from plait.errors import GraphError, VersionConflict
+from plait.errors import ConfigError, GraphError, VersionConflict
 from plait.graphs.engine import NodeResult, node_of
 from plait.graphs.ports import ExecEnv, SubgraphRunner
 from plait.graphs.reads import node_reads
@@ -39,7 +40,10 @@ from plait.runs.record import (
     owner_id,
     record_key,
 )
+from plait.runs.serving import graph_tools, missing_tools, serves_run
 from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry, profiles_map
+
+log = logging.getLogger("plait.runs")
 
 _CACHE_SIZE = 10_000
 
@@ -69,6 +73,12 @@ class RunHost:
         cwd: where tools work for runs whose record pins no workspace.
         tick_ms: how often a parked run re-checks its decision as a fallback.
         progress_kept_s: how long a finished run's progress topic is kept.
+        only_run: serve only this run and its child runs (a foreground ``graph run``);
+            the runtime hands other actors' messages back for another process.
+
+    Installed on its runtime, it decides which actors the runtime activates: a run
+    whose graph names a tool this host does not offer is left for a host that does,
+    before any of its nodes runs here.
     """
 
     _hosts: ClassVar[weakref.WeakKeyDictionary[LocalRuntime, RunHost]] = weakref.WeakKeyDictionary()
@@ -82,8 +92,10 @@ class RunHost:
         cwd: Path | None = None,
         tick_ms: int = 60_000,
         progress_kept_s: float = PROGRESS_KEPT_S,
+        only_run: str | None = None,
     ) -> None:
         self.runtime = runtime
+        self.only_run = only_run
         self.mesh = runtime.mesh
         self.id = runtime.host
         self.model = model
@@ -98,7 +110,9 @@ class RunHost:
         self.histories: _Lru = _Lru()
         self._models: dict[str, Model] = {}
         self._profile_cache: dict[str, tuple[float, dict[str, AgentProfile]]] = {}
+        self._servable: _Lru = _Lru()
         self._hosts[runtime] = self
+        runtime.accepts = self.accepts
 
     @classmethod
     def of(cls, runtime: LocalRuntime) -> RunHost:
@@ -108,6 +122,46 @@ class RunHost:
             model = os.environ.get("PLAIT_MODEL")
             host = cls(runtime, model=load_model(model) if model else None)
         return host
+
+    async def accepts(self, actor_id: str) -> bool:
+        """Whether this host's runtime activates ``actor_id`` (see the class docstring)."""
+        owners = owner_id("")
+        if not actor_id.startswith(owners):
+            return self.only_run is None
+        if self.only_run is not None and not serves_run(self.only_run, actor_id):
+            return False
+        run_id = actor_id[len(owners) :]
+        if self._servable.get(run_id) is True:
+            return True
+        rec, _ = await self.record(run_id)
+        if rec is None or rec.terminal:
+            return True  # its owner drops what it cannot serve
+        missing = await self.missing_tools(rec)
+        if missing:
+            if self._servable.get(run_id) is None:
+                log.warning(
+                    "run %s needs tool(s) %s that this process does not offer: left queued "
+                    "for a worker started with --tools that offers them",
+                    run_id,
+                    ", ".join(missing),
+                )
+                self._servable[run_id] = False
+            return False
+        self._servable[run_id] = True
+        return True
+
+    async def missing_tools(self, rec: RunRecord) -> list[str]:
+        """The tools ``rec``'s graph names that this host does not offer."""
+        return missing_tools(await self.needed_tools(rec), self.tools.names())
+
+    async def needed_tools(self, rec: RunRecord) -> set[str]:
+        """Every tool ``rec``'s graph may call (see :func:`plait.runs.serving.graph_tools`)."""
+        try:
+            spec = await self.spec(rec)
+            profiles = await self._profiles(sorted(_agents(spec)))
+        except (ConfigError, GraphError):
+            return set()  # the run's owner fails the run, with that message
+        return graph_tools(spec, profiles)
 
     def principal(self, run_id: str) -> Agent:
         """Who a run's owner acts as: never a human."""
@@ -153,10 +207,7 @@ class RunHost:
 
     async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
         """The executor environment of one run."""
-        agents = {spec.agent} | {
-            a for n in spec.nodes if isinstance(a := getattr(n, "agent", None), str)
-        }
-        profiles = await self._profiles(sorted(a for a in agents if a))
+        profiles = await self._profiles(sorted(_agents(spec)))
         decisions = RunDecisions(self.board, rec.run_id)
         return ExecEnv(
             spec=spec,
@@ -372,6 +423,13 @@ class RunHost:
             by=self.principal(rec.run_id),
         )
         return did
+
+
+def _agents(spec: GraphSpec) -> set[str]:
+    named = {spec.agent} | {
+        a for n in spec.nodes if isinstance(a := getattr(n, "agent", None), str)
+    }
+    return {a for a in named if a}
 
 
 def _waiting_on(child_id: str, key: str, visit: int, agent: str, name: str) -> Waiting:

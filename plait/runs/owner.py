@@ -163,7 +163,7 @@ class _Wake:
 
     def _has_work(self, rec: RunRecord) -> bool:
         return bool(engine.claimable(rec)) or any(
-            a.wake == self.mail.delivery.id for a in rec.attempts.values()
+            a.wake == self.mail.id for a in rec.attempts.values()
         )
 
     async def _step(self, rec: RunRecord, version: int) -> None:
@@ -185,8 +185,8 @@ class _Wake:
         else:
             before = rec
         policy = "retry"
-        crashed = next((a for a in rec.attempts.values() if a.wake == self.mail.delivery.id), None)
-        if crashed is not None and self.mail.delivery.attempt == 1 and not resumed:
+        crashed = next((a for a in rec.attempts.values() if a.wake == self.mail.id), None)
+        if crashed is not None and self.mail.attempt == 1 and not resumed:
             # Claimed for this very wake by the commit that sent it: nobody has run it.
             await self._execute_and_commit(spec, rec, version, crashed.node, crashed, False)
             return
@@ -203,7 +203,7 @@ class _Wake:
                     await self._write(before, rec, version, resumed)
                 return
             key = keys[0]
-        claimed, attempt = self._claim(rec, key, self.mail.delivery.id)
+        claimed, attempt = self._claim(rec, key, self.mail.id)
         if attempt is None:  # the budget ended or parked the run
             await self._ask_for_budget(claimed)
             await self._write(

@@ -39,6 +39,7 @@ from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
 from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
 from plait.models import check_model_spec
+from plait.models.scripted import pin_model_spec
 from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
 from plait.runs.ports import ended, history_part_key
@@ -107,7 +108,8 @@ class Runs:
         whose run its last commit wakes. ``input_untrusted`` marks the input as outside
         content: what reads it is tainted and loses its pre-approved tools. ``workspace``
         (default: this process's working directory) is pinned in the record: the run's
-        tools work there on any worker. A ``run_id`` already taken raises VersionConflict.
+        tools work there on any worker. A relative ``scripted:`` model path is pinned as
+        an absolute one. A ``run_id`` already taken raises VersionConflict.
 
         Raises:
             ConfigError: ``model`` is a spec that cannot work (see
@@ -119,6 +121,7 @@ class Runs:
         run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
         state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
         where = Path.cwd() / (workspace if workspace is not None else "")
+        model = pin_model_spec(model)
         rec = RunRecord(**state.model_dump(), model=model, workspace=str(where))
         rec.input_tainted = input_untrusted
         detail: dict[str, Any] = {"input": input, "graph": rec.graph.model_dump(), "model": model}

@@ -26,6 +26,8 @@ from plait.tools.registry import (
     ToolHandler,
     ToolRegistry,
     default_registry,
+    load_tools,
+    serving_registry,
     tool,
 )
 from plait.tools.spec import AgentProfile, ToolSpec
@@ -49,11 +51,13 @@ __all__ = [
     "get_profile",
     "http_get",
     "list_profiles",
+    "load_tools",
     "mark_tainted",
     "profiles_map",
     "put_profile",
     "read_file",
     "runs_trusted",
+    "serving_registry",
     "tainted_after",
     "tool",
 ]

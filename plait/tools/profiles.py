@@ -60,9 +60,8 @@ async def get_profile(mesh: Mesh, name: str) -> AgentProfile:
     if name == DEFAULT_ASSISTANT.name:
         return DEFAULT_ASSISTANT.model_copy(deep=True)
     raise ConfigError(
-        f"unknown agent {name!r}: create it with "
-        f"plait.tools.put_profile(mesh, AgentProfile(name={name!r}, tools=[...])), "
-        f"which stores it under {key!r}"
+        f"unknown agent {name!r}: create it with `plait agents put {name} --tools a,b` "
+        f"(or plait.tools.put_profile(mesh, AgentProfile(name={name!r}, tools=[...])))"
     )
 
 
@@ -108,8 +107,8 @@ async def profiles_map(mesh: Mesh, names: Iterable[str]) -> dict[str, AgentProfi
     if unknown:
         listed = ", ".join(repr(n) for n in unknown)
         raise ConfigError(
-            f"unknown agent(s) {listed}: create each with "
-            "plait.tools.put_profile(mesh, AgentProfile(name=..., tools=[...]))"
+            f"unknown agent(s) {listed}: create each with `plait agents put NAME --tools a,b` "
+            "(or plait.tools.put_profile(mesh, AgentProfile(name=..., tools=[...])))"
         )
     return out
 

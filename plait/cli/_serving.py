@@ -1,0 +1,117 @@
+"""What serves a run the CLI starts or resumes: a worker if one is live, else this process.
+
+A foreground ``graph run`` or ``resume`` never serves other runs on the mesh: with a live
+worker it only watches; with none it serves its own run (and its child runs) until it
+settles, and says that nothing else is served.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TypeVar
+
+import anyio
+
+from plait.actors import LocalRuntime, tune_gc_for_serving
+from plait.cli._output import say
+from plait.mesh import Mesh
+from plait.runs import RunHost, RunRecord
+from plait.runs.serving import NO_WORKER, heartbeat, live_heartbeats, missing_tools, workers
+from plait.tools import ToolRegistry, serving_registry
+
+T = TypeVar("T")
+
+INTERRUPTED = 130
+"""The exit code after Ctrl-C (128 + SIGINT), as shells expect."""
+
+
+async def warn_if_unserved(mesh: Mesh) -> None:
+    """Say on stderr when no live worker serves ``mesh``."""
+    if not await workers(mesh):
+        say(NO_WORKER, stderr=True)
+
+
+@asynccontextmanager
+async def serving_run(mesh: Mesh, rec: RunRecord) -> AsyncIterator[LocalRuntime | None]:
+    """Have ``rec`` served for the block: by a live worker, else by this process.
+
+    Yields this process's runtime when it serves the run (only that run and its child
+    runs), None when a worker does and this process only watches.
+    """
+    if await workers(mesh):
+        yield None
+        return
+    tune_gc_for_serving()
+    runtime = LocalRuntime(mesh)
+    host = RunHost(runtime, only_run=rec.run_id)  # installed before the first message
+    say(f"{NO_WORKER} (this command serves run {rec.run_id} only, until it settles)", stderr=True)
+    async with runtime, heartbeat(mesh, runtime.host, tools=host.tools.names(), run_id=rec.run_id):
+        yield runtime
+
+
+async def tools_nobody_offers(mesh: Mesh, rec: RunRecord) -> list[str]:
+    """The tools ``rec``'s graph names that no live worker offers all of (with none, that
+    this process does not offer): while any is missing, no node of the run runs."""
+    probe = RunHost(LocalRuntime(mesh))
+    needed = await probe.needed_tools(rec)
+    offers = [w.tools for w in await workers(mesh)] or [probe.tools.names()]
+    return min((missing_tools(needed, offered) for offered in offers), key=len)
+
+
+def env_tools() -> list[str]:
+    """The ``pkg.module[:NAME]`` references in ``PLAIT_TOOLS`` (comma-separated)."""
+    return [ref.strip() for ref in os.environ.get("PLAIT_TOOLS", "").split(",") if ref.strip()]
+
+
+async def known_tools(mesh: Mesh) -> tuple[ToolRegistry, set[str]]:
+    """The tools a graph may name: this process's (built-in and of ``PLAIT_TOOLS``), and
+    the names of all of them with those a live worker offers."""
+    registry = serving_registry(env_tools())
+    offered = set(registry.names())
+    for beat in await live_heartbeats(mesh):
+        offered.update(beat.tools)
+    return registry, offered
+
+
+async def interruptible(
+    body: Callable[[], Awaitable[T]], on_interrupt: Callable[[], None]
+) -> T | None:
+    """``body()``'s result, or None after Ctrl-C (``on_interrupt`` says what it means).
+
+    A second Ctrl-C exits the process at once.
+    """
+    result: list[T] = []
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async with anyio.create_task_group() as tg:
+
+            async def main() -> None:
+                result.append(await body())
+                tg.cancel_scope.cancel()
+
+            async def interrupt() -> None:
+                async for _ in signals:
+                    on_interrupt()
+                    tg.cancel_scope.cancel()
+                    return
+
+            tg.start_soon(main)
+            tg.start_soon(interrupt)
+    if not result:
+        # What is left is shutting down: a second Ctrl-C skips it.
+        signal.signal(signal.SIGINT, lambda *_: os._exit(INTERRUPTED))
+        return None
+    return result[0]
+
+
+__all__ = [
+    "INTERRUPTED",
+    "env_tools",
+    "interruptible",
+    "known_tools",
+    "serving_run",
+    "tools_nobody_offers",
+    "warn_if_unserved",
+]
