@@ -106,11 +106,11 @@ def commits(trajectory: list[dict[str, Any]]) -> list[tuple[str, int]]:
 
 
 class Cli:
-    """Runs ``plait`` as a subprocess in a directory, against one SQLite mesh file."""
+    """Runs ``plait`` as a subprocess in a directory, by default on a SQLite file there."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, mesh_url: str | None = None) -> None:
         self.cwd = cwd
-        self.mesh_url = f"sqlite:///{cwd / 'mesh.db'}"
+        self.mesh_url = mesh_url or f"sqlite:///{cwd / 'mesh.db'}"
         self.env = {
             **os.environ,
             "PLAIT_USER": "ana",

@@ -1,0 +1,199 @@
+"""Chaos that must keep holding: workers SIGKILLed at random moments, racing answers.
+
+Runs of a graph with a revise loop and a person's sign-off are queued on SQLite and on
+Redis and served by one or three ``plait worker`` processes with a short visibility
+timeout; a random worker, preferably one with a node in flight, is SIGKILLed a few
+times as the runs go on and started again. Every run ends done, its audit chain
+verifies, and each (node, visit) is committed once. A worker may take over a node a
+live one still runs (the visibility timeout is short), so a model may be called twice
+for one visit: only commits are counted, never calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import pytest
+
+from plait.decisions import DecisionDesk, Human
+from plait.mesh import Mesh, open_mesh
+from plait.runs import RunRecord, Runs
+from plait.runs.audit import read_events
+
+from .helpers import Cli, commits, poll, store
+from .test_crash import stop
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+RUNS = 12
+KILLS = 3
+GRAPH = {
+    "name": "chaos",
+    "agent": "assistant",
+    "entry": "draft",
+    "budget": 20,
+    "nodes": [
+        {"id": "draft", "type": "agent", "prompt": "Draft {{input}}", "next": "review"},
+        {"id": "review", "type": "verifier", "prompt": "Review {{draft}}",
+         "verdicts": {"again": "draft", "ok": "approve"}},
+        {"id": "approve", "type": "human", "ask": "Ship {{draft}}?", "next": "ship"},
+        {"id": "ship", "type": "agent", "prompt": "Ship {{draft}} ({{approve}})"},
+    ],
+}  # fmt: skip
+# The review sends the first draft back once; the person signs the second one off.
+TRAJECTORY = [("draft", 1), ("review", 1), ("draft", 2), ("review", 2), ("approve", 1), ("ship", 1)]
+STEPS = RUNS * len(TRAJECTORY)
+
+
+def script(path: Path) -> str:
+    """A model file whose answers name the run's item, so outputs cannot cross runs.
+
+    The model nodes take a moment, so that a kill often lands on one in flight.
+    """
+    rules: list[dict[str, Any]] = [
+        {"node": "review", "visit": 1, "text": "again"},
+        {"node": "review", "text": "ok"},
+    ]
+    for i in range(RUNS):
+        rules += [
+            {"node": "draft", "visit": 1, "match": f"<{i}>", "text": f"draft<{i}>.1",
+             "delay_ms": 150},
+            {"node": "draft", "visit": 2, "match": f"<{i}>", "text": f"draft<{i}>.2",
+             "delay_ms": 150},
+            {"node": "ship", "match": f"draft<{i}>.2 (yes)", "text": f"ship<{i}>",
+             "delay_ms": 150},
+        ]  # fmt: skip
+    path.write_text(json.dumps({"rules": rules}))
+    return f"scripted:{path}"
+
+
+class Workers:
+    """``plait worker`` processes, each logging to a file of its own."""
+
+    def __init__(self, cli: Cli, model: str) -> None:
+        self.cli = cli
+        self.model = model
+        self.procs: list[subprocess.Popen[str]] = []
+        self.logs: dict[subprocess.Popen[str], IO[str]] = {}
+
+    def start(self) -> None:
+        """One more worker."""
+        log = (self.cli.cwd / f"worker-{len(self.logs)}.log").open("w")
+        proc = subprocess.Popen(
+            self.cli.argv("worker", "--visibility-timeout", "1", "--model", self.model),
+            cwd=self.cli.cwd,
+            env=self.cli.env,
+            text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        self.procs.append(proc)
+        self.logs[proc] = log
+
+    def kill(self, victim: subprocess.Popen[str]) -> None:
+        """SIGKILL ``victim``, reap it, and start a worker in its place."""
+        os.kill(victim.pid, signal.SIGKILL)
+        assert victim.wait(timeout=10) == -signal.SIGKILL
+        self.procs.remove(victim)
+        self.start()
+
+    def stop_all(self) -> None:
+        """SIGTERM every live worker once it serves: each must drain and exit 0."""
+        for proc in self.procs:
+            path = Path(self.logs[proc].name)
+            poll(lambda path=path: "serving" in path.read_text())
+            stop(proc)
+
+    def close(self) -> None:
+        """Kill whatever still runs and close the logs."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for log in self.logs.values():
+            log.close()
+
+    def log_text(self) -> str:
+        """Every worker's stderr so far, for a failure's message."""
+        return "\n".join(Path(log.name).read_text() for log in self.logs.values())
+
+
+def busy(workers: Workers, records: list[RunRecord]) -> list[subprocess.Popen[str]]:
+    """The workers that hold a node in flight (an attempt's host names its pid)."""
+    # A host id reads hostname:pid:random; an entry node claimed at start has none yet.
+    hosts = [a.host.split(":") for rec in records for a in rec.attempts.values()]
+    pids = {host[-2] for host in hosts if len(host) >= 3}
+    return [p for p in workers.procs if str(p.pid) in pids]
+
+
+async def drive(mesh: Mesh, workers: Workers, rng: random.Random) -> list[RunRecord]:
+    """Queue the runs, answer each sign-off, and kill a worker at random commit counts."""
+    runs = Runs(mesh)
+    ids = [(await runs.start("assistant", "chaos", f"item <{i}>")).run_id for i in range(RUNS)]
+    kill_at = sorted(rng.sample(range(2, STEPS - 8), KILLS))
+    answered: set[str] = set()
+    with anyio.fail_after(45):
+        while True:
+            records = [await runs.get(run_id) for run_id in ids]
+            for rec in records:
+                waiting = rec.waiting
+                if waiting and waiting.kind == "human" and waiting.decision_id not in answered:
+                    await runs.resume(rec.run_id, "yes", by=Human("tester"))
+                    answered.add(waiting.decision_id or "")
+            if all(rec.terminal for rec in records):
+                return records
+            steps = sum(rec.usage.steps for rec in records)
+            if kill_at and steps >= kill_at[0]:
+                kill_at.pop(0)
+                workers.kill(rng.choice(busy(workers, records) or workers.procs))
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("worker_count", [1, 3])
+@pytest.mark.parametrize(
+    "mesh_url", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)], indirect=True
+)
+async def test_sigkilled_workers_lose_nothing_and_commit_each_visit_once(
+    mesh_url: str, worker_count: int, tmp_path: Path
+) -> None:
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    cli = Cli(tmp_path, mesh_url)
+    workers = Workers(cli, script(tmp_path / "chaos.model.json"))
+    async with open_mesh(mesh_url) as mesh:
+        await store(mesh, GRAPH)
+        try:
+            for _ in range(worker_count):
+                workers.start()
+            try:
+                records = await drive(mesh, workers, rng)
+            except TimeoutError:
+                pytest.fail(f"runs did not finish (seed {seed}):\n{workers.log_text()}")
+            workers.stop_all()
+        finally:
+            workers.close()
+
+        runs = Runs(mesh)
+        desk = DecisionDesk(mesh)
+        for i, rec in enumerate(records):
+            assert rec.status == "done", (seed, i, rec.error, workers.log_text())
+            assert rec.attempts == {} and rec.ended_detail == "completed"
+            assert await runs.output(rec) == f"ship<{i}>"
+            assert await runs.verify(rec.run_id) > len(TRAJECTORY)
+            assert commits(await runs.trajectory(rec.run_id)) == TRAJECTORY, seed
+            events = await read_events(mesh, rec.run_id)
+            committed = Counter((e.node, e.visit) for e in events if e.type == "node.committed")
+            assert committed == Counter(TRAJECTORY), (seed, i, committed)
+            assert rec.visits == {"draft": 2, "review": 2, "approve": 1, "ship": 1}
+            (decision_id,) = rec.decisions.values()
+            decision = await desk.get(decision_id)
+            assert decision.status == "answered" and decision.value == "yes"
