@@ -1,4 +1,4 @@
-"""CAS holds across OS processes: four processes race to increment one counter."""
+"""CAS holds across OS processes: eight processes race to increment one counter."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from plait.mesh import open_mesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-PROCESSES = 4
+PROCESSES = 8
 INCREMENTS = 40
 
-# Each process opens the mesh, says "ready", waits for "go" (so that all four race at
+# Each process opens the mesh, says "ready", waits for "go" (so that all of them race at
 # once rather than one after another), then increments with read-modify-CAS-retry and
 # prints the versions its writes produced and how many of its attempts lost.
 RACER = textwrap.dedent(

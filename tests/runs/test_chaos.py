@@ -16,7 +16,8 @@ import os
 import random
 import signal
 import subprocess
-import time
+import sys
+import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import IO, Any
@@ -24,7 +25,7 @@ from typing import IO, Any
 import anyio
 import pytest
 
-from plait.decisions import DecisionDesk, Human
+from plait.decisions import Agent, DecisionDesk, Human
 from plait.mesh import Mesh, open_mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
@@ -150,6 +151,7 @@ async def drive(mesh: Mesh, workers: Workers, rng: random.Random) -> list[RunRec
                     await runs.resume(rec.run_id, "yes", by=Human("tester"))
                     answered.add(waiting.decision_id or "")
             if all(rec.terminal for rec in records):
+                assert not kill_at, f"the runs ended before kills at steps {kill_at}"
                 return records
             steps = sum(rec.usage.steps for rec in records)
             if kill_at and steps >= kill_at[0]:
@@ -184,6 +186,7 @@ async def test_sigkilled_workers_lose_nothing_and_commit_each_visit_once(
 
         runs = Runs(mesh)
         desk = DecisionDesk(mesh)
+        assert sum(rec.usage.retries for rec in records) > 0, "no kill hit a node in flight"
         for i, rec in enumerate(records):
             assert rec.status == "done", (seed, i, rec.error, workers.log_text())
             assert rec.attempts == {} and rec.ended_detail == "completed"
@@ -197,3 +200,71 @@ async def test_sigkilled_workers_lose_nothing_and_commit_each_visit_once(
             (decision_id,) = rec.decisions.values()
             decision = await desk.get(decision_id)
             assert decision.status == "answered" and decision.value == "yes"
+
+
+# ``plait`` as its console script runs it, but held at a barrier once imported, so that
+# the four answers race at once rather than one process start after another.
+ANSWERER = textwrap.dedent(
+    """
+    import sys
+
+    from plait.cli import main
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+    sys.argv[0] = "plait"
+    sys.exit(main())
+    """
+)
+OPTIONS = ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize(
+    "mesh_url", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)], indirect=True
+)
+async def test_four_processes_answer_one_decision_and_exactly_one_wins(
+    mesh_url: str, tmp_path: Path
+) -> None:
+    async with open_mesh(mesh_url) as mesh:
+        desk = DecisionDesk(mesh)
+        raised = await desk.raise_("Which?", "choice", OPTIONS, by=Agent("chaos-node"))
+    cli = Cli(tmp_path, mesh_url)
+    answerers = [
+        subprocess.Popen(
+            [sys.executable, "-c", ANSWERER, *cli.argv("decisions", "answer", raised.id,
+                                                       "--option", option)[1:]],
+            cwd=tmp_path,
+            env={**cli.env, "PLAIT_USER": f"person-{option}"},
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for option in OPTIONS
+    ]  # fmt: skip
+    try:
+        for proc in answerers:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        for proc in answerers:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        ended = [(proc.communicate(timeout=30), proc.returncode) for proc in answerers]
+    finally:
+        for proc in answerers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+    won = [option for option, (_, code) in zip(OPTIONS, ended, strict=True) if code == 0]
+    assert len(won) == 1, ended
+    async with open_mesh(mesh_url) as mesh:
+        decision = await DecisionDesk(mesh).get(raised.id)
+    assert decision.status == "answered" and decision.value == won[0]
+    assert decision.answer is not None and decision.answer.label == f"person-{won[0]}"
+    for option, ((_, err), code) in zip(OPTIONS, ended, strict=True):
+        if option == won[0]:
+            continue
+        assert code == 1, (option, err)
+        assert f"decision {raised.id} was already answered by {decision.closed_by} at" in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
