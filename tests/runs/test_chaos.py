@@ -146,10 +146,10 @@ async def drive(mesh: Mesh, workers: Workers, rng: random.Random) -> list[RunRec
         while True:
             records = [await runs.get(run_id) for run_id in ids]
             for rec in records:
-                waiting = rec.waiting
-                if waiting and waiting.kind == "human" and waiting.decision_id not in answered:
+                asked = rec.waiting.decision_id if rec.waiting else None
+                if asked and asked not in answered:
                     await runs.resume(rec.run_id, "yes", by=Human("tester"))
-                    answered.add(waiting.decision_id or "")
+                    answered.add(asked)
             if all(rec.terminal for rec in records):
                 assert not kill_at, f"the runs ended before kills at steps {kill_at}"
                 return records
