@@ -358,6 +358,11 @@ def test_agents_put_list_show(cli: Cli) -> None:
         "tools": ["read_file", "bash"],
         "pre_approved": ["read_file"],
         "delegates": [],
+        "workspace": None,
+        "allow_hosts": [],
+        "sandbox": None,
+        "sandbox_network": False,
+        "tool_env": [],
     }
     assert [a["name"] for a in cli.json("agents", "list")] == ["assistant", "writer"]
     assert "writer" in cli("agents", "list").stdout
