@@ -32,7 +32,7 @@ from plait.runs.record import (
     tick_key,
 )
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def _escape_char(match: re.Match[str]) -> str:
@@ -40,11 +40,11 @@ def _escape_char(match: re.Match[str]) -> str:
 
 
 def escape_id_part(text: str) -> str:
-    """``text`` with every character outside letters, digits, ``.`` and ``-`` escaped.
+    """``text`` with every character outside letters, digits, ``_`` and ``-`` escaped.
 
-    Each such character becomes ``~XX`` per UTF-8 byte (``_`` -> ``~5F``, ``~`` ->
-    ``~7E``), so the result holds no ``_`` (the separator of decision ids) and distinct
-    texts stay distinct.
+    Each such character becomes ``~XX`` per UTF-8 byte (``.`` -> ``~2E``, ``[`` ->
+    ``~5B``, ``~`` -> ``~7E``), so the result holds no ``.`` (the separator of decision
+    ids) and distinct texts stay distinct, while a plain node id reads as itself.
     """
     return _UNSAFE.sub(_escape_char, text)
 
@@ -56,8 +56,8 @@ def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -
     ``extra`` are escaped (see :func:`escape_id_part`), so fan-out instance ``fetch[0]``
     and a node named ``fetch_0`` get different ids.
     """
-    tail = f"_{escape_id_part(extra)}" if extra else ""
-    return f"{kind}_{run_id}_{escape_id_part(key)}_{visit}{tail}"
+    tail = f".{escape_id_part(extra)}" if extra else ""
+    return f"{kind}.{run_id}.{escape_id_part(key)}.{visit}{tail}"
 
 
 def ended(tx: Transaction, rec: RunRecord, progress_kept_s: float = PROGRESS_KEPT_S) -> None:

@@ -18,7 +18,7 @@ parts = st.tuples(keys, st.integers(min_value=1, max_value=10**6), st.text(max_s
 
 def test_an_instance_and_a_node_named_like_it_get_different_ids() -> None:
     assert decision_id(RUN, "ask", "fetch[0]", 1) != decision_id(RUN, "ask", "fetch_0", 1)
-    assert decision_id(RUN, "ask", "fetch_0", 1) == "ask_grun_4c77a0_fetch~5F0_1"
+    assert decision_id(RUN, "ask", "fetch_0", 1) == "ask.grun_4c77a0.fetch_0.1"
 
 
 @given(parts, parts)
