@@ -1,42 +1,68 @@
-"""Durable actors: records in the mesh, mailboxes on a mesh topic, local runtime.
+"""Durable actors: the room where messages become handler calls.
 
-See :mod:`plait.actors._base` for the model and :mod:`plait.actors.local` for the
-runtime that hosts actors in this process.
+An actor is an id and a record in the mesh; its mailbox is a mesh topic; a runtime
+activates it where its mail is served and lets it go when idle. Three parts:
+
+- :mod:`plait.actors._base` — the :class:`ActorRuntime` contract, written once in its
+  docstrings (activation, delivery, ack, visibility, dead letters, what a handler may
+  assume), with :class:`ActorContext` and :class:`Mail`, what a handler gets.
+- :mod:`plait.actors.directory` — actor records and the mailbox format, shared by every
+  runtime and by code that tells actors in a transaction (:func:`tell_in`).
+- :mod:`plait.actors.local` — :class:`LocalRuntime`, actors as asyncio tasks in this
+  process (the embedded default). Other runtimes implement the same contract and pass
+  the same conformance suite (``tests/actors``).
+
+Layers above (the run owner) talk to :class:`ActorRuntime` only.
 """
 
 from __future__ import annotations
 
 from plait.actors._base import (
-    MAILBOX_TOPIC,
+    DEAD_LETTER_HOOK,
+    DEAD_LETTER_TOPIC,
+    DEFAULT_MAX_ATTEMPTS,
+    MAILBOX_VISIBILITY_TIMEOUT_MS,
+    Accepts,
     ActorContext,
-    ActorId,
-    ActorRecord,
+    ActorRuntime,
+    DeadLetterHook,
     Handler,
     Mail,
-    actor_key,
     new_host_id,
+    resolve_dead_letter_hook,
     resolve_kind,
+)
+from plait.actors.directory import (
+    MAIL_KIND,
+    MAILBOX_TOPIC,
+    ActorId,
+    ActorRecord,
+    actor_key,
+    mail_data,
     tell_in,
 )
-from plait.actors.local import (
-    DEAD_LETTER_TOPIC,
-    DEFAULT_VISIBILITY_TIMEOUT_MS,
-    LocalRuntime,
-    tune_gc_for_serving,
-)
+from plait.actors.local import LocalRuntime, tune_gc_for_serving
 
 __all__ = [
+    "DEAD_LETTER_HOOK",
     "DEAD_LETTER_TOPIC",
-    "DEFAULT_VISIBILITY_TIMEOUT_MS",
+    "DEFAULT_MAX_ATTEMPTS",
     "MAILBOX_TOPIC",
+    "MAILBOX_VISIBILITY_TIMEOUT_MS",
+    "MAIL_KIND",
+    "Accepts",
     "ActorContext",
     "ActorId",
     "ActorRecord",
+    "ActorRuntime",
+    "DeadLetterHook",
     "Handler",
     "LocalRuntime",
     "Mail",
     "actor_key",
+    "mail_data",
     "new_host_id",
+    "resolve_dead_letter_hook",
     "resolve_kind",
     "tell_in",
     "tune_gc_for_serving",

@@ -10,10 +10,14 @@ actor handles at most ``config["max_concurrency"]`` messages at once (default 1,
 mailbox order).
 
 When a process dies, the messages it had taken but not acked are delivered to another
-runtime of the group once the visibility timeout passes (10 s by default); a message
-that keeps failing is moved to :data:`DEAD_LETTER_TOPIC` after ``max_attempts``.
-While a handler runs, the runtime keeps its message's visibility extended, so a slow
-handler in a live process is never mistaken for a dead one.
+runtime of the group once the visibility timeout passes
+(:data:`~plait.actors.MAILBOX_VISIBILITY_TIMEOUT_MS` by default); a message that keeps
+failing is moved to :data:`~plait.actors.DEAD_LETTER_TOPIC` after ``max_attempts``,
+its kind's dead-letter hook called first. While a handler runs, the runtime keeps its
+message's visibility extended, so a slow handler in a live process is never mistaken
+for a dead one. Not single activation: runtimes share the mailbox as one consumer
+group, so two of them may handle messages of one actor at once (see
+:mod:`plait.actors._base` for the contract).
 """
 
 from __future__ import annotations
@@ -25,28 +29,29 @@ import gc
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from plait.actors._base import (
-    MAIL_KIND,
-    MAILBOX_TOPIC,
+    DEAD_LETTER_TOPIC,
+    DEFAULT_MAX_ATTEMPTS,
+    MAILBOX_VISIBILITY_TIMEOUT_MS,
+    Accepts,
     ActorContext,
-    ActorRecord,
+    ActorRuntime,
     Handler,
     Mail,
-    actor_key,
     delivery_attempt,
-    mail_data,
     new_host_id,
+    resolve_dead_letter_hook,
     resolve_kind,
 )
-from plait.errors import ActorError, ActorNotFound, MeshUnavailable, PlaitError, VersionConflict
+from plait.actors.directory import MAILBOX_TOPIC, ActorRecord, find_record
+from plait.errors import ActorError, MeshUnavailable, PlaitError
 from plait.mesh import Backoff, Delivery, Mesh, Subscription, Transaction
 
 log = logging.getLogger("plait.actors")
@@ -67,27 +72,19 @@ def tune_gc_for_serving() -> None:
     gc.set_threshold(*SERVING_GC_THRESHOLDS)
 
 
-DEAD_LETTER_TOPIC = "actors.dead"
-"""Where messages go that failed ``max_attempts`` times."""
-
-DEFAULT_VISIBILITY_TIMEOUT_MS = 10_000
-"""How long a message a dead process took waits before another runtime takes it."""
-
 HAND_BACK_MS = 500
 """How long a message this runtime does not serve waits before it is offered again; each
 further hand-back of the same message doubles it, up to :data:`HAND_BACK_MAX_MS`."""
 
 HAND_BACK_MAX_MS = 30_000
 
-Accepts = Callable[[str], Awaitable[bool]]
-"""Whether a runtime activates an actor (by id); the messages of others are handed back."""
-
 
 @dataclass(eq=False)
 class _Activation:
     record: ActorRecord
     handler: Handler
-    queue: deque[Mail] = field(default_factory=deque)
+    queue: deque[tuple[Mail, str | None]] = field(default_factory=deque)
+    """Messages to handle, each with the reason to dead-letter it instead (or None)."""
     running: int = 0
     starting: int = 0
     """Workers spawned that have not taken a message yet."""
@@ -104,7 +101,7 @@ _current: contextvars.ContextVar[_Activation | None] = contextvars.ContextVar(
 """The activation whose handler runs in this task (each worker task has its own)."""
 
 
-class LocalRuntime:
+class LocalRuntime(ActorRuntime):
     """Hosts actors of a mesh in this process.
 
     Use as ``async with LocalRuntime(mesh) as runtime:``; it serves messages until the
@@ -114,13 +111,15 @@ class LocalRuntime:
     Args:
         mesh: the mesh holding actor records and mailboxes.
         host: this runtime's id (default: hostname, pid and a random suffix).
+        services: what handlers read from ``ctx.service(...)`` (a run host, say).
         group: the consumer group shared by every runtime serving the same actors.
         visibility_timeout_ms: how long an unacked message waits before another
             runtime may take it (the takeover time after a crash).
         idle_s: how long an idle actor's record stays cached.
         max_attempts: deliveries after which a failing message is dead-lettered.
         max_in_flight: messages taken but not finished, at most.
-        handlers: handlers by kind, overriding import by reference.
+        handlers: handlers by kind, overriding import by reference (a function, or a
+            kind object with an ``on_dead_letter`` method).
         accepts: which actors this runtime activates (default: all). A message for
             another is handed back to the mailbox at once (acked, and published again
             a little later, with its attempt count kept), for a runtime that serves it.
@@ -131,10 +130,11 @@ class LocalRuntime:
         mesh: Mesh,
         *,
         host: str | None = None,
+        services: object | None = None,
         group: str = "actors",
-        visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS,
+        visibility_timeout_ms: int = MAILBOX_VISIBILITY_TIMEOUT_MS,
         idle_s: float = 30.0,
-        max_attempts: int = 25,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         max_in_flight: int = 512,
         drain_timeout_s: float = 30.0,
         handlers: Mapping[str, Handler] | None = None,
@@ -143,6 +143,7 @@ class LocalRuntime:
         self.mesh = mesh
         self.accepts = accepts
         self.host = host or new_host_id()
+        self.services = services
         self.group = group
         self.visibility_timeout_ms = visibility_timeout_ms
         self.idle_s = idle_s
@@ -169,60 +170,8 @@ class LocalRuntime:
         self.handled = 0
         """Messages handled (acked) by this runtime so far."""
 
-    # -- actor management --------------------------------------------------------------
-
-    async def create(
-        self,
-        actor_id: str,
-        kind: str,
-        *,
-        topics: list[str] | None = None,
-        config: dict[str, Any] | None = None,
-        exist_ok: bool = False,
-    ) -> ActorRecord:
-        """Create an actor's record; with ``exist_ok`` an existing one is returned."""
-        record = ActorRecord(
-            id=actor_id, kind=kind, topics=topics or [], config=config or {}, created_at=time.time()
-        )
-        try:
-            await self.mesh.put(actor_key(actor_id), record.model_dump(), if_version=0)
-        except VersionConflict:
-            if not exist_ok:
-                raise ActorError(f"actor {actor_id!r} already exists") from None
-            return await self.get(actor_id)
-        return record
-
-    async def get(self, actor_id: str) -> ActorRecord:
-        """An actor's record."""
-        entry = await self.mesh.get(actor_key(actor_id))
-        if entry is None:
-            raise ActorNotFound(f"no actor {actor_id!r}")
-        return ActorRecord.model_validate(entry.value)
-
-    async def tell(
-        self, actor_id: str, body: Any, *, after_ms: int = 0, key: str | None = None
-    ) -> str:
-        """Send ``body`` to an actor's mailbox (optionally later, with a schedule key)."""
-        return await self.mesh.publish(
-            MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms, key=key
-        )
-
-    async def stop(self, actor_id: str) -> None:
-        """Mark an actor stopped; its later messages are dropped."""
-        while True:
-            entry = await self.mesh.get(actor_key(actor_id))
-            if entry is None:
-                raise ActorNotFound(f"no actor {actor_id!r}")
-            record = ActorRecord.model_validate(entry.value)
-            record.stopped = True
-            try:
-                await self.mesh.put(
-                    actor_key(actor_id), record.model_dump(), if_version=entry.version
-                )
-            except VersionConflict:
-                continue
-            self._activations.pop(actor_id, None)
-            return
+    def _forget(self, actor_id: str) -> None:
+        self._activations.pop(actor_id, None)
 
     @property
     def active_tasks(self) -> int:
@@ -230,18 +179,6 @@ class LocalRuntime:
         return sum(1 for a in self._activations.values() if a.running)
 
     # -- serving -----------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         """Start serving the mailbox."""
@@ -281,12 +218,11 @@ class LocalRuntime:
         """Wait until no message is in flight."""
         await self._idle.wait()
 
-    def take_in(self, tx: Transaction, count: int = 1) -> bool:
-        """Add to ``tx`` the take of up to ``count`` mailbox messages for this runtime.
+    def take_mail_in(self, tx: Transaction, actor_id: str, count: int = 1) -> bool:
+        """Add to ``tx`` the take of up to ``count`` mailbox messages (see the contract).
 
-        A handler that tells actors (its own next wake) takes the mail in the same
-        commit, and hands what it took to :meth:`deliver`, instead of this runtime
-        reading it back from the mesh. False (nothing added) while not serving.
+        One mailbox serves every actor here, so the messages taken are the next ones of
+        the group, ``actor_id``'s or not.
         """
         if self._tg is None or self._closing:
             return False
@@ -297,12 +233,8 @@ class LocalRuntime:
             )  # fmt: skip
         return True
 
-    def deliver(self, deliveries: list[Delivery]) -> None:
-        """Handle mailbox messages this runtime took in a transaction (see :meth:`take_in`).
-
-        They are pending for this runtime's consumer; if it stops before handling them
-        the mesh delivers them again after the visibility timeout, as any other.
-        """
+    def handle_taken(self, deliveries: Sequence[Delivery]) -> None:
+        """Handle mailbox messages a committed transaction took (see :meth:`take_mail_in`)."""
         if self._tg is None:
             return
         for delivery in deliveries:
@@ -387,17 +319,20 @@ class LocalRuntime:
             await self._hand_back(delivery, data)
             return
         attempt = delivery_attempt(delivery)
-        if attempt > self.max_attempts:
-            await self._drop(delivery, f"failed {attempt - 1} times")
-            return
-        activation = await self._activate(actor_id)
+        dead = f"failed {attempt - 1} times" if attempt > self.max_attempts else None
+        try:
+            activation = await self._activate(actor_id)
+        except ActorError:
+            if dead is None:
+                raise
+            activation = None  # a kind that cannot load has no hook to call either
         if activation is None:
-            await self._drop(delivery, "no such actor, or stopped")
+            await self._drop(delivery, dead or "no such actor, or stopped")
             return
-        self._enqueue(activation, Mail(actor_id, data.get("body"), delivery))
+        self._enqueue(activation, Mail(actor_id, data.get("body"), delivery), dead)
 
-    def _enqueue(self, activation: _Activation, mail: Mail) -> None:
-        activation.queue.append(mail)
+    def _enqueue(self, activation: _Activation, mail: Mail, dead: str | None = None) -> None:
+        activation.queue.append((mail, dead))
         activation.last_used = time.monotonic()
         assert self._tg is not None
         # One worker per queued message not yet covered by a worker still starting, or
@@ -430,11 +365,8 @@ class LocalRuntime:
         if activation is not None:
             self._activations.move_to_end(actor_id)
             return activation
-        entry = await self.mesh.get(actor_key(actor_id))
-        if entry is None:
-            return None
-        record = ActorRecord.model_validate(entry.value)
-        if record.stopped:
+        record = await find_record(self.mesh, actor_id)
+        if record is None or record.stopped:
             return None
         handler = self._handlers.get(record.kind) or resolve_kind(record.kind)
         activation = _Activation(record, handler, last_used=time.monotonic())
@@ -454,14 +386,17 @@ class LocalRuntime:
         activation.starting -= 1
         try:
             while activation.queue:
-                mail = activation.queue.popleft()
+                mail, dead = activation.queue.popleft()
                 ctx = ActorContext(activation.record, self.mesh, self)
                 _current.set(activation)
                 try:
-                    await activation.handler(ctx, mail)
-                    if not mail.acked:
-                        await mail.ack()
-                    self.handled += 1
+                    if dead is not None:
+                        await self._dead_letter(activation, ctx, mail, dead)
+                    else:
+                        await activation.handler(ctx, mail)
+                        if not mail.acked:
+                            await mail.ack()
+                        self.handled += 1
                 except MeshUnavailable as exc:
                     # A commit that raised this may have landed or not. Landed, it
                     # acked this message too and its wakes carry the run on (one this
@@ -525,15 +460,46 @@ class LocalRuntime:
             tx.ack(delivery)
         self._finish(delivery)
 
-    async def _drop(self, delivery: Delivery, reason: str) -> None:
-        async with self.mesh.transact() as tx:
-            tx.publish(
-                DEAD_LETTER_TOPIC,
-                "dead",
-                {"event": delivery.id, "data": delivery.data, "reason": reason, "host": self.host},
+    async def _dead_letter(
+        self, activation: _Activation, ctx: ActorContext, mail: Mail, reason: str
+    ) -> None:
+        """Call the kind's dead-letter hook, then move the message to the dead letters."""
+        kind = activation.record.kind
+        try:
+            hook = resolve_dead_letter_hook(
+                kind, activation.handler, from_module=kind not in self._handlers
             )
-            tx.ack(delivery)
-        self._finish(delivery)
+            if hook is not None:
+                await hook(ctx, mail, reason)
+        except MeshUnavailable:
+            raise  # left for redelivery: the hook is called again
+        except Exception as exc:
+            log.warning(
+                "actor %s: dead-letter hook failed on message %s: %s: %s",
+                ctx.id,
+                mail.delivery.id,
+                type(exc).__name__,
+                exc,
+            )
+            log.debug("traceback of message %s", mail.delivery.id, exc_info=True)
+        await self._drop(mail.delivery, reason)
+
+    async def _drop(self, delivery: Delivery, reason: str) -> None:
+        try:
+            async with self.mesh.transact() as tx:
+                tx.publish(
+                    DEAD_LETTER_TOPIC,
+                    "dead",
+                    {
+                        "event": delivery.id,
+                        "data": delivery.data,
+                        "reason": reason,
+                        "host": self.host,
+                    },
+                )
+                tx.ack(delivery)
+        finally:
+            self._finish(delivery)
 
     async def _keep_visible(self) -> None:
         """Extend the visibility of messages whose handlers are still running."""
@@ -548,18 +514,15 @@ class LocalRuntime:
             for key, delivery in list(self._in_flight.items()):
                 if self._since.get(key, due) > due:
                     continue
-                with contextlib.suppress(PlaitError, NotImplementedError):
+                with contextlib.suppress(PlaitError):
                     await self.mesh.extend(delivery)
                     self._since[key] = time.monotonic()
 
 
 __all__ = [
-    "DEAD_LETTER_TOPIC",
-    "DEFAULT_VISIBILITY_TIMEOUT_MS",
     "HAND_BACK_MAX_MS",
     "HAND_BACK_MS",
     "SERVING_GC_THRESHOLDS",
-    "Accepts",
     "LocalRuntime",
     "tune_gc_for_serving",
 ]

@@ -61,7 +61,10 @@ StartFrom = Literal["new", "begin"]
 """
 
 DEFAULT_VISIBILITY_TIMEOUT_MS = 30_000
-"""How long a received, unacked event waits before it is delivered again."""
+"""How long a received, unacked event waits before it is delivered again, for a
+subscription that names no timeout. Actor runtimes pass their own
+(:data:`plait.actors.MAILBOX_VISIBILITY_TIMEOUT_MS`, shorter: they extend what they
+still handle)."""
 
 TRIM_INTERVAL_S = 10.0
 """How often a subscription trims the topics it reads (see :meth:`Mesh.trim`)."""
@@ -479,14 +482,15 @@ class Mesh(abc.ABC):
                 goes to a consumer of the group again.
         """
 
+    @abc.abstractmethod
     async def extend(self, delivery: Delivery) -> None:
         """Restart the visibility timeout of a delivery its consumer is still handling.
 
         A consumer that works on an event for longer than the visibility timeout calls
         this periodically, so the event is not handed to another consumer while its
-        first one is alive. Extending an acked delivery does nothing.
+        first one is alive. Extending an acked delivery, or one another consumer holds
+        now, does nothing.
         """
-        raise NotImplementedError(f"{type(self).__name__} cannot extend deliveries yet")
 
     async def trim(self, topic: str) -> int:
         """Forget the events of ``topic`` that every group has passed and acked.

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, ClassVar
 
-from plait.actors import LocalRuntime
+from plait.actors import ActorRuntime
 from plait.decisions import Agent, DecisionBoard
 from plait.errors import ConfigError, GraphError, VersionConflict
 from plait.graphs.engine import NodeResult, node_of
@@ -81,11 +81,11 @@ class RunHost:
     before any of its nodes runs here.
     """
 
-    _hosts: ClassVar[weakref.WeakKeyDictionary[LocalRuntime, RunHost]] = weakref.WeakKeyDictionary()
+    _hosts: ClassVar[weakref.WeakKeyDictionary[ActorRuntime, RunHost]] = weakref.WeakKeyDictionary()
 
     def __init__(
         self,
-        runtime: LocalRuntime,
+        runtime: ActorRuntime,
         *,
         model: Model | None = None,
         tools: ToolRegistry | None = None,
@@ -115,7 +115,7 @@ class RunHost:
         runtime.accepts = self.accepts
 
     @classmethod
-    def of(cls, runtime: LocalRuntime) -> RunHost:
+    def of(cls, runtime: ActorRuntime) -> RunHost:
         """The host installed on ``runtime`` (one with defaults if none was)."""
         host = cls._hosts.get(runtime)
         if host is None:

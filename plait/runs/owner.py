@@ -78,9 +78,8 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
     the run fails with the reason at once, so no node runs again for an error that
     cannot heal and no run stays ``running`` behind a dead-lettered message.
     """
-    body = mail.body if isinstance(mail.body, dict) else {}
-    run_id = body.get("run") or ctx.id.removeprefix("run:")
-    wake = _Wake(RunHost.of(ctx.runtime), run_id, mail)
+    wake = _wake_of(ctx, mail)
+    run_id = wake.run_id
     try:
         await wake.run()
     except Exception as exc:
@@ -94,6 +93,18 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
         reason = f"the wake failed {mail.delivery.attempt} time(s), last with " if heals else ""
         log.debug("run %s: wake %s failed", run_id, mail.delivery.id, exc_info=True)
         await wake.fail(detail, f"{reason}{type(exc).__name__}: {exc}")
+
+
+async def on_dead_letter(ctx: ActorContext, mail: Mail, reason: str) -> None:
+    """Fail the run of a wake the runtime dead-letters without its handler succeeding
+    (its hosts died mid-node, or the mesh failed it, ``max_attempts`` times)."""
+    await _wake_of(ctx, mail).fail("dead_lettered", f"the wake was dead-lettered: {reason}")
+
+
+def _wake_of(ctx: ActorContext, mail: Mail) -> _Wake:
+    body = mail.body if isinstance(mail.body, dict) else {}
+    run_id = body.get("run") or ctx.id.removeprefix("run:")
+    return _Wake(RunHost.of(ctx.runtime), run_id, mail)
 
 
 def listing_status(status: str) -> str:
@@ -459,7 +470,9 @@ class _Wake:
         new = self._claim_next(tx, new, started)
         # This runtime takes the wakes it sends in the same commit (up to a few), and
         # handles them without reading them back from the mesh.
-        took = bool(started) and self.host.runtime.take_in(tx, min(len(started), _TAKE_AT_MOST))
+        took = bool(started) and self.host.runtime.take_mail_in(
+            tx, owner_id(new.run_id), min(len(started), _TAKE_AT_MOST)
+        )
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         history: tuple[str, tuple[int, list[Any]]] | None = None
         if result is not None and result.history is not None and key is not None:
@@ -483,7 +496,7 @@ class _Wake:
         if history is not None:
             self.host.histories[history[0]] = history[1]
         if took and committed.taken:
-            self.host.runtime.deliver(committed.taken)
+            self.host.runtime.handle_taken(committed.taken)
 
     def _claim_next(
         self, tx: Transaction, new: RunRecord, started: list[dict[str, Any]]

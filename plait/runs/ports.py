@@ -15,8 +15,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from plait.actors import MAILBOX_TOPIC
-from plait.actors._base import MAIL_KIND, mail_data, tell_in
+from plait.actors import MAIL_KIND, MAILBOX_TOPIC, mail_data, tell_in
 from plait.decisions import Agent, Decision, DecisionBoard, Notify
 from plait.errors import DecisionClosed
 from plait.graphs.ports import Answer

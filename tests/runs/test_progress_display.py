@@ -10,8 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from plait.actors import MAILBOX_TOPIC
-from plait.actors._base import MAIL_KIND, mail_data
+from plait.actors import MAIL_KIND, MAILBOX_TOPIC, mail_data
 from plait.cli._common import err_console
 from plait.cli.runs import _progress_printer
 from plait.decisions import Human

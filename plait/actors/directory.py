@@ -1,0 +1,156 @@
+"""The actor directory: actor records and the mailbox format, shared by every runtime.
+
+An actor's record lives at ``actors/<id>`` (:func:`actor_key`): its kind, its topics and
+its config. Its mailbox is its share of :data:`MAILBOX_TOPIC`: every mailbox message is
+an event of kind :data:`MAIL_KIND` whose data is :func:`mail_data` (the addressee and
+the body). A runtime reads and writes records and mail only through this module, so
+records created by one runtime are served by any other on the same mesh, and a message
+told by one process is handled wherever its actor is activated.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NewType
+
+from pydantic import BaseModel, Field
+
+from plait.errors import ActorError, ActorNotFound, VersionConflict
+from plait.mesh import Mesh, Transaction
+
+ActorId = NewType("ActorId", str)
+"""The id of a durable actor (``"run:grun_1a2b3c"``)."""
+
+MAILBOX_TOPIC = "actors.mailbox"
+"""The mesh topic holding every actor's mailbox messages."""
+
+MAIL_KIND = "mail"
+"""The event kind of a mailbox message."""
+
+
+def actor_key(actor_id: str) -> str:
+    """The mesh key of an actor's record."""
+    return f"actors/{actor_id}"
+
+
+class ActorRecord(BaseModel):
+    """What the mesh holds about an actor.
+
+    Attributes:
+        id: the actor's id.
+        kind: the handler reference, ``"package.module:attr"``.
+        topics: topics the actor is concerned with (kept for its handler and tools).
+        config: free settings for the handler; ``max_concurrency`` (default 1) bounds
+            how many of its messages run at once.
+        created_at: epoch seconds.
+        stopped: a stopped actor's messages are dropped.
+    """
+
+    id: str
+    kind: str
+    topics: list[str] = Field(default_factory=list)
+    config: dict[str, Any] = Field(default_factory=dict)
+    created_at: float = 0.0
+    stopped: bool = False
+
+
+async def create_record(
+    mesh: Mesh,
+    actor_id: str,
+    kind: str,
+    *,
+    topics: list[str] | None = None,
+    config: dict[str, Any] | None = None,
+    exist_ok: bool = False,
+) -> ActorRecord:
+    """Create an actor's record; with ``exist_ok`` an existing one is returned as it is.
+
+    Raises:
+        ActorError: the actor exists and ``exist_ok`` is false.
+    """
+    record = ActorRecord(
+        id=actor_id, kind=kind, topics=topics or [], config=config or {}, created_at=time.time()
+    )
+    try:
+        await mesh.put(actor_key(actor_id), record.model_dump(), if_version=0)
+    except VersionConflict:
+        if not exist_ok:
+            raise ActorError(f"actor {actor_id!r} already exists") from None
+        return await get_record(mesh, actor_id)
+    return record
+
+
+async def get_record(mesh: Mesh, actor_id: str) -> ActorRecord:
+    """An actor's record.
+
+    Raises:
+        ActorNotFound: there is none.
+    """
+    record = await find_record(mesh, actor_id)
+    if record is None:
+        raise ActorNotFound(f"no actor {actor_id!r}")
+    return record
+
+
+async def find_record(mesh: Mesh, actor_id: str) -> ActorRecord | None:
+    """An actor's record, or None if there is none."""
+    entry = await mesh.get(actor_key(actor_id))
+    return None if entry is None else ActorRecord.model_validate(entry.value)
+
+
+async def stop_record(mesh: Mesh, actor_id: str) -> None:
+    """Mark an actor's record stopped (compare-and-swap, retried on a conflict).
+
+    Raises:
+        ActorNotFound: there is none.
+    """
+    while True:
+        entry = await mesh.get(actor_key(actor_id))
+        if entry is None:
+            raise ActorNotFound(f"no actor {actor_id!r}")
+        record = ActorRecord.model_validate(entry.value)
+        record.stopped = True
+        try:
+            await mesh.put(actor_key(actor_id), record.model_dump(), if_version=entry.version)
+        except VersionConflict:
+            continue
+        return
+
+
+def mail_data(actor_id: str, body: Any) -> dict[str, Any]:
+    """The payload of a mailbox event."""
+    return {"to": actor_id, "body": body}
+
+
+def tell_in(
+    tx: Transaction, actor_id: str, body: Any, *, after_ms: int = 0, key: str | None = None
+) -> str:
+    """Add a message to ``actor_id`` to a transaction (sent only if it commits)."""
+    return tx.publish(
+        MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms, key=key
+    )
+
+
+async def tell_now(
+    mesh: Mesh, actor_id: str, body: Any, *, after_ms: int = 0, key: str | None = None
+) -> str:
+    """Send ``body`` to an actor's mailbox now (optionally later, with a schedule key)."""
+    return await mesh.publish(
+        MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms, key=key
+    )
+
+
+__all__ = [
+    "MAILBOX_TOPIC",
+    "MAIL_KIND",
+    "ActorId",
+    "ActorRecord",
+    "actor_key",
+    "create_record",
+    "find_record",
+    "get_record",
+    "mail_data",
+    "stop_record",
+    "tell_in",
+    "tell_now",
+]
