@@ -1,0 +1,55 @@
+"""The runtime fixture: every actor runtime, on every mesh backend.
+
+``make_runtime`` builds a runtime of the kind under test on this test's mesh. A runtime
+joins the conformance suite by adding its name to :data:`RUNTIMES` and a branch here
+(skipping meshes it refuses, as a remote runtime refuses ``memory://``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import pytest
+
+from plait.actors import ActorRuntime, Handler, LocalRuntime
+from plait.mesh import Mesh
+
+RUNTIMES = ["local"]
+
+MakeRuntime = Callable[..., ActorRuntime]
+"""``make(handlers=..., host=None, services=None, visibility_timeout_ms=300,
+max_attempts=5, drain_timeout_s=5.0)``: a runtime on this test's mesh, not started."""
+
+
+@pytest.fixture(params=RUNTIMES)
+def runtime_name(request: pytest.FixtureRequest) -> str:
+    """The runtime under test."""
+    return str(request.param)
+
+
+@pytest.fixture
+def make_runtime(runtime_name: str, mesh: Mesh) -> MakeRuntime:
+    """A factory of runtimes of the kind under test on this test's mesh."""
+
+    def make(
+        *,
+        handlers: Mapping[str, Handler],
+        host: str | None = None,
+        services: object | None = None,
+        visibility_timeout_ms: int = 300,
+        max_attempts: int = 5,
+        drain_timeout_s: float = 5.0,
+    ) -> ActorRuntime:
+        if runtime_name == "local":
+            return LocalRuntime(
+                mesh,
+                handlers=handlers,
+                host=host,
+                services=services,
+                visibility_timeout_ms=visibility_timeout_ms,
+                max_attempts=max_attempts,
+                drain_timeout_s=drain_timeout_s,
+            )
+        raise AssertionError(f"no such runtime {runtime_name!r}")
+
+    return make
