@@ -1,8 +1,8 @@
 """The SQL of the SQLite mesh: schema, connection setup, and what each request runs.
 
-Everything here runs on a worker thread of :mod:`plait.mesh._sqlite_worker`, inside the
-writer's transaction for writes. SQL strings are constants so that sqlite3's statement
-cache prepares each one once per connection.
+Everything here runs on a connection of :mod:`plait.mesh._sqlite_worker` (on the event
+loop or on a worker thread), inside a writer's transaction for writes. SQL strings are
+constants so that sqlite3's statement cache prepares each one once per connection.
 """
 
 from __future__ import annotations
@@ -54,7 +54,13 @@ CREATE INDEX IF NOT EXISTS scheduled_by_due ON scheduled (due_ms);
 """
 
 
-def open_connection(path: Path, busy_timeout_ms: int, *, writer: bool) -> sqlite3.Connection:
+SYNCHRONOUS = ("NORMAL", "FULL")
+"""The ``synchronous`` levels a mesh may run with (NORMAL is the default)."""
+
+
+def open_connection(
+    path: Path, busy_timeout_ms: int, *, writer: bool, synchronous: str = "NORMAL"
+) -> sqlite3.Connection:
     """Open ``path`` (creating its directory, the file and the schema if needed).
 
     Raises:
@@ -81,9 +87,10 @@ def open_connection(path: Path, busy_timeout_ms: int, *, writer: bool) -> sqlite
         if str(mode).lower() != "wal":
             raise ConfigError(f"the SQLite mesh {path} cannot use WAL (journal mode {mode!r})")
         # NORMAL under WAL: a commit is atomic and survives a crash of the process; only a
-        # power loss may drop the last commits (never corrupting the file). FULL would
-        # fsync on every commit, which costs more than the whole rest of a write.
-        conn.execute("PRAGMA synchronous = NORMAL")
+        # power loss may drop the last commits (never corrupting the file). FULL fsyncs
+        # the WAL on every commit, which costs more than the whole rest of a write.
+        assert synchronous in SYNCHRONOUS
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
         _ensure_schema(conn, path)
         if not writer:
             conn.execute("PRAGMA query_only = ON")
@@ -285,6 +292,13 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list
     return versions, taken
 
 
+def checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """Copy what the WAL holds into the database without taking the write lock
+    (PASSIVE); (whether it stopped short, frames in the WAL, frames copied)."""
+    row: tuple[int, int, int] = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return row
+
+
 def ack(conn: sqlite3.Connection, topic: str, group: str, seq: Any) -> None:
     """Forget a pending delivery (nothing happens if it is already gone)."""
     conn.execute(_ACK, (topic, group, seq))
@@ -352,7 +366,9 @@ def create_groups(
 __all__ = [
     "BUSY_CODES",
     "SCHEMA_VERSION",
+    "SYNCHRONOUS",
     "ack",
+    "checkpoint",
     "commit",
     "create_groups",
     "delete",

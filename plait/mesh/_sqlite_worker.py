@@ -1,17 +1,25 @@
-"""The threads that own a SQLite mesh's connections, and the error boundary around them.
+"""Where a SQLite mesh's statements run: on the event loop when they cannot block,
+else on threads that own a connection each; and the error boundary around them.
 
-sqlite3 calls block (on disk and on other processes' locks), so none runs on the event
-loop: each :class:`Worker` is a thread that owns one connection and answers requests
-queued by coroutines, resolving their futures through ``call_soon_threadsafe``.
+What can wait on a lock or a disk stays off the event loop; what cannot may run on it.
+A commit in WAL with ``synchronous=NORMAL`` on a connection with ``busy_timeout=0``
+cannot wait: it writes to the page cache (no fsync), and a write lock held by another
+process fails it at once with ``SQLITE_BUSY`` instead of waiting. Measured here, such a
+commit costs less than the two thread hops it would otherwise take, so
+:class:`LoopWriter` runs it on the loop, once per loop iteration for every request
+submitted in that iteration. What can wait goes to a :class:`Worker` thread: a batch
+that met ``SQLITE_BUSY`` (the thread waits with ``busy_timeout``), every commit under
+``synchronous=FULL`` (each fsyncs), checkpoints (they fsync the database), opening a
+connection (it may wait on recovery or the schema lock).
 
-The writer commits in groups. It takes every request queued since its last commit and
-runs them in one ``BEGIN IMMEDIATE`` transaction, each inside a ``SAVEPOINT`` of its own
-when there are several, so a request that fails (a CAS conflict) is rolled back alone
-while the others commit together. A request of one write statement (a put, a delete)
-skips the savepoint: its version check is part of the statement, so a conflict has
-written nothing, and SQLite undoes a failed statement whole. One commit, and so one WAL
-append, then serves the whole batch: concurrent writers pay for a commit together
-instead of one each.
+A batch commits in one ``BEGIN IMMEDIATE`` transaction, each request inside a
+``SAVEPOINT`` of its own when there are several, so a request that fails (a CAS
+conflict) is rolled back alone while the others commit together. A request of one
+write statement (a put, a delete) skips the savepoint: its version check is part of
+the statement, so a conflict has written nothing, and SQLite undoes a failed statement
+whole. One commit, and so one WAL append, then serves the whole batch: concurrent
+writers pay for a commit together instead of one each. The loop and the threads run
+the same :func:`write_batch`.
 
 Every ``sqlite3`` exception is translated here, before it reaches a caller.
 """
@@ -19,7 +27,10 @@ Every ``sqlite3`` exception is translated here, before it reaches a caller.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sqlite3
+import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +38,7 @@ from queue import SimpleQueue
 from typing import Any
 
 from plait.errors import ConfigError, InvalidKey, MeshError, MeshUnavailable
-from plait.mesh._sqlite_ops import BUSY_CODES, open_connection
+from plait.mesh._sqlite_ops import BUSY_CODES, checkpoint, open_connection
 
 Request = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any] | None", bool]
 """``fn`` run as ``fn(conn, *args)``, ``args``, the caller's future, and whether ``fn``
@@ -37,8 +48,17 @@ SQLite applies or undoes whole)."""
 Outcome = tuple[bool, Any]
 """``(True, result)`` or ``(False, exception)``."""
 
+_Item = tuple[list[Request], Callable[[], None] | None]
+"""What a worker's queue holds: requests served together, and what to call after."""
+
 _MAX_BATCH = 512
 _CONFIG_CODES = (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB)
+_MX_FRAME = struct.Struct("=I")
+"""The wal-index header's ``mxFrame``: frames in the WAL, at offset 16 of the -shm file
+(https://sqlite.org/walformat.html), in the machine's byte order."""
+
+DEFAULT_CHECKPOINT_PAGES = 1000
+"""WAL pages after which a checkpoint is asked for (SQLite's own autocheckpoint)."""
 
 
 def translate(exc: BaseException, path: Path, busy_timeout_ms: int) -> BaseException:
@@ -50,7 +70,7 @@ def translate(exc: BaseException, path: Path, busy_timeout_ms: int) -> BaseExcep
     """
     if isinstance(exc, UnicodeEncodeError):
         return InvalidKey(f"a mesh key, topic or kind must be valid Unicode text: {exc.reason}")
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    code = _code(exc)
     if code in _CONFIG_CODES:
         return ConfigError(f"the SQLite mesh {path} cannot be written: {exc}")
     if isinstance(exc, sqlite3.OperationalError):
@@ -65,6 +85,66 @@ def translate(exc: BaseException, path: Path, busy_timeout_ms: int) -> BaseExcep
     return exc
 
 
+def _code(exc: BaseException) -> int:
+    return int(getattr(exc, "sqlite_errorcode", 0)) & 0xFF
+
+
+def call(conn: sqlite3.Connection, request: Request, path: Path, busy_ms: int) -> Outcome:
+    """Run one request on ``conn``; its result or its translated exception."""
+    try:
+        return True, request[0](conn, *request[1])
+    except Exception as exc:  # forwarded to the caller that queued the request
+        return False, translate(exc, path, busy_ms)
+
+
+def write_batch(
+    conn: sqlite3.Connection, batch: list[Request], path: Path, busy_ms: int
+) -> list[Outcome]:
+    """Run ``batch`` in the transaction ``BEGIN IMMEDIATE`` opened on ``conn``, then commit.
+
+    Each request runs in a savepoint of its own when there are several (unless it
+    declared it needs none), so one that fails is rolled back alone.
+    """
+    try:
+        if len(batch) == 1:
+            outcome = call(conn, batch[0], path, busy_ms)
+            if outcome[0]:
+                conn.execute("COMMIT")
+            elif conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return [outcome]
+        outcomes = []
+        for request in batch:
+            savepoint = request[3]
+            if savepoint:
+                conn.execute("SAVEPOINT request")
+            outcome = call(conn, request, path, busy_ms)
+            if not outcome[0] and not conn.in_transaction:
+                # SQLite rolled the whole transaction back (disk full, I/O error).
+                return [outcome] * len(batch)
+            if savepoint:
+                if not outcome[0]:
+                    conn.execute("ROLLBACK TO request")
+                conn.execute("RELEASE request")
+            outcomes.append(outcome)
+        conn.execute("COMMIT")
+        return outcomes
+    except sqlite3.Error as exc:
+        return fail_all(conn, batch, exc, path, busy_ms)
+
+
+def fail_all(
+    conn: sqlite3.Connection, batch: list[Request], exc: sqlite3.Error, path: Path, busy_ms: int
+) -> list[Outcome]:
+    """Roll back what ``conn`` has open; ``exc``, translated, for every request."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # the original error is the one worth reporting
+    return [(False, translate(exc, path, busy_ms))] * len(batch)
+
+
 class Worker:
     """A thread owning one connection to the mesh file; ``writer`` commits in groups.
 
@@ -72,11 +152,14 @@ class Worker:
     later one if that failed (a lock held by another process at start is transient).
     """
 
-    def __init__(self, path: Path, busy_timeout_ms: int, *, writer: bool) -> None:
+    def __init__(
+        self, path: Path, busy_timeout_ms: int, *, writer: bool, synchronous: str = "NORMAL"
+    ) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self.writer = writer
-        self._queue: SimpleQueue[Request | None] = SimpleQueue()
+        self.synchronous = synchronous
+        self._queue: SimpleQueue[_Item | None] = SimpleQueue()
         self._thread = threading.Thread(
             target=self._run, name=f"plait-sqlite-{'writer' if writer else 'reader'}", daemon=True
         )
@@ -91,8 +174,13 @@ class Worker:
         statement and raises only before or after it: a batch then skips the savepoint.
         """
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.put((fn, args, future, savepoint))
+        self._queue.put(([(fn, args, future, savepoint)], None))
         return future
+
+    def submit_batch(self, batch: list[Request], then: Callable[[], None]) -> None:
+        """Queue requests to be served in one transaction; ``then()`` runs on the thread
+        once their outcomes are handed to their loops."""
+        self._queue.put((batch, then))
 
     def stop(self) -> None:
         """Ask the thread to finish what is queued, close its connection and exit."""
@@ -108,49 +196,51 @@ class Worker:
         conn: sqlite3.Connection | None = None
         try:
             while True:
-                batch, stopping = self._take()
+                batch, then, stopping = self._take()
                 if batch:
                     conn = self._serve(conn, batch)
+                for callback in then:
+                    callback()
                 if stopping:
                     return
         finally:
             if conn is not None:
                 conn.close()
 
-    def _take(self) -> tuple[list[Request], bool]:
-        """Wait for a request, then take every one queued behind it; and whether to stop."""
+    def _take(self) -> tuple[list[Request], list[Callable[[], None]], bool]:
+        """Wait for requests, then take every one queued behind them; and whether to stop."""
         queue = self._queue
-        first = queue.get()
-        if first is None:
-            return [], True
-        batch = [first]
-        while len(batch) < _MAX_BATCH and not queue.empty():
+        batch: list[Request] = []
+        then: list[Callable[[], None]] = []
+        item = queue.get()
+        while item is not None:
+            batch += item[0]
+            if item[1] is not None:
+                then.append(item[1])
+            if len(batch) >= _MAX_BATCH or queue.empty():
+                return batch, then, False
             item = queue.get()
-            if item is None:
-                return batch, True
-            batch.append(item)
-        return batch, False
+        return batch, then, True
 
     def _serve(
         self, conn: sqlite3.Connection | None, batch: list[Request]
     ) -> sqlite3.Connection | None:
         try:
             if conn is None:
-                conn = open_connection(self.path, self.busy_timeout_ms, writer=self.writer)
+                conn = open_connection(
+                    self.path,
+                    self.busy_timeout_ms,
+                    writer=self.writer,
+                    synchronous=self.synchronous,
+                )
             if self.writer:
                 outcomes = self._write(conn, batch)
             else:
-                outcomes = [self._call(conn, request) for request in batch]
+                outcomes = [call(conn, r, self.path, self.busy_timeout_ms) for r in batch]
         except Exception as exc:  # forwarded to every caller of the batch, none left hanging
             outcomes = [(False, translate(exc, self.path, self.busy_timeout_ms))] * len(batch)
         _resolve(batch, outcomes)
         return conn
-
-    def _call(self, conn: sqlite3.Connection, request: Request) -> Outcome:
-        try:
-            return True, request[0](conn, *request[1])
-        except Exception as exc:  # forwarded to the caller that queued the request
-            return False, translate(exc, self.path, self.busy_timeout_ms)
 
     def _write(self, conn: sqlite3.Connection, batch: list[Request]) -> list[Outcome]:
         # IMMEDIATE takes the write lock up front, waiting up to busy_timeout for other
@@ -159,53 +249,195 @@ class Worker:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            return self._fail_all(conn, batch, exc)
-        try:
-            if len(batch) == 1:
-                outcome = self._call(conn, batch[0])
-                if outcome[0]:
-                    conn.execute("COMMIT")
-                elif conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                return [outcome]
-            outcomes = []
-            for request in batch:
-                savepoint = request[3]
-                if savepoint:
-                    conn.execute("SAVEPOINT request")
-                outcome = self._call(conn, request)
-                if not outcome[0] and not conn.in_transaction:
-                    # SQLite rolled the whole transaction back (disk full, I/O error).
-                    return [outcome] * len(batch)
-                if savepoint:
-                    if not outcome[0]:
-                        conn.execute("ROLLBACK TO request")
-                    conn.execute("RELEASE request")
-                outcomes.append(outcome)
-            conn.execute("COMMIT")
-            return outcomes
-        except sqlite3.Error as exc:
-            return self._fail_all(conn, batch, exc)
+            return fail_all(conn, batch, exc, self.path, self.busy_timeout_ms)
+        return write_batch(conn, batch, self.path, self.busy_timeout_ms)
 
-    def _fail_all(
-        self, conn: sqlite3.Connection, batch: list[Request], exc: sqlite3.Error
-    ) -> list[Outcome]:
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # the original error is the one worth reporting
-        error = translate(exc, self.path, self.busy_timeout_ms)
-        return [(False, error)] * len(batch)
+
+class LoopConnection:
+    """Commits and reads on the event loop's thread, on a connection that never waits.
+
+    Writes submitted during one loop iteration are committed together at the start of
+    the next by :func:`write_batch`. A batch whose ``BEGIN IMMEDIATE`` meets another
+    process's write lock (``SQLITE_BUSY`` at once, as ``busy_timeout`` is 0) goes to the
+    writer thread, which waits for the lock; so do the batches after it until the
+    thread has committed them, so writes still commit in the order they were submitted.
+    With ``commits=False`` (``synchronous=FULL``) every batch goes to the writer thread.
+    A read that meets ``SQLITE_BUSY`` (a WAL being recovered) goes to the reader thread.
+
+    The connection is opened on the reader thread (opening can wait) once the writer
+    thread has opened its own (so the two never race to create the file); until then,
+    every batch goes to the writer thread. Its WAL never checkpoints on the loop
+    (``wal_autocheckpoint=0``): past ``checkpoint_pages`` pages the reader thread runs a
+    passive checkpoint, which never takes the write lock.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        writer: Worker,
+        reader: Worker,
+        *,
+        commits: bool = True,
+        checkpoint_pages: int = DEFAULT_CHECKPOINT_PAGES,
+    ) -> None:
+        self.loop = loop
+        self._commits = commits
+        self._writer = writer
+        self._reader = reader
+        self._path = writer.path
+        self._busy_ms = writer.busy_timeout_ms
+        self._checkpoint_pages = checkpoint_pages
+        self._conn: sqlite3.Connection | None = None
+        self._shm: int | None = None
+        self._opening: asyncio.Future[Any] | None = None
+        self._pending: list[Request] = []
+        self._handed = 0  # batches on the writer thread not committed yet
+        self._checkpointing = False
+        self._closed = False
+
+    def open(self) -> asyncio.Future[Any]:
+        """Open the loop's connection on the reader thread (once; again after a failure)."""
+        if self._opening is None:
+            self._opening = self._reader.submit(
+                _open_for_loop, self._path, self._busy_ms, self._writer.synchronous
+            )
+            self._opening.add_done_callback(self._opened)
+        return self._opening
+
+    def _opened(self, future: asyncio.Future[Any]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            self._opening = None  # the writer thread reports the error; try again later
+            return
+        conn, shm = future.result()
+        if self._closed:
+            self._reader.submit_batch([(_close, (conn, shm), None, False)], _nothing)
+            return
+        self._conn, self._shm = conn, shm
+
+    def write(self, fn: Callable[..., Any], *args: Any, savepoint: bool) -> asyncio.Future[Any]:
+        """Queue ``fn(conn, *args)`` for this iteration's batch; a future of its result."""
+        future = self.loop.create_future()
+        if not self._pending:
+            # Runs after every callback already ready, so after every task this iteration
+            # wakes: all the writes they submit share one commit.
+            self.loop.call_soon(self.flush)
+        self._pending.append((fn, args, future, savepoint))
+        return future
+
+    def read(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Run ``fn(conn, *args)`` now, unless it would wait (then on the reader thread)."""
+        conn = self._conn
+        if conn is None:
+            return self._reader.submit(fn, *args)
+        future = self.loop.create_future()
+        try:
+            future.set_result(fn(conn, *args))
+        except sqlite3.Error as exc:
+            if _code(exc) in BUSY_CODES:
+                return self._reader.submit(fn, *args)
+            future.set_exception(translate(exc, self._path, self._busy_ms))
+        except Exception as exc:  # forwarded to the caller, as a worker thread does
+            future.set_exception(translate(exc, self._path, self._busy_ms))
+        return future
+
+    def flush(self) -> None:
+        """Commit the writes queued so far (on the loop, or on the writer thread)."""
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        conn = self._conn
+        if conn is None or self._handed or not self._commits:
+            self._hand(batch)
+            return
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if _code(exc) in BUSY_CODES:
+                self._hand(batch)  # another process writes: wait for it off the loop
+            else:
+                _settle(_pairs(batch, fail_all(conn, batch, exc, self._path, self._busy_ms)))
+            return
+        _settle(_pairs(batch, write_batch(conn, batch, self._path, self._busy_ms)))
+        self._maybe_checkpoint()
+
+    def _hand(self, batch: list[Request]) -> None:
+        self._handed += 1
+        self._writer.submit_batch(batch, self._handed_back)
+
+    def _handed_back(self) -> None:  # on the writer thread
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            self.loop.call_soon_threadsafe(self._done_handing)
+
+    def _done_handing(self) -> None:
+        self._handed -= 1
+        if self._conn is None and not self._closed:
+            self.open()  # the writer's connection exists now: the file has its schema
+
+    def _maybe_checkpoint(self) -> None:
+        if self._checkpointing or self._shm is None:
+            return
+        try:
+            frames = _MX_FRAME.unpack(os.pread(self._shm, 4, 16))[0]
+        except (OSError, struct.error):
+            return
+        if frames >= self._checkpoint_pages:
+            self._checkpointing = True
+            self._reader.submit(checkpoint).add_done_callback(self._checkpointed)
+
+    def _checkpointed(self, future: asyncio.Future[Any]) -> None:
+        self._checkpointing = False
+        if not future.cancelled():
+            future.exception()  # a failed checkpoint is retried after the next commit
+
+    def close(self) -> None:
+        """Commit what is queued, then close the connection on the reader thread (closing
+        may checkpoint, which writes to disk)."""
+        self.flush()
+        self._closed = True
+        conn, shm, self._conn, self._shm = self._conn, self._shm, None, None
+        if conn is not None:
+            self._reader.submit_batch([(_close, (conn, shm), None, False)], _nothing)
+
+
+def _open_for_loop(
+    _conn: object, path: Path, busy_ms: int, synchronous: str
+) -> tuple[sqlite3.Connection, int | None]:
+    conn = open_connection(path, busy_ms, writer=True, synchronous=synchronous)
+    try:
+        # Never wait on the loop: another process's lock fails at once (and the batch
+        # moves to the writer thread); checkpoints run on the reader thread.
+        conn.execute("PRAGMA busy_timeout = 0")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        shm: int | None = os.open(f"{path}-shm", os.O_RDONLY)
+    except OSError:
+        shm = None  # no WAL size to read: the writer thread's own checkpoints remain
+    except BaseException:
+        conn.close()
+        raise
+    return conn, shm
+
+
+def _close(_conn: object, conn: sqlite3.Connection, shm: int | None) -> None:
+    conn.close()
+    if shm is not None:
+        os.close(shm)
+
+
+def _nothing() -> None:
+    """Nothing to do once a request is served."""
+
+
+def _pairs(
+    batch: list[Request], outcomes: list[Outcome]
+) -> list[tuple[asyncio.Future[Any], Outcome]]:
+    return [(r[2], o) for r, o in zip(batch, outcomes, strict=True) if r[2] is not None]
 
 
 def _resolve(batch: list[Request], outcomes: list[Outcome]) -> None:
     """Hand each outcome to its caller's loop: one wake-up per loop, not per request."""
     by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Outcome]]] = {}
-    for request, outcome in zip(batch, outcomes, strict=True):
-        future = request[2]
-        if future is not None:
-            by_loop.setdefault(future.get_loop(), []).append((future, outcome))
+    for future, outcome in _pairs(batch, outcomes):
+        by_loop.setdefault(future.get_loop(), []).append((future, outcome))
     for loop, settled in by_loop.items():
         try:
             loop.call_soon_threadsafe(_settle, settled)
@@ -223,4 +455,4 @@ def _settle(settled: list[tuple[asyncio.Future[Any], Outcome]]) -> None:
             future.set_exception(value)
 
 
-__all__ = ["Request", "Worker", "translate"]
+__all__ = ["DEFAULT_CHECKPOINT_PAGES", "LoopConnection", "Request", "Worker", "translate"]
