@@ -7,6 +7,7 @@
   default when no URL is given: ``mesh.db`` in ``PLAIT_HOME`` if set, else in the
   nearest ``.plait/`` directory at or above the working directory (as git finds
   ``.git``), else a new ``.plait/mesh.db`` under the working directory.
+  ``?synchronous=full`` makes every commit survive a power loss too (it fsyncs each).
 - ``redis://[:PASSWORD@]HOST:PORT/DB[?prefix=NAME]`` (or ``rediss://``) — a Redis
   server shared by many hosts; ``prefix`` namespaces every key, ``timeout`` and
   ``connect_timeout`` (seconds) bound how long a reply or a connection is waited for.
@@ -84,7 +85,7 @@ def sqlite_path(url: str) -> Path | None:
     """The file of a ``sqlite://`` URL (relative to the working directory), else None."""
     if not url.lower().startswith("sqlite://"):
         return None
-    path = url.split("://", 1)[1]
+    path = url.split("://", 1)[1].split("?", 1)[0]
     if path.startswith("/"):
         path = path[1:]  # sqlite:///rel/path -> rel/path; sqlite:////abs -> /abs
     return Path(path or DEFAULT_MESH_URL.split(":///", 1)[1])
@@ -104,7 +105,8 @@ def open_mesh(
             SQLite default.
         max_value_bytes: the largest encoded value or event payload accepted.
         connect_timeout: seconds to wait for a network backend before giving up.
-        **options: backend options (``busy_timeout`` for SQLite; ``prefix`` for Redis).
+        **options: backend options (``busy_timeout``, ``synchronous`` for SQLite;
+            ``prefix`` for Redis).
 
     Raises:
         ConfigError: the URL's scheme is not supported or the URL is malformed.
@@ -122,6 +124,13 @@ def open_mesh(
 
         path = sqlite_path(url)
         assert path is not None
+        for name, values in parse_qs(url.partition("?")[2]).items():
+            if name != "synchronous":
+                raise ConfigError(
+                    f"unknown SQLite mesh URL option {name!r} in {url!r}: the only one is "
+                    "synchronous (e.g. sqlite:///.plait/mesh.db?synchronous=full)"
+                )
+            options.setdefault(name, values[-1])
         return SqliteMesh(path, max_value_bytes=max_value_bytes, **options)
     if scheme in ("redis", "rediss"):
         from plait.mesh.redis import RedisMesh

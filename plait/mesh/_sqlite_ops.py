@@ -293,9 +293,15 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list
 
 
 def checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """Copy what the WAL holds into the database without taking the write lock
-    (PASSIVE); (whether it stopped short, frames in the WAL, frames copied)."""
-    row: tuple[int, int, int] = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    """Copy the WAL into the database and let the next commit write the WAL from its
+    start; (whether it stopped short, frames in the WAL, frames copied).
+
+    PASSIVE copies the bulk while writers go on; but as they go on it never catches up,
+    and a WAL starts over only when every frame in it was copied. RESTART then copies
+    the few frames written meanwhile holding the write lock, so it catches up.
+    """
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    row: tuple[int, int, int] = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
     return row
 
 

@@ -267,8 +267,9 @@ class LoopConnection:
     The connection is opened on the reader thread (opening can wait) once the writer
     thread has opened its own (so the two never race to create the file); until then,
     every batch goes to the writer thread. Its WAL never checkpoints on the loop
-    (``wal_autocheckpoint=0``): past ``checkpoint_pages`` pages the reader thread runs a
-    passive checkpoint, which never takes the write lock.
+    (``wal_autocheckpoint=0``): past ``checkpoint_pages`` pages the reader thread runs
+    :func:`~plait.mesh._sqlite_ops.checkpoint`; while that holds the write lock, the
+    loop's batches meet ``SQLITE_BUSY`` and wait on the writer thread like any other.
     """
 
     def __init__(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -277,3 +279,165 @@ async def test_delayed_event_from_another_object_is_on_time(db_path: Path) -> No
         late_ms = (time.time() - published) * 1000 - 300
         assert d.data == "x" and 0 <= late_ms <= 250
         await sub.close()
+
+
+# -- commits on the event loop ------------------------------------------------------
+
+
+@pytest.fixture
+def loop_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int, int]]]:
+    """Records (thread, requests, failed requests) of every batch committed anywhere."""
+    seen: list[tuple[str, int, int]] = []
+    write = worker_module.write_batch
+
+    def recording(conn: sqlite3.Connection, batch: Any, *args: Any) -> Any:
+        outcomes = write(conn, batch, *args)
+        failed = sum(not ok for ok, _ in outcomes)
+        seen.append((threading.current_thread().name, len(batch), failed))
+        return outcomes
+
+    monkeypatch.setattr(worker_module, "write_batch", recording)
+    yield seen
+
+
+def _where_and_level(conn: sqlite3.Connection) -> tuple[str, int]:
+    return threading.current_thread().name, conn.execute("PRAGMA synchronous").fetchone()[0]
+
+
+async def test_commits_run_on_the_loop_under_normal(mesh: SqliteMesh) -> None:
+    where, level = await mesh._write(_where_and_level)
+    assert (where, level) == (threading.current_thread().name, 1)
+
+
+async def test_synchronous_full_is_selectable_and_in_effect(db_path: Path) -> None:
+    async with open_mesh(f"sqlite:///{db_path}?synchronous=full") as mesh:
+        assert isinstance(mesh, SqliteMesh) and mesh.path == db_path
+        where, level = await mesh._write(_where_and_level)
+        assert (where, level) == ("plait-sqlite-writer", 2)  # fsyncs: off the loop
+        entry = await mesh.put("k", 1, if_version=0)
+        assert entry.version == 1
+    async with SqliteMesh(db_path, synchronous="FULL") as mesh:
+        assert (await mesh._write(_where_and_level))[1] == 2
+    with pytest.raises(ConfigError, match="synchronous"):
+        SqliteMesh(db_path, synchronous="off")
+    with pytest.raises(ConfigError, match="unknown SQLite mesh URL option 'journal'"):
+        open_mesh(f"sqlite:///{db_path}?journal=delete")
+
+
+async def test_a_conflicting_transaction_in_a_loop_batch_leaves_the_others_alone(
+    mesh: SqliteMesh, loop_batches: list[tuple[str, int, int]]
+) -> None:
+    await mesh.put("shared", 0)  # version 1
+    loop_batches.clear()
+
+    async def transaction(i: int) -> None:
+        async with mesh.transact() as tx:
+            tx.put(f"mine/{i}", i, if_version=0)
+            tx.publish("done", "did", i)
+            tx.put("shared", i, if_version=1 if i == 3 else 9)  # only 3 holds the version
+
+    async def own(i: int) -> None:
+        async with mesh.transact() as tx:
+            tx.put(f"own/{i}", i, if_version=0)
+            tx.put(f"own/{i}/b", i, if_version=0)
+
+    results = await asyncio.gather(
+        transaction(3), transaction(4), *(own(i) for i in range(8)), return_exceptions=True
+    )
+    assert results[0] is None and isinstance(results[1], VersionConflict)
+    assert results[2:] == [None] * 8
+    assert loop_batches == [(threading.current_thread().name, 10, 1)]  # one commit, on the loop
+    shared = await mesh.get("shared")
+    assert shared is not None and (shared.value, shared.version) == (3, 2)
+    assert [e.key async for e in mesh.scan("mine/")] == ["mine/3"]
+    assert len([e async for e in mesh.scan("own/")]) == 16
+
+
+_OTHER_PROCESS = """
+import asyncio, sys
+from plait.errors import VersionConflict
+from plait.mesh.sqlite import SqliteMesh
+
+async def main(path, name, count):
+    async with SqliteMesh(path) as mesh:
+        print("ready", flush=True)
+        sys.stdin.readline()
+
+        async def one(task):
+            for i in range(task, count, 8):
+                await mesh.put(f"{name}/{i}", i, if_version=0)
+                while True:
+                    entry = await mesh.get("counter")
+                    try:
+                        await mesh.put("counter", entry.value + 1, if_version=entry.version)
+                        break
+                    except VersionConflict:
+                        pass
+
+        await asyncio.gather(*(one(t) for t in range(8)))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+"""
+
+
+async def test_two_processes_writing_one_file_lose_nothing(
+    db_path: Path, batch_sizes: list[tuple[int, int]]
+) -> None:
+    count = 600
+    async with SqliteMesh(db_path) as mesh:
+        await mesh.put("counter", 0, if_version=0)
+        other = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _OTHER_PROCESS, str(db_path), "other", str(count),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert other.stdin is not None and other.stdout is not None
+        with anyio.fail_after(20):
+            assert await other.stdout.readline() == b"ready\n"
+        batch_sizes.clear()  # from here on, the writer thread serves only what met a lock
+        other.stdin.write(b"go\n")
+        await other.stdin.drain()
+
+        async def one(task: int) -> None:
+            for i in range(task, count, 8):
+                await mesh.put(f"here/{i}", i, if_version=0)
+                while True:
+                    entry = await mesh.get("counter")
+                    assert entry is not None
+                    try:
+                        await mesh.put("counter", entry.value + 1, if_version=entry.version)
+                        break
+                    except VersionConflict:
+                        pass
+
+        with anyio.fail_after(120):
+            await asyncio.gather(*(one(t) for t in range(8)))
+            assert await other.wait() == 0
+        counter = await mesh.get("counter")
+        assert counter is not None and counter.value == 2 * count
+        for name in ("here", "other"):
+            assert len([e async for e in mesh.scan(f"{name}/")]) == count
+    assert batch_sizes, "no batch met the other process's lock and moved to the writer thread"
+    assert all(failed < size for size, failed in batch_sizes)  # none failed on the lock
+
+
+async def test_the_wal_is_checkpointed_off_the_loop(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wal = db_path.with_name(db_path.name + "-wal")
+    where: list[str] = []
+    checkpoint = worker_module.checkpoint
+
+    def recording(conn: sqlite3.Connection) -> Any:
+        where.append(threading.current_thread().name)
+        return checkpoint(conn)
+
+    monkeypatch.setattr(worker_module, "checkpoint", recording)
+    async with SqliteMesh(db_path) as mesh:
+        value = "x" * 3000  # about one page a put
+        largest = 0
+        for i in range(6000):
+            await mesh.put(f"k/{i % 500}", value)
+            largest = max(largest, wal.stat().st_size)
+    # Without checkpoints the WAL would hold every one of the 6,000 pages written.
+    assert largest < 3000 * 4096
+    assert where and set(where) == {"plait-sqlite-reader"}
