@@ -292,16 +292,17 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list
     return versions, taken
 
 
-def checkpoint(conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """Copy the WAL into the database and let the next commit write the WAL from its
-    start; (whether it stopped short, frames in the WAL, frames copied).
+def checkpoint(conn: sqlite3.Connection, restart: bool) -> tuple[int, int, int]:
+    """Copy the WAL into the database; (whether it stopped short, frames in the WAL,
+    frames copied).
 
-    PASSIVE copies the bulk while writers go on; but as they go on it never catches up,
-    and a WAL starts over only when every frame in it was copied. RESTART then copies
-    the few frames written meanwhile holding the write lock, so it catches up.
+    PASSIVE copies while writers go on; but as they go on it never catches up, and a
+    WAL starts over only once every frame in it was copied. ``restart`` then copies the
+    few frames written since, holding the write lock, so that the next commit writes
+    the WAL from its start.
     """
-    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-    row: tuple[int, int, int] = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+    mode = "RESTART" if restart else "PASSIVE"
+    row: tuple[int, int, int] = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
     return row
 
 

@@ -5,8 +5,8 @@ write is a ``BEGIN IMMEDIATE`` transaction, so writers from several processes qu
 SQLite's lock (for up to ``busy_timeout``) instead of failing halfway. Within one mesh
 object, the writes of one event-loop iteration commit together (group commit) on the
 loop itself, where such a commit cannot wait; a writer thread takes over when it could
-(another process holds the lock, or ``synchronous=FULL`` fsyncs every commit), and a
-reader thread runs checkpoints. See :mod:`plait.mesh._sqlite_worker`,
+(another process holds the lock, or ``synchronous=FULL`` fsyncs every commit) and
+runs the checkpoints. See :mod:`plait.mesh._sqlite_worker`,
 :mod:`plait.mesh._sqlite_ops` and :mod:`plait.mesh._sqlite_delivery`.
 """
 
