@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -154,14 +154,19 @@ class Whoami(BaseModel):
     name: str
 
 
-STATUS_FILTER_HELP = "One of " + ", ".join(LISTING_STATUSES) + "."
+ListingStatus = Literal[
+    "running", "waiting_human", "waiting_approval", "waiting_child", "done", "failed", "cancelled"
+]
+"""A status runs are listed and filtered by (see :data:`~plait.runs.service.LISTING_STATUSES`)."""
+
+assert set(get_args(ListingStatus)) == set(LISTING_STATUSES)
 
 __all__ = [
-    "STATUS_FILTER_HELP",
     "Answer",
     "Asking",
     "DecisionRef",
     "GraphView",
+    "ListingStatus",
     "RaiseBudget",
     "ResumeRun",
     "RunPage",

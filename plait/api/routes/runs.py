@@ -10,8 +10,8 @@ from fastapi.responses import StreamingResponse
 from plait.api.deps import PrincipalDep, ServicesDep
 from plait.api.events import run_events
 from plait.api.models import (
-    STATUS_FILTER_HELP,
     Asking,
+    ListingStatus,
     RaiseBudget,
     ResumeRun,
     RunPage,
@@ -64,7 +64,7 @@ _ASKING = {"node", "kind", "ask", "decision_id", "options"}
 async def list_runs(
     svc: ServicesDep,
     who: PrincipalDep,
-    status: Annotated[str | None, Query(description=STATUS_FILTER_HELP)] = None,
+    status: Annotated[ListingStatus | None, Query(description="Only runs in this status.")] = None,
     agent: Annotated[str | None, Query(description="Only this agent's runs.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
