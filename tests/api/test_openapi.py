@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from .helpers import asking_graph, asking_rules
