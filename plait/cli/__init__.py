@@ -14,6 +14,8 @@ from plait.cli.agents import agents_app
 from plait.cli.decisions import decisions_app
 from plait.cli.graph import graph_app
 from plait.cli.mesh import mesh_app
+from plait.cli.serve import serve_cmd
+from plait.cli.tokens import tokens_app
 from plait.cli.worker import worker_cmd
 
 _option_type = TyperOption.display_type_rich
@@ -78,7 +80,9 @@ app.add_typer(mesh_app, name="mesh")
 app.add_typer(graph_app, name="graph")
 app.add_typer(decisions_app, name="decisions")
 app.add_typer(agents_app, name="agents")
+app.add_typer(tokens_app, name="tokens")
 app.command("worker")(worker_cmd)
+app.command("serve")(serve_cmd)
 
 
 def main() -> None:

@@ -1,0 +1,179 @@
+"""The shapes the HTTP API reads and writes: pydantic models at its edges."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, Field
+
+from plait.runs.record import RunSummary
+from plait.runs.service import LISTING_STATUSES
+
+
+class StartRun(BaseModel):
+    """A run to start: a stored graph, its input, optionally a version and model."""
+
+    agent: str = Field(min_length=1, description="The graph's agent.")
+    name: str = Field(min_length=1, description="The graph's name.")
+    input: Any = Field(default=None, description="The run's input ({{input}}).")
+    version: int | None = Field(default=None, ge=1, description="Default: the newest.")
+    model: str | None = Field(
+        default=None, description="A model spec for every agent (default: each profile's)."
+    )
+    input_untrusted: bool = Field(
+        default=False, description="The input is outside content: what reads it is tainted."
+    )
+
+
+class Answer(BaseModel):
+    """An answer to a decision: an option, a text, or an option with a note."""
+
+    option: str | None = Field(default=None, description="The chosen option.")
+    text: str | None = Field(default=None, description="A text answer, or a note.")
+
+
+class ResumeRun(BaseModel):
+    """What to answer a waiting run (``approve`` / ``reject`` for an approval)."""
+
+    answer: str = Field(description="The answer: an option or a text.")
+
+
+class RaiseBudget(BaseModel):
+    """Amounts to add to a run's budget, per limit (each positive)."""
+
+    steps: float | None = Field(default=None, gt=0)
+    tokens: float | None = Field(default=None, gt=0)
+    dollars: float | None = Field(default=None, gt=0)
+    wall_seconds: float | None = Field(default=None, gt=0)
+    retries: float | None = Field(default=None, gt=0)
+
+
+class RunPage(BaseModel):
+    """One page of runs, newest first."""
+
+    items: list[RunSummary]
+    total: int = Field(description="Runs matching the filters, on every page.")
+    limit: int
+    offset: int
+
+
+class Asking(BaseModel):
+    """What a person must answer for a run to go on (its own or a child run's question)."""
+
+    run_id: str = Field(description="The run that asks: this one, or a child run.")
+    node: str
+    kind: str
+    ask: str
+    decision_id: str | None = None
+    options: list[str] | None = None
+
+
+class RunView(BaseModel):
+    """A run as the API shows it."""
+
+    run_id: str
+    status: str
+    agent: str
+    graph: str
+    version: int
+    sha256: str
+    created_at: float
+    updated_at: float
+    ended_detail: str | None = None
+    error: str | None = None
+    error_node: str | None = None
+    current: list[str] = Field(description="Nodes in flight, or the node the run waits at.")
+    asking: Asking | None = None
+    usage: dict[str, float]
+    output: Any = None
+    parent: str | None = None
+
+
+class ToolCall(BaseModel):
+    """A tool call a visit made, with its result."""
+
+    name: str | None = None
+    arguments: Any = None
+    result: Any = None
+
+
+class DecisionRef(BaseModel):
+    """The decision a visit raised, and who answered it."""
+
+    id: str
+    status: str
+    answer: str | None = None
+    by: str | None = None
+    label: str | None = None
+    at: float | None = None
+
+
+class Step(BaseModel):
+    """One visit of a run's trajectory."""
+
+    node: str | None
+    visit: int | None
+    status: str = Field(description="done, failed or waiting.")
+    prompt: Any = None
+    output: Any = None
+    verdict: str | None = None
+    usage: dict[str, float] = Field(default_factory=dict)
+    started_at: float | None = None
+    ended_at: float | None = None
+    elapsed: float | None = None
+    error: str | None = None
+    tools: list[ToolCall] = Field(default_factory=list)
+    decision: DecisionRef | None = None
+
+
+class Verified(BaseModel):
+    """The audit chain's check."""
+
+    run_id: str
+    verified: bool
+    events: int | None = Field(default=None, description="Events verified (if it holds).")
+    error: str | None = Field(default=None, description="The first disagreement, if any.")
+
+
+class GraphView(BaseModel):
+    """A stored graph version and its drawing."""
+
+    agent: str
+    name: str
+    version: int
+    sha256: str
+    imported_at: float
+    spec: dict[str, Any]
+    mermaid: str = Field(description="The graph as a Mermaid flowchart.")
+
+
+class Whoami(BaseModel):
+    """Who the request's token acts as."""
+
+    kind: str = Field(description="human or agent.")
+    name: str
+
+
+ListingStatus = Literal[
+    "running", "waiting_human", "waiting_approval", "waiting_child", "done", "failed", "cancelled"
+]
+"""A status runs are listed and filtered by (see :data:`~plait.runs.service.LISTING_STATUSES`)."""
+
+assert set(get_args(ListingStatus)) == set(LISTING_STATUSES)
+
+__all__ = [
+    "Answer",
+    "Asking",
+    "DecisionRef",
+    "GraphView",
+    "ListingStatus",
+    "RaiseBudget",
+    "ResumeRun",
+    "RunPage",
+    "RunView",
+    "StartRun",
+    "Step",
+    "ToolCall",
+    "Verified",
+    "Whoami",
+]

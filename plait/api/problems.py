@@ -1,0 +1,158 @@
+"""Errors as JSON problem objects (RFC 9457): a status, a title and a one-line detail.
+
+Every plait error a service raises is mapped here, once, to the status that says what
+the caller can do about it: 404 for what does not exist, 409 for a state that forbids
+the act (a closed decision, a run that waits on nothing), 422 for input that cannot
+work, 403 for a principal who may not act, 503 for a mesh that does not answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+
+from plait.errors import (
+    ConfigError,
+    DecisionClosed,
+    DecisionError,
+    GraphNotFound,
+    GraphValidationError,
+    GraphVersionExists,
+    MeshUnavailable,
+    NotPermitted,
+    PlaitError,
+    RunError,
+    RunNotFound,
+    RunNotWaiting,
+    VersionConflict,
+)
+
+PROBLEM_TYPE = "application/problem+json"
+"""The media type of a problem object."""
+
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (NotPermitted, 403),
+    (RunNotFound, 404),
+    (GraphNotFound, 404),
+    (LookupError, 404),  # DecisionNotFound, ActorNotFound...
+    (DecisionClosed, 409),
+    (RunNotWaiting, 409),
+    (GraphVersionExists, 409),
+    (VersionConflict, 409),
+    (GraphValidationError, 422),
+    (ConfigError, 422),
+    (DecisionError, 422),  # an answer that does not fit the decision
+    (MeshUnavailable, 503),
+    (RunError, 409),  # a run that is over, or not in a state for the act
+)
+"""Most specific first: the first class an error is an instance of gives its status."""
+
+_TITLES = {
+    400: "Bad request",
+    401: "Not authenticated",
+    403: "Not permitted",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    422: "Invalid input",
+    500: "Internal error",
+    503: "Mesh unavailable",
+}
+
+
+class Problem(BaseModel):
+    """A problem object: what went wrong, in one line.
+
+    Attributes:
+        type: ``about:blank`` (the status says it all).
+        title: the status's short name.
+        status: the HTTP status.
+        detail: what went wrong, where, and how to fix it.
+        problems: for invalid input, each problem with its path.
+    """
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    problems: list[str] | None = None
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    *,
+    problems: list[str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """A problem object as a response."""
+    body = Problem(
+        title=_TITLES.get(status, "Error"), status=status, detail=detail, problems=problems
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True),
+        status_code=status,
+        media_type=PROBLEM_TYPE,
+        headers=dict(headers) if headers else None,
+    )
+
+
+def status_of(exc: PlaitError) -> int:
+    """The HTTP status of a plait error."""
+    for cls, status in _STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` entry declaring problem objects for these statuses."""
+    return {
+        status: {
+            "description": _TITLES.get(status, "Error"),
+            "content": {PROBLEM_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        for status in statuses
+    }
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Answer every error with a problem object."""
+
+    async def plait_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, PlaitError)
+        problems = exc.problems if isinstance(exc, GraphValidationError) else None
+        detail = str(exc).splitlines()[0] if problems else str(exc)
+        return problem_response(status_of(exc), detail, problems=problems)
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = [
+            ".".join(str(p) for p in error["loc"]) + ": " + str(error["msg"])
+            for error in exc.errors()
+        ]
+        return problem_response(422, f"invalid request: {'; '.join(problems)}", problems=problems)
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        return problem_response(exc.status_code, str(exc.detail), headers=exc.headers)
+
+    app.add_exception_handler(PlaitError, plait_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http_error)
+
+
+__all__ = [
+    "PROBLEM_TYPE",
+    "Problem",
+    "install_problem_handlers",
+    "problem_response",
+    "problem_responses",
+    "status_of",
+]

@@ -1,0 +1,69 @@
+"""``/api/graphs``: list, show and import stored graphs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query
+
+from plait.api.deps import PrincipalDep, ServicesDep
+from plait.api.models import GraphView
+from plait.api.problems import problem_responses
+from plait.graphs.loader import load_graph
+from plait.graphs.mermaid import to_mermaid
+from plait.graphs.store import GraphSummary, StoredGraph, get_graph, import_graph, list_graphs
+from plait.runs.serving import live_heartbeats
+from plait.tools.profiles import list_profiles
+
+router = APIRouter(prefix="/api/graphs", tags=["graphs"], responses=problem_responses(401, 422))
+
+
+def graph_view(stored: StoredGraph) -> GraphView:
+    """A stored graph with its Mermaid drawing."""
+    return GraphView(
+        agent=stored.agent,
+        name=stored.name,
+        version=stored.version,
+        sha256=stored.sha256,
+        imported_at=stored.imported_at,
+        spec=stored.spec.model_dump(mode="json"),
+        mermaid=to_mermaid(stored.spec),
+    )
+
+
+@router.get("", summary="List stored graphs")
+async def list_(
+    svc: ServicesDep,
+    who: PrincipalDep,
+    agent: Annotated[str | None, Query(description="Only this agent's graphs.")] = None,
+) -> list[GraphSummary]:
+    """Stored graphs with their newest version and every version."""
+    return await list_graphs(svc.mesh, agent)
+
+
+@router.get("/{agent}/{name}", summary="Show a stored graph", responses=problem_responses(404))
+async def show(
+    agent: str,
+    name: str,
+    svc: ServicesDep,
+    who: PrincipalDep,
+    version: Annotated[int | None, Query(ge=1, description="Default: the newest.")] = None,
+) -> GraphView:
+    """A stored graph version: its spec and its Mermaid flowchart."""
+    return graph_view(await get_graph(svc.mesh, agent, name, version))
+
+
+@router.post("", status_code=201, summary="Import a graph", responses=problem_responses(409))
+async def import_(
+    spec: Annotated[dict[str, Any], Body(description="The graph, as in a .json graph file.")],
+    svc: ServicesDep,
+    who: PrincipalDep,
+) -> GraphView:
+    """Validate the graph against the mesh's agents and the tools offered (this
+    process's and the live workers'), and store it at the version it names."""
+    agents = {profile.name: profile for profile in await list_profiles(svc.mesh)}
+    offered = set(svc.tools.names())
+    for beat in await live_heartbeats(svc.mesh):
+        offered.update(beat.tools)
+    checked = load_graph(spec, agents=agents, tool_is_known=offered.__contains__)
+    return graph_view(await import_graph(svc.mesh, checked))

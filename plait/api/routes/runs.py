@@ -1,0 +1,175 @@
+"""``/api/runs``: list, start, read, inspect, verify, resume, cancel runs; their events."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from plait.api.deps import PrincipalDep, ServicesDep
+from plait.api.events import run_events
+from plait.api.models import (
+    Asking,
+    ListingStatus,
+    RaiseBudget,
+    ResumeRun,
+    RunPage,
+    RunView,
+    StartRun,
+    Step,
+    Verified,
+)
+from plait.api.problems import problem_responses
+from plait.errors import AuditChainBroken
+from plait.runs import RunRecord, Runs
+
+router = APIRouter(prefix="/api/runs", tags=["runs"], responses=problem_responses(401, 422))
+
+RunId = Annotated[str, "the run's id"]
+
+
+async def run_view(runs: Runs, rec: RunRecord) -> RunView:
+    """How the API shows ``rec``: with what it waits on and its output."""
+    asking = await runs.asks(rec)
+    current = sorted({a.node for a in rec.attempts.values()})
+    if rec.waiting is not None and not rec.terminal:
+        current = [rec.waiting.node]
+    return RunView(
+        run_id=rec.run_id,
+        status=rec.status,
+        agent=rec.graph.agent,
+        graph=rec.graph.name,
+        version=rec.graph.version,
+        sha256=rec.graph.sha256,
+        created_at=rec.created_at,
+        updated_at=rec.updated_at,
+        ended_detail=rec.ended_detail,
+        error=rec.error,
+        error_node=rec.error_node,
+        current=current,
+        asking=None
+        if asking is None
+        else Asking(run_id=asking[0].run_id, **asking[1].model_dump(include=_ASKING)),
+        usage=rec.usage.model_dump(),
+        output=await runs.output(rec),
+        parent=rec.parent,
+    )
+
+
+_ASKING = {"node", "kind", "ask", "decision_id", "options"}
+
+
+@router.get("", summary="List runs, newest first")
+async def list_runs(
+    svc: ServicesDep,
+    who: PrincipalDep,
+    status: Annotated[ListingStatus | None, Query(description="Only runs in this status.")] = None,
+    agent: Annotated[str | None, Query(description="Only this agent's runs.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> RunPage:
+    """Runs matching the filters, one page of them."""
+    found = await svc.runs.list(agent=agent, status=status)
+    return RunPage(
+        items=found[offset : offset + limit], total=len(found), limit=limit, offset=offset
+    )
+
+
+@router.post("", status_code=201, summary="Start a run", responses=problem_responses(404, 409))
+async def start_run(body: StartRun, svc: ServicesDep, who: PrincipalDep) -> RunView:
+    """Start a run of a stored graph; a worker (or ``plait serve --serve-runs``) serves it."""
+    rec = await svc.runs.start(
+        body.agent,
+        body.name,
+        body.input,
+        version=body.version,
+        model=body.model,
+        input_untrusted=body.input_untrusted,
+    )
+    return await run_view(svc.runs, rec)
+
+
+@router.get("/{run_id}", summary="Read a run", responses=problem_responses(404))
+async def get_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunView:
+    """The run, what it waits on, and its output once done."""
+    return await run_view(svc.runs, await svc.runs.get(run_id))
+
+
+@router.get("/{run_id}/trajectory", summary="A run's visits", responses=problem_responses(404, 409))
+async def inspect_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> list[Step]:
+    """Committed visits in commit order, then any visit parked on a person."""
+    await svc.runs.get(run_id)
+    return [Step.model_validate(step) for step in await svc.runs.trajectory(run_id)]
+
+
+@router.get(
+    "/{run_id}/verify", summary="Verify a run's audit chain", responses=problem_responses(404)
+)
+async def verify_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> Verified:
+    """Whether the audit chain holds; if not, its first disagreement."""
+    try:
+        events = await svc.runs.verify(run_id)
+    except AuditChainBroken as exc:
+        return Verified(run_id=run_id, verified=False, error=str(exc))
+    return Verified(run_id=run_id, verified=True, events=events)
+
+
+@router.post(
+    "/{run_id}/resume",
+    summary="Answer what a run waits on (a person only)",
+    responses=problem_responses(403, 404, 409),
+)
+async def resume_run(
+    run_id: RunId, body: ResumeRun, svc: ServicesDep, who: PrincipalDep
+) -> RunView:
+    """Answer the run's (or its child run's) question; its owner wakes at once."""
+    await svc.runs.resume(run_id, body.answer, by=who)
+    return await run_view(svc.runs, await svc.runs.get(run_id))
+
+
+@router.post(
+    "/{run_id}/cancel",
+    summary="Cancel a run (a person only)",
+    responses=problem_responses(403, 404),
+)
+async def cancel_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunView:
+    """Cancel the run: nothing of it runs again (a finished run stays as it ended)."""
+    return await run_view(svc.runs, await svc.runs.cancel(run_id, by=who))
+
+
+@router.post(
+    "/{run_id}/budget",
+    summary="Raise a run's budget (a person only)",
+    responses=problem_responses(403, 404, 409),
+)
+async def raise_budget(
+    run_id: RunId, body: RaiseBudget, svc: ServicesDep, who: PrincipalDep
+) -> RunView:
+    """Add to the run's limits; a run parked on its budget wakes."""
+    extra: dict[str, Any] = body.model_dump(exclude_none=True)
+    return await run_view(svc.runs, await svc.runs.raise_budget(run_id, extra, by=who))
+
+
+@router.get(
+    "/{run_id}/events",
+    summary="Follow a run's events until it settles (server-sent events)",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        **problem_responses(404),
+    },
+)
+async def follow_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> StreamingResponse:
+    """``progress`` events as the run's owner publishes them, then one ``settled`` event
+    with the run as ``GET /api/runs/{run_id}`` shows it, when it ends or waits on a person."""
+    rec = await svc.runs.get(run_id)  # a 404 before the stream starts
+
+    async def settled() -> dict[str, Any]:
+        return (await run_view(svc.runs, await svc.runs.get(run_id))).model_dump(mode="json")
+
+    return StreamingResponse(
+        run_events(svc.runs, rec, settled),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,307 @@
+// The plait console: runs, a run's timeline and graph, and its pending decision.
+// Every piece of run data is put on the page as text (textContent), never as HTML.
+"use strict";
+
+const TOKEN_KEY = "plait.token";
+const STATUSES = ["running", "waiting_human", "waiting_approval", "waiting_child", "done", "failed", "cancelled"];
+const TERMINAL = new Set(["done", "failed", "cancelled"]);
+const POLL_MS = 1000;
+
+let timer = null;
+let statusFilter = "";
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+
+function shown(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+function when(ts) {
+  return ts ? new Date(ts * 1000).toLocaleString() : "";
+}
+
+class ApiError extends Error {
+  constructor(status, detail) { super(detail); this.status = status; }
+}
+
+async function api(path, options = {}) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const headers = Object.assign({ Authorization: "Bearer " + token }, options.headers || {});
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, {
+    method: options.method || "GET",
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) {
+    if (response.status === 401) signOut("the token was refused: " + (body && body.detail));
+    throw new ApiError(response.status, (body && body.detail) || response.statusText);
+  }
+  return body;
+}
+
+function show(section) {
+  for (const id of ["login", "runs", "run"]) $(id).hidden = id !== section;
+}
+
+function signOut(reason) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  $("who").textContent = "";
+  $("signout").hidden = true;
+  $("login-error").textContent = reason || "";
+  stop();
+  show("login");
+}
+
+function stop() {
+  if (timer !== null) clearTimeout(timer);
+  timer = null;
+}
+
+function every(fn) {
+  stop();
+  const tick = async () => {
+    let again = true;
+    try {
+      again = (await fn()) !== false;
+      $("error").textContent = "";
+    } catch (exc) {
+      if (exc.status === 401) return;
+      $("error").textContent = String(exc.message || exc);
+    }
+    if (again) timer = setTimeout(tick, POLL_MS);
+  };
+  tick();
+}
+
+// -- runs ---------------------------------------------------------------------------
+
+function renderFilters() {
+  const nav = $("filters");
+  nav.replaceChildren();
+  for (const status of ["", ...STATUSES]) {
+    const button = el("button", status || "all", status === statusFilter ? "active" : "");
+    button.type = "button";
+    button.dataset.status = status;
+    button.addEventListener("click", () => { statusFilter = status; renderFilters(); every(loadRuns); });
+    nav.append(button);
+  }
+}
+
+async function loadRuns() {
+  const query = statusFilter ? "&status=" + encodeURIComponent(statusFilter) : "";
+  const page = await api("/api/runs?limit=100" + query);
+  const body = $("runs-body");
+  body.replaceChildren();
+  for (const run of page.items) {
+    const row = el("tr");
+    row.dataset.run = run.run_id;
+    const link = el("a", run.run_id);
+    link.href = "#/run/" + encodeURIComponent(run.run_id);
+    const first = el("td");
+    first.append(link);
+    row.append(
+      first,
+      el("td", run.agent + "/" + run.graph + " v" + run.version),
+      el("td", run.status, "status status-" + run.status),
+      el("td", when(run.updated_at)),
+      el("td", run.ended_detail || "", "muted"),
+    );
+    body.append(row);
+  }
+  $("runs-empty").hidden = page.items.length > 0;
+}
+
+// -- a run --------------------------------------------------------------------------
+
+function unescapeMermaid(text) {
+  return text.replace(/#lt;/g, "<").replace(/#gt;/g, ">").replace(/#quot;/g, '"').replace(/#amp;/g, "&");
+}
+
+// Reads the flowchart to_mermaid writes: node lines, then arrows, then the entry class.
+function parseMermaid(text) {
+  const nodes = new Map();
+  const edges = [];
+  const nodeLine = /^\s*(n_\w+)(\[\/|\[\\|\[\[|\(\[|\{\{|\[|\{|>)"(.*)"(\/\]|\\\]|\]\]|\]\)|\}\}|\]|\})\s*$/;
+  const edgeLine = /^\s*(n_\w+) (-->|-\.->)(?:\|(.*?)\|)? (n_\w+)\s*$/;
+  for (const line of text.split("\n").slice(1)) {
+    let m = nodeLine.exec(line);
+    if (m) {
+      const [label, kind] = m[3].split("<br/><i>");
+      nodes.set(m[1], { id: unescapeMermaid(label), kind: (kind || "").replace("</i>", ""), out: [] });
+      continue;
+    }
+    m = edgeLine.exec(line);
+    if (m) {
+      let label = m[3] || "";
+      if (label.startsWith('"') && label.endsWith('"')) label = label.slice(1, -1);
+      edges.push({ from: m[1], to: m[4], label: unescapeMermaid(label), dotted: m[2] === "-.->" });
+    }
+  }
+  for (const edge of edges) {
+    const from = nodes.get(edge.from);
+    const to = nodes.get(edge.to);
+    if (from && to) from.out.push({ to: to.id, label: edge.label, dotted: edge.dotted });
+  }
+  return [...nodes.values()];
+}
+
+function renderGraph(mermaid, current) {
+  const marked = new Set(current.map((key) => key.split("[")[0]));
+  const list = $("graph");
+  list.replaceChildren();
+  for (const node of parseMermaid(mermaid)) {
+    const item = el("li", null, marked.has(node.id) ? "current" : "");
+    item.dataset.node = node.id;
+    item.append(el("strong", node.id), el("span", node.kind, "kind"));
+    if (marked.has(node.id)) item.append(el("span", "◀ now", "mark"));
+    for (const edge of node.out) {
+      const arrow = (edge.dotted ? "⇢ " : "→ ") + edge.to + (edge.label ? " (" + edge.label + ")" : "");
+      item.append(el("div", arrow, "edges"));
+    }
+    list.append(item);
+  }
+}
+
+function field(parent, label, value) {
+  if (value === null || value === undefined || value === "") return;
+  parent.append(el("div", label, "label"), el("pre", shown(value)));
+}
+
+function renderTimeline(steps) {
+  const list = $("timeline");
+  list.replaceChildren();
+  for (const step of steps) {
+    const item = el("li", null, "step-" + step.status);
+    const head = step.node + " · visit " + step.visit + " · " + step.status +
+      (step.elapsed ? " · " + step.elapsed.toFixed(2) + " s" : "");
+    item.append(el("strong", head));
+    field(item, "prompt", step.prompt);
+    field(item, "output", step.output);
+    field(item, "verdict", step.verdict);
+    field(item, "error", step.error);
+    for (const call of step.tools || []) {
+      field(item, "tool " + call.name, { arguments: call.arguments, result: call.result });
+    }
+    const usage = Object.entries(step.usage || {}).map(([k, v]) => k + " " + v).join(", ");
+    field(item, "usage", usage);
+    if (step.decision) {
+      const d = step.decision;
+      field(item, "decision", d.answer === null ? d.status : d.answer + " (by " + d.by + ")");
+    }
+    list.append(item);
+  }
+}
+
+let graphText = { key: "", mermaid: "" };
+
+async function renderAsking(view) {
+  const box = $("asking");
+  const asking = view.asking;
+  if (!asking || !asking.decision_id || TERMINAL.has(view.status)) {
+    box.hidden = true;
+    box.dataset.decision = "";
+    return;
+  }
+  if (box.dataset.decision === asking.decision_id && !box.hidden) return;
+  const decision = await api("/api/decisions/" + encodeURIComponent(asking.decision_id));
+  box.dataset.decision = decision.id;
+  $("ask-text").textContent = decision.title;
+  $("answer-error").textContent = "";
+  const buttons = $("ask-buttons");
+  buttons.replaceChildren();
+  for (const option of decision.options) {
+    const button = el("button", option, "primary");
+    button.type = "button";
+    button.dataset.option = option;
+    button.addEventListener("click", () => answer(decision.id, { option }));
+    buttons.append(button);
+  }
+  $("answer-form").hidden = decision.kind !== "text";
+  box.hidden = false;
+}
+
+async function answer(decisionId, body) {
+  try {
+    await api("/api/decisions/" + encodeURIComponent(decisionId) + "/answer", { method: "POST", body });
+    $("asking").hidden = true;
+  } catch (exc) {
+    $("answer-error").textContent = String(exc.message || exc);
+  }
+}
+
+async function loadRun(runId) {
+  const view = await api("/api/runs/" + encodeURIComponent(runId));
+  const steps = await api("/api/runs/" + encodeURIComponent(runId) + "/trajectory");
+  const key = view.agent + "/" + view.graph + "?version=" + view.version;
+  if (graphText.key !== key) {
+    const graph = await api("/api/graphs/" + encodeURIComponent(view.agent) + "/" +
+      encodeURIComponent(view.graph) + "?version=" + view.version);
+    graphText = { key, mermaid: graph.mermaid };
+  }
+  $("run-title").textContent = view.run_id;
+  const status = el("span", view.status, "status status-" + view.status);
+  status.id = "run-status";
+  $("run-meta").replaceChildren(
+    view.agent + "/" + view.graph + " v" + view.version + " · ", status,
+    view.ended_detail ? " · " + view.ended_detail : "",
+  );
+  renderGraph(graphText.mermaid, view.current);
+  renderTimeline(steps);
+  await renderAsking(view);
+  $("run-output").textContent = view.output === null ? "" : shown(view.output);
+  return !TERMINAL.has(view.status);
+}
+
+// -- wiring -------------------------------------------------------------------------
+
+async function route() {
+  if (!sessionStorage.getItem(TOKEN_KEY)) { signOut(""); return; }
+  const match = /^#\/run\/(.+)$/.exec(location.hash);
+  if (match) {
+    show("run");
+    $("asking").hidden = true;
+    $("asking").dataset.decision = "";
+    const runId = decodeURIComponent(match[1]);
+    every(() => loadRun(runId));
+  } else {
+    show("runs");
+    renderFilters();
+    every(loadRuns);
+  }
+}
+
+async function signIn(token) {
+  sessionStorage.setItem(TOKEN_KEY, token);
+  try {
+    const who = await api("/api/whoami");
+    $("who").textContent = who.kind + " " + who.name;
+    $("signout").hidden = false;
+    route();
+  } catch (exc) {
+    if (exc.status !== 401) $("login-error").textContent = String(exc.message || exc);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("login-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    signIn($("token").value.trim());
+  });
+  $("answer-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    answer($("asking").dataset.decision, { text: $("answer-text").value });
+  });
+  $("signout").addEventListener("click", () => signOut(""));
+  window.addEventListener("hashchange", route);
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) signIn(token); else signOut("");
+});

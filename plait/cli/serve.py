@@ -1,0 +1,132 @@
+"""``plait serve``: the HTTP API and web console, optionally hosting runs too."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+import anyio
+import typer
+
+from plait.actors import LocalRuntime, tune_gc_for_serving
+from plait.cli._common import MeshOption, err_console, fail, run
+from plait.cli._serving import env_tools
+from plait.errors import ConfigError
+from plait.mesh import Mesh, open_mesh, redact_url
+from plait.models import load_model
+from plait.runs import RunHost
+from plait.runs.serving import heartbeat
+from plait.tools import ToolRegistry, serving_registry
+
+MISSING = "plait serve needs the serve extra: pip install 'plait[serve]'"
+
+
+@asynccontextmanager
+async def _hosting(
+    mesh: Mesh, registry: ToolRegistry, model: str | None
+) -> AsyncIterator[LocalRuntime]:
+    """Serve every run on the mesh in this process, as ``plait worker`` does."""
+    tune_gc_for_serving()
+    runtime = LocalRuntime(mesh)
+    RunHost(runtime, model=load_model(model) if model else None, tools=registry)
+    async with runtime, heartbeat(mesh, runtime.host, tools=registry.names()):
+        yield runtime
+
+
+def serve_cmd(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")
+    ] = 8700,
+    serve_runs: Annotated[
+        bool,
+        typer.Option(
+            "--serve-runs", help="Also serve every run on the mesh here, as `plait worker` does."
+        ),
+    ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            envvar="PLAIT_MODEL",
+            show_default=False,
+            help="With --serve-runs: the model for runs that name none (default: PLAIT_MODEL).",
+        ),
+    ] = None,
+    mesh: MeshOption = None,
+) -> None:
+    """Serve the HTTP API and the web console (at /) until SIGINT or SIGTERM.
+
+    Every request needs a bearer token (`plait tokens create`). Runs started through the
+    API are served by a worker, or by this process with --serve-runs.
+    """
+    try:
+        import uvicorn
+
+        from plait.api.app import create_app
+    except ImportError:
+        fail(MISSING, 2)
+    try:
+        if model:
+            load_model(model)
+        registry = serving_registry(env_tools())
+    except ConfigError as exc:
+        fail(str(exc), 2)
+
+    class Server(uvicorn.Server):
+        # Signals are this command's to handle: it drains the runtime and closes the mesh.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    async def main() -> None:
+        async with open_mesh(mesh) as m:
+            app = create_app(m, tools=registry)
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+            server = Server(config)
+            async with contextlib.AsyncExitStack() as stack:
+                serves = ""
+                if serve_runs:
+                    runtime = await stack.enter_async_context(_hosting(m, registry, model))
+                    serves = f", serving its runs as {runtime.host}"
+                failed: list[int] = []
+                async with anyio.create_task_group() as tg:
+
+                    async def listen() -> None:
+                        try:
+                            await server.serve()
+                        except SystemExit as exc:  # uvicorn's way of saying it cannot bind
+                            failed.append(int(exc.code or 1))
+                        tg.cancel_scope.cancel()
+
+                    async def announce() -> None:
+                        # uvicorn says it has started with a flag only
+                        while not server.started:  # noqa: ASYNC110
+                            await anyio.sleep(0.02)
+                        err_console.print(
+                            f"plait serve on http://{host}:{port}/ over {redact_url(m.url)}"
+                            + serves,
+                            highlight=False,
+                            markup=False,
+                        )
+
+                    async def stop_on_signal() -> None:
+                        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
+                            async for signum in sigs:
+                                err_console.print(f"{signal.Signals(signum).name}: stopping…")
+                                server.should_exit = True
+                                return
+
+                    tg.start_soon(listen)
+                    tg.start_soon(announce)
+                    tg.start_soon(stop_on_signal)
+        if failed:
+            fail(f"cannot listen on {host}:{port} (is the port taken?)")
+
+    run(main)
+
+
+__all__ = ["serve_cmd"]
