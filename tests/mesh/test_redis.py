@@ -188,6 +188,19 @@ async def test_scripts_run_by_evalsha_and_survive_script_flush(
     await sub.close()
 
 
+def counted_requests(client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The commands ``client`` sends from now on, by name."""
+    sent: list[str] = []
+    execute: Any = client.execute_command
+
+    async def counted(*args: Any, **options: Any) -> Any:
+        sent.append(str(args[0]))
+        return await execute(*args, **options)
+
+    monkeypatch.setattr(client, "execute_command", counted)
+    return sent
+
+
 async def commandstats(raw: aioredis.Redis) -> dict[str, dict[str, int]]:
     info = await raw.info("commandstats")
     return {name.removeprefix("cmdstat_"): value for name, value in info.items()}
@@ -201,14 +214,7 @@ async def test_each_operation_is_one_round_trip(
     await mesh.publish("trips", "n", 1)
     delivery = await next_within(sub, 2)
     assert delivery is not None
-    sent: list[str] = []
-    execute: Any = mesh._client.execute_command
-
-    async def counted(*args: Any, **options: Any) -> Any:
-        sent.append(str(args[0]))
-        return await execute(*args, **options)
-
-    monkeypatch.setattr(mesh._client, "execute_command", counted)
+    sent = counted_requests(mesh._client, monkeypatch)
     entry = await mesh.put("run", {"status": "ready"}, if_version=0)
     assert sent == ["EVALSHA"]
     assert await mesh.get("run") == entry and sent[1:] == ["HMGET"]
@@ -247,20 +253,6 @@ async def test_scheduled_events_live_in_the_schedule_until_due(
 # -- blocking reads: on the group, and kept across a cancelled wait --------------------
 
 
-def counted_requests(sub: Subscription, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The commands ``sub``'s own connection sends from now on, by name."""
-    reader: Any = sub
-    sent: list[str] = []
-    execute: Any = reader._client.execute_command
-
-    async def counted(*args: Any, **options: Any) -> Any:
-        sent.append(str(args[0]))
-        return await execute(*args, **options)
-
-    monkeypatch.setattr(reader._client, "execute_command", counted)
-    return sent
-
-
 async def test_what_a_commit_took_for_its_consumer_wakes_no_read(
     mesh: Mesh, raw: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -271,7 +263,8 @@ async def test_what_a_commit_took_for_its_consumer_wakes_no_read(
     first = await next_within(sub, 2)
     assert first is not None and first.data == "first"
     await first.ack()
-    sent = counted_requests(sub, monkeypatch)
+    reader: Any = sub  # its own connection
+    sent = counted_requests(reader._client, monkeypatch)
     got: list[Delivery] = []
 
     async def wait_next() -> None:
