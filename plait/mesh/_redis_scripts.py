@@ -162,21 +162,16 @@ for j = 0, n - 1 do
     end
   end
 end
-local last = {}
-if #hits < want then
-  for i = 1, n do
-    local newest = redis.call('XREVRANGE', KEYS[2 + i], '+', '-', 'COUNT', 1)[1]
-    last[i] = newest and newest[1] or '0-0'
-  end
-end
-return {wait, hits, cursors, last}
+local drained = 0
+if #hits < want then drained = 1 end
+return {wait, hits, cursors, drained}
 """
 """Promote due scheduled events, then claim or read up to ARGV[5] entries for a consumer.
 
-Returns ``{wait_us, hits, cursors, last_ids}``: ``wait_us`` until the next scheduled
-event (-1 if none); ``hits`` a list of ``{stream index, entry id, attempt, fields}``; when
-fewer than asked were found (the streams are drained), ``last_ids`` holds each stream's
-newest entry id to block on.
+Returns ``{wait_us, hits, cursors, drained}``: ``wait_us`` until the next scheduled
+event (-1 if none); ``hits`` a list of ``{stream index, entry id, attempt, fields}``;
+``drained`` 1 when fewer than asked were found (the group has nothing more for now, so
+the subscription may block on its new entries), else 0.
 """
 
 CREATE_GROUPS = """

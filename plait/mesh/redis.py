@@ -8,6 +8,9 @@ are due. The key layout is described in :mod:`plait.mesh._redis_scripts`.
 
 Redis calls are never retried here: a retried write could apply twice, so a lost
 connection surfaces as :class:`MeshUnavailable` (retryable) and the caller decides.
+One ``asyncio.timeout`` bounds each mesh operation as a whole (a commit, a read, a
+poll), not a socket timeout per command: redis-py applies that one with
+``asyncio.wait_for``, a task per send.
 A single Redis server (with or without replicas) is supported; Redis Cluster is not, as
 the scripts touch keys that a cluster would spread over several slots.
 """
@@ -19,7 +22,7 @@ import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -127,6 +130,8 @@ class RedisMesh(Mesh):
 
     Attributes:
         prefix: prepended to every Redis key this mesh touches.
+        timeout: seconds one operation may wait for Redis before it raises
+            :class:`MeshUnavailable`.
 
     Args:
         url: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME]`` or ``rediss://``;
@@ -134,7 +139,8 @@ class RedisMesh(Mesh):
         prefix: prepended to every Redis key this mesh touches.
         max_value_bytes: the largest encoded value or event payload accepted.
         connect_timeout: seconds to wait for a connection.
-        timeout: seconds to wait for any reply before raising :class:`MeshUnavailable`.
+        timeout: seconds one operation (a commit, a read, a poll) may wait for Redis
+            before raising :class:`MeshUnavailable`.
 
     Raises:
         ConfigError: the URL is malformed.
@@ -159,13 +165,14 @@ class RedisMesh(Mesh):
         timeout = _seconds("timeout", own.get("timeout", timeout))
         self.max_value_bytes = max_value_bytes
         self.prefix = prefix
+        self.timeout = timeout
         self._secrets = url_secrets(url)
-        # a blocking read must end well before the reply timeout would call Redis gone
-        self._block_ms = max(1, min(_BLOCK_MS, int(timeout * 500)))
         self._connect_timeout = connect_timeout
         self._client_options: dict[str, Any] = {
             "socket_connect_timeout": connect_timeout,
-            "socket_timeout": timeout,
+            # None, not redis-py's default of 5 s: every operation is bounded by
+            # _bounded() instead, one timer rather than a task per command sent
+            "socket_timeout": None,
             "retry": Retry(NoBackoff(), 0),
         }
         if db and not db.isdigit():
@@ -223,6 +230,29 @@ class RedisMesh(Mesh):
         except (RedisError, OSError) as exc:
             raise self._error(exc) from exc
 
+    @asynccontextmanager
+    async def _bounded(self, seconds: float | None = None) -> AsyncIterator[None]:
+        """One operation against Redis: within ``seconds`` (the timeout), errors translated.
+
+        A cancelled command disconnects its connection in redis-py, so no late reply
+        is ever read as the answer to the next command on it.
+        """
+        seconds = self.timeout if seconds is None else seconds
+        deadline = asyncio.timeout(seconds)
+        try:
+            async with deadline:
+                yield
+        except (RedisError, OSError) as exc:
+            if deadline.expired():
+                raise self._no_answer(seconds) from None
+            raise self._error(exc) from exc
+
+    def _no_answer(self, seconds: float) -> MeshUnavailable:
+        return MeshUnavailable(
+            f"cannot reach the Redis mesh at {self.url}: Timeout, no answer within "
+            f"{seconds:g}s (is the server up and not paused?)"
+        )
+
     async def _run(
         self,
         script: AsyncScript,
@@ -230,16 +260,19 @@ class RedisMesh(Mesh):
         args: list[Any],
         client: aioredis.Redis | None = None,
     ) -> Any:
-        """Call ``script`` by EVALSHA, loading it once if the server lost it."""
-        client = client or self._client
+        """Call ``script`` by EVALSHA as one bounded operation (see :meth:`_evalsha`)."""
+        async with self._bounded():
+            return await self._evalsha(script, keys, args, client or self._client)
+
+    async def _evalsha(
+        self, script: AsyncScript, keys: list[str], args: list[Any], client: aioredis.Redis
+    ) -> Any:
+        """Call ``script`` by EVALSHA, loading it once if the server lost it (unbounded)."""
         try:
-            try:
-                return await client.evalsha(script.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                script.sha = await client.script_load(script.script)
-                return await client.evalsha(script.sha, len(keys), *keys, *args)
-        except (RedisError, OSError) as exc:
-            raise self._error(exc) from exc
+            return await client.evalsha(script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            script.sha = await client.script_load(script.script)
+            return await client.evalsha(script.sha, len(keys), *keys, *args)
 
     async def _run_many(
         self, script: AsyncScript, calls: list[tuple[list[str], list[Any]]]
@@ -248,20 +281,19 @@ class RedisMesh(Mesh):
 
         Each reply is the script's result or the plait error of that one call.
         """
-        try:
+        async with self._bounded():
             async with self._client.pipeline(transaction=False) as pipe:
                 for keys, args in calls:
                     pipe.evalsha(script.sha, len(keys), *keys, *args)
                 replies: list[Any] = await pipe.execute(raise_on_error=False)
-        except (RedisError, OSError) as exc:
-            raise self._error(exc) from exc
-        out: list[Any] = []
-        for (keys, args), reply in zip(calls, replies, strict=True):
-            if isinstance(reply, NoScriptError):
-                reply = await self._run(script, keys, args)  # loads it once, then calls
-            elif isinstance(reply, RedisError | OSError):
-                reply = self._error(reply)
-            out.append(reply)
+            out: list[Any] = []
+            for (keys, args), reply in zip(calls, replies, strict=True):
+                if isinstance(reply, NoScriptError):
+                    # loads it once, then calls
+                    reply = await self._evalsha(script, keys, args, self._client)
+                elif isinstance(reply, RedisError | OSError):
+                    reply = self._error(reply)
+                out.append(reply)
         return out
 
     async def open(self) -> None:
@@ -277,10 +309,7 @@ class RedisMesh(Mesh):
                             pipe.script_load(script.script)
                         await pipe.execute()
         except TimeoutError:
-            raise MeshUnavailable(
-                f"cannot reach the Redis mesh at {self.url}: no answer within "
-                f"{self._connect_timeout:g}s (is the server up and not paused?)"
-            ) from None
+            raise self._no_answer(self._connect_timeout) from None
 
     async def close(self) -> None:
         for task in [*self._group_tasks, *self._commits._drains]:
@@ -293,10 +322,8 @@ class RedisMesh(Mesh):
 
     async def get(self, key: str) -> Entry | None:
         check_key(key)
-        try:
+        async with self._bounded():
             reply: list[Any] = await self._client.hmget(self._kv + key, ("v", "n"))
-        except (RedisError, OSError) as exc:
-            raise self._error(exc) from exc
         value, version = reply
         return None if value is None else Entry(key, decode(value, key), int(version))
 
@@ -383,7 +410,9 @@ class RedisMesh(Mesh):
             if isinstance(op, TakeOp):
                 results.append(0)
                 if isinstance(raw, list):
-                    taken.append(self._taken(op, raw[0], raw[1]))
+                    taken.append(
+                        self._delivery(op.topic, raw[0], 1, _fields(raw[1]), op.group, op.consumer)
+                    )
             else:
                 results.append(int(raw))
         entries = {
@@ -393,21 +422,34 @@ class RedisMesh(Mesh):
         }
         return TransactionResult(entries, event_ids, taken), results
 
-    def _taken(self, op: TakeOp, entry_id: bytes, flat: list[bytes]) -> Delivery:
-        fields = dict(zip(flat[::2], flat[1::2], strict=True))
-        event = Event(
-            fields[b"id"].decode(),
-            op.topic,
-            fields[b"kind"].decode(),
-            decode(fields[b"data"]),
-            int(fields[b"at"]),
-        )
-        return Delivery(event, op.group, op.consumer, 1, entry_id.decode(), self._ack)
+    def _delivery(
+        self,
+        topic: str,
+        entry_id: bytes,
+        attempt: int,
+        fields: dict[bytes, bytes],
+        group: str,
+        consumer: str,
+    ) -> Delivery:
+        """The delivery of stream entry ``entry_id`` of ``topic`` to a group's consumer."""
+        try:
+            event = Event(
+                fields[b"id"].decode(),
+                topic,
+                fields[b"kind"].decode(),
+                decode(fields[b"data"]),
+                int(fields[b"at"]),
+            )
+        except (KeyError, ValueError) as exc:
+            raise MeshError(
+                f"malformed event {entry_id.decode()} in {self._stream(topic)!r}"
+            ) from exc
+        return Delivery(event, group, consumer, attempt, entry_id.decode(), self._ack)
 
     # topics -------------------------------------------------------------------------
 
     async def _ack(self, delivery: Delivery) -> None:
-        with self._translate():
+        async with self._bounded():
             await self._client.xack(self._stream(delivery.topic), delivery.group, delivery.position)
 
     async def trim(self, topic: str) -> int:
@@ -419,12 +461,12 @@ class RedisMesh(Mesh):
 
     async def delete_topic(self, topic: str) -> None:
         check_key(topic, "topic")
-        with self._translate():
+        async with self._bounded():
             await self._client.delete(self._stream(topic))  # its groups live in the stream
 
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         names = topic_names(topics)
-        with self._translate():
+        async with self._bounded():
             for name in names:
                 with suppress(ResponseError):  # no such stream or group: nothing to drop
                     await self._client.xgroup_destroy(self._stream(name), group)
@@ -496,14 +538,22 @@ class _CommitBatcher:
         self._drains: set[asyncio.Task[None]] = set()
 
     async def call(self, keys: list[str], args: list[Any]) -> Any:
-        """The commit script's reply for ``keys`` and ``args``."""
+        """The commit script's reply for ``keys`` and ``args``, within the mesh's timeout.
+
+        The timeout covers the wait behind the commit on the wire too: a waiter that
+        runs out of time leaves the batch, which may still apply its script (as any
+        commit that raised :class:`MeshUnavailable` may have been applied).
+        """
+        mesh = self._mesh
         if self._busy:
             future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
             self._waiting.append((keys, args, future))
-            return await future
+            async with mesh._bounded():
+                return await future
         self._busy = True
         try:
-            return await self._mesh._run(self._mesh._commit_script, keys, args)
+            async with mesh._bounded():
+                return await mesh._evalsha(mesh._commit_script, keys, args, mesh._client)
         finally:
             if self._waiting:
                 # A task of its own: the waiters must be answered even if this caller
@@ -544,6 +594,17 @@ class _CommitBatcher:
 
 
 class _RedisSubscription(Subscription):
+    """One consumer's reads: the poll script, and between polls a blocking XREADGROUP.
+
+    A poll promotes due scheduled events, reclaims entries idle past the visibility
+    timeout and reads new ones. Once a poll finds less than a batch, the subscription
+    waits in XREADGROUP BLOCK until the next poll is due (within _BLOCK_MS, sooner if a
+    scheduled event falls due). That read waits on the group, not on the stream: an
+    entry a commit took for a consumer of the group (:meth:`Transaction.take`, a run
+    owner's hand-off of its own next wake) is not new to the group any more, so it
+    wakes no reader, and what does wake the read is delivered by the read itself.
+    """
+
     def __init__(
         self,
         mesh: RedisMesh,
@@ -556,6 +617,7 @@ class _RedisSubscription(Subscription):
         self._mesh = mesh
         self._names = names
         self._streams = [mesh._stream(name) for name in names]
+        self._topics = {mesh._stream(name).encode(): name for name in names}
         self._group = group
         self._consumer = consumer
         self._start = start
@@ -563,7 +625,8 @@ class _RedisSubscription(Subscription):
         self._cursors: list[bytes | str] = ["0-0"] * len(names)
         self._turn = 0
         self._buffer: deque[Delivery] = deque()
-        self._drained: tuple[list[Any], int] | None = None
+        self._poll_at = 0.0  # monotonic time the next poll is due
+        self._reading: asyncio.Task[list[Delivery]] | None = None
         self._trimmed_at = time.monotonic()
         self._client: aioredis.Redis | None = None
         self._io = asyncio.Lock()
@@ -592,7 +655,6 @@ class _RedisSubscription(Subscription):
             self._ready = True
         if self._client is None:
             self._client = mesh._new_client()  # its own connection: cancelling a read is safe
-        keys = [mesh._sched, mesh._schedp, *self._streams]
         if self._buffer:
             return self._buffer.popleft()
         if time.monotonic() - self._trimmed_at >= TRIM_INTERVAL_S:
@@ -600,15 +662,11 @@ class _RedisSubscription(Subscription):
             self._trimmed_at = time.monotonic()
             for name in self._names:
                 await mesh.trim(name)
-        if self._drained is not None:
-            # The last poll drained every stream: wait for news before polling again,
-            # instead of a poll that would only find nothing.
-            last, wait_us = self._drained
-            self._drained = None
-            most = mesh._block_ms
-            block_ms = most if wait_us < 0 else min(most, math.ceil(wait_us / 1000))
-            if block_ms > 0:
-                await self._block(dict(zip(self._streams, last, strict=True)), block_ms)
+        wait_ms = math.ceil((self._poll_at - time.monotonic()) * 1000)
+        if self._reading is not None or wait_ms > 0:
+            await self._block(wait_ms)
+            return self._buffer.popleft() if self._buffer else None
+        keys = [mesh._sched, mesh._schedp, *self._streams]
         args = [
             self._group,
             self._consumer,
@@ -625,63 +683,79 @@ class _RedisSubscription(Subscription):
                 self._ready = False  # the server lost the group (restart, flush): make it again
                 return None
             raise
-        wait_us, hits, cursors, last = reply
+        wait_us, hits, cursors, drained = reply
         self._turn += 1
         self._cursors = list(cursors)
-        if hits:
-            self._buffer.extend(self._delivery(hit) for hit in hits)
-            if last:
-                self._drained = (list(last), wait_us)
-            return self._buffer.popleft()
-        most = mesh._block_ms
-        block_ms = most if wait_us < 0 else min(most, math.ceil(wait_us / 1000))
-        if block_ms > 0:
-            await self._block(dict(zip(self._streams, last, strict=True)), block_ms)
-        return None
-
-    async def _block(self, streams: dict[Any, Any], block_ms: int) -> None:
-        """Wait for a new entry on any stream, for a scheduled event or for close()."""
-        assert self._client is not None
-        read = asyncio.ensure_future(self._client.xread(streams, count=1, block=block_ms))
-        closing = asyncio.ensure_future(self._closing.wait())
-        try:
-            await asyncio.wait({read, closing}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            closing.cancel()
-            if not read.done():
-                read.cancel()
-                await asyncio.wait({read})  # let the client drop the interrupted reply
-        if not read.cancelled():
-            with self._mesh._translate():
-                read.result()
-
-    def _delivery(self, hit: list[Any]) -> Delivery:
-        index, entry_id, attempt, flat = hit
-        fields = dict(zip(flat[::2], flat[1::2], strict=True))
-        try:
-            event = Event(
-                fields[b"id"].decode(),
-                self._names[int(index) - 1],
-                fields[b"kind"].decode(),
-                decode(fields[b"data"]),
-                int(fields[b"at"]),
+        if drained:
+            # Nothing more for now: read new entries as they come until the next poll
+            # is due, for the reclaims and the scheduled events only a poll makes.
+            wait_ms = _BLOCK_MS if wait_us < 0 else min(_BLOCK_MS, math.ceil(wait_us / 1000))
+            self._poll_at = time.monotonic() + wait_ms / 1000
+        self._buffer.extend(
+            mesh._delivery(
+                self._names[int(i) - 1],
+                entry_id,
+                int(attempt),
+                _fields(flat),
+                self._group,
+                self._consumer,
             )
-        except (KeyError, ValueError) as exc:
-            raise MeshError(
-                f"malformed event {entry_id.decode()} in {self._streams[int(index) - 1]!r}"
-            ) from exc
-        return Delivery(
-            event, self._group, self._consumer, int(attempt), entry_id.decode(), self._mesh._ack
+            for i, entry_id, attempt, flat in hits
         )
+        return self._buffer.popleft() if self._buffer else None
+
+    async def _block(self, block_ms: int) -> None:
+        """Wait up to ``block_ms`` for the group's new entries (or close()), buffering them."""
+        read = self._reading
+        if read is None:
+            read = self._reading = asyncio.ensure_future(self._read(block_ms))
+        # A caller cancelled here leaves the read running, and the next call takes its
+        # entries: cancelled, it would have left them pending until their visibility
+        # timeout ran out.
+        await asyncio.wait({read})
+        self._reading = None
+        if not read.cancelled():  # cancelled by close()
+            self._buffer.extend(read.result())
+
+    async def _read(self, block_ms: int) -> list[Delivery]:
+        mesh, client = self._mesh, self._client
+        assert client is not None
+        streams: dict[Any, Any] = dict.fromkeys(self._streams, ">")
+        async with mesh._bounded(block_ms / 1000 + mesh.timeout):
+            try:
+                reply: Any = await client.xreadgroup(
+                    self._group, self._consumer, streams, count=_BATCH, block=block_ms
+                )
+            except ResponseError as exc:
+                if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
+                    raise
+                self._ready = False  # the stream or group went while we waited: make it again
+                return []
+        return [
+            mesh._delivery(self._topics[stream], entry_id, 1, fields, self._group, self._consumer)
+            for stream, entries in (reply.items() if isinstance(reply, dict) else reply or ())
+            for entry_id, fields in entries
+        ]
 
     async def close(self) -> None:
         self._closing.set()
         self._mesh._subs.discard(self)
+        read = self._reading
+        if read is not None:
+            # What it read stays pending for the group, as the buffer's entries do.
+            read.cancel()
+            if read.done() and not read.cancelled():
+                read.exception()  # retrieved: a read nobody waits for any more
         async with self._io:
             client, self._client = self._client, None
             if client is not None:
                 with suppress(RedisError, OSError):
                     await client.aclose()
+
+
+def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
+    """A stream entry's fields from the flat list a script returns."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 __all__ = ["RedisMesh"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -187,6 +188,19 @@ async def test_scripts_run_by_evalsha_and_survive_script_flush(
     await sub.close()
 
 
+def counted_requests(client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The commands ``client`` sends from now on, by name."""
+    sent: list[str] = []
+    execute: Any = client.execute_command
+
+    async def counted(*args: Any, **options: Any) -> Any:
+        sent.append(str(args[0]))
+        return await execute(*args, **options)
+
+    monkeypatch.setattr(client, "execute_command", counted)
+    return sent
+
+
 async def commandstats(raw: aioredis.Redis) -> dict[str, dict[str, int]]:
     info = await raw.info("commandstats")
     return {name.removeprefix("cmdstat_"): value for name, value in info.items()}
@@ -200,14 +214,7 @@ async def test_each_operation_is_one_round_trip(
     await mesh.publish("trips", "n", 1)
     delivery = await next_within(sub, 2)
     assert delivery is not None
-    sent: list[str] = []
-    execute: Any = mesh._client.execute_command
-
-    async def counted(*args: Any, **options: Any) -> Any:
-        sent.append(str(args[0]))
-        return await execute(*args, **options)
-
-    monkeypatch.setattr(mesh._client, "execute_command", counted)
+    sent = counted_requests(mesh._client, monkeypatch)
     entry = await mesh.put("run", {"status": "ready"}, if_version=0)
     assert sent == ["EVALSHA"]
     assert await mesh.get("run") == entry and sent[1:] == ["HMGET"]
@@ -241,6 +248,105 @@ async def test_scheduled_events_live_in_the_schedule_until_due(
     assert sorted(d.data for d in got if d is not None) == [1, 2]
     assert await raw.zcard(f"{prefix}sched") == 0 and await raw.hlen(f"{prefix}schedp") == 0
     await sub.close()
+
+
+# -- blocking reads: on the group, and kept across a cancelled wait --------------------
+
+
+async def test_what_a_commit_took_for_its_consumer_wakes_no_read(
+    mesh: Mesh, raw: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no poll falls due during the test: every request the subscription sends is a read
+    monkeypatch.setattr("plait.mesh.redis._BLOCK_MS", 10_000)
+    sub = mesh.subscribe("mail", "g", "c")
+    await mesh.publish("mail", "n", "first")
+    first = await next_within(sub, 2)
+    assert first is not None and first.data == "first"
+    await first.ack()
+    reader: Any = sub  # its own connection
+    sent = counted_requests(reader._client, monkeypatch)
+    got: list[Delivery] = []
+
+    async def wait_next() -> None:
+        got.append(await sub.__anext__())
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_next)
+            tx = mesh.transact()
+            tx.publish("mail", "n", "mine")
+            tx.take("mail", "g", "c")
+            taken = (await tx.commit()).taken
+            assert [d.data for d in taken] == ["mine"]
+            await mesh.publish("mail", "n", "theirs")
+    # one blocking read, ended by "theirs" alone: "mine" woke nothing, and no poll
+    # went looking for it
+    assert [d.data for d in got] == ["theirs"] and sent == ["XREADGROUP"]
+    # at least once: what the commit took is pending for its consumer until acked
+    pending = await raw.xpending(f"{prefix}t:mail", "g")
+    assert pending["pending"] == 2 and pending["consumers"] == [{"name": b"c", "pending": 2}]
+    await taken[0].ack()
+    await got[0].ack()
+    assert (await raw.xpending(f"{prefix}t:mail", "g"))["pending"] == 0
+    await sub.close()
+
+
+async def test_a_read_outlives_the_cancelled_wait_that_started_it(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A blocking XREADGROUP hands entries to the consumer on the server: had the cancel
+    # dropped its reply, they would come back only after the visibility timeout.
+    monkeypatch.setattr("plait.mesh.redis._BLOCK_MS", 10_000)
+    sub = mesh.subscribe("kept", "g", "c", visibility_timeout_ms=60_000)
+    assert await next_within(sub, 0.2) is None  # polled; its read blocks on
+    reader: Any = sub
+    got: list[Delivery] = []
+
+    async def wait_next() -> None:
+        got.append(await sub.__anext__())
+
+    for i in range(5):
+        got.clear()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_next)
+            with anyio.fail_after(5):
+                while reader._reading is None:  # a blocking read is out
+                    await anyio.sleep(0.001)
+            await mesh.publish("kept", "n", i)
+            tg.cancel_scope.cancel()
+        if not got:
+            arrived = await next_within(sub, 2)
+            assert arrived is not None
+            got.append(arrived)
+        assert [(d.data, d.attempt) for d in got] == [(i, 1)]
+    await sub.close()
+
+
+# -- one timeout per operation ------------------------------------------------------
+
+
+async def test_each_operation_on_a_server_that_never_answers_ends_at_the_timeout() -> None:
+    with socket.socket() as silent:  # takes connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        mesh = open_mesh(f"redis://127.0.0.1:{port}/0?prefix=p:&timeout=0.3")
+        tx = mesh.transact()
+        tx.put("k", 1)
+        sub = mesh.subscribe("t", "g", "c")
+        for call in (
+            lambda: mesh.get("k"),
+            lambda: mesh.put("k", 1),
+            lambda: mesh.publish("t", "n", 1),
+            tx.commit,
+            lambda: next_within(sub, 5),
+        ):
+            started = time.monotonic()
+            with pytest.raises(MeshUnavailable, match=r"no answer within 0\.3s") as info:
+                await call()
+            assert time.monotonic() - started < 2, "one bound per operation, not per command"
+            assert info.value.retryable
+        await mesh.close()
 
 
 # -- URLs, passwords, unreachable servers --------------------------------------------

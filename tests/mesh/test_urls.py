@@ -52,7 +52,9 @@ def test_timeouts_are_url_options_and_not_passed_to_redis() -> None:
     mesh = open_mesh("redis://h/0?prefix=t&timeout=0.25&connect_timeout=2&health_check_interval=3")
     assert isinstance(mesh, RedisMesh) and mesh.prefix == "t"
     kwargs = mesh._client.connection_pool.connection_kwargs
-    assert kwargs["socket_timeout"] == 0.25 and kwargs["socket_connect_timeout"] == 2
+    # the timeout bounds each mesh operation, never redis-py's per-command socket timeout
+    assert mesh.timeout == 0.25 and kwargs["socket_timeout"] is None
+    assert kwargs["socket_connect_timeout"] == 2
     assert kwargs["health_check_interval"] == 3 and "timeout" not in kwargs
 
 
