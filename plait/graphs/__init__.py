@@ -1,8 +1,14 @@
-"""Graphs: the spec, validation, templating, the pure step engine and node executors.
+"""Graphs: what a graph is and how one step of it runs, with no storage of its own.
 
-A graph file (JSON or YAML) is loaded into a :class:`GraphSpec` and validated whole;
-:func:`run_graph` runs it in this process. Durable runs (:mod:`plait.runs`) drive the
-same engine one node per mailbox message.
+The room holds the spec (:mod:`~plait.graphs.spec`, the models of a graph file, loaded
+by :mod:`~plait.graphs.loader` and checked whole by :mod:`~plait.graphs.validate`), the
+node kinds (:mod:`plait.graphs.nodes`, one module per kind, found through one table),
+the compiled graph (:mod:`~plait.graphs.compiled`, built once per stored version), the
+pure step engine (:mod:`~plait.graphs.engine`: compiled graph, run state and node result
+in, new state and typed :mod:`~plait.graphs.events` out), the executors that do a
+visit's I/O through small ports (:mod:`~plait.graphs.ports`), the graph store and the
+in-session runner: :func:`run_graph` runs a graph in this process. Durable runs
+(:mod:`plait.runs`, the layer above) drive the same engine one node per mailbox message.
 """
 
 from __future__ import annotations

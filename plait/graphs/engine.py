@@ -1,4 +1,4 @@
-"""The pure step engine: (spec, run state, result of the node just run) -> (state, events).
+"""The pure step engine: (compiled graph, run state, node result) -> (state, events).
 
 Nothing here does I/O or reads a clock: the caller passes ``now``, executors do the
 model calls, tools and decisions. The in-session runner loops these functions in
@@ -9,23 +9,33 @@ A node runs in three steps: :func:`claim` (fence it with a fresh nonce; budgets 
 checked before a visit starts), the executor, then :func:`complete` (record the output,
 route to what comes next, check budgets again, and finish the run when nothing is
 left). Every function returns a new state and never mutates its argument.
+
+Each function takes the graph compiled (:class:`~plait.graphs.compiled.CompiledGraph`)
+or as a spec, which it compiles through the one cache; what is particular to a node
+kind (a fan-out's instances, a verifier's verdict route, a fan-in's join) is asked of
+the kind (:mod:`plait.graphs.nodes`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from plait.graphs.spec import (
-    DEFAULT_RETRY,
-    FanOutNode,
-    FanOutSpec,
-    GraphSpec,
-    Node,
-    VerifierNode,
+from plait.graphs.compiled import CompiledGraph, Graph, compile_graph
+from plait.graphs.events import (
+    Event,
+    NodeBudgetExhausted,
+    NodeCommitted,
+    NodeRetrying,
+    NodeWaiting,
+    RunEventType,
+    RunStatusChanged,
+    VisitUsage,
 )
+from plait.graphs.nodes.base import DEFAULT_RETRY, Spawn
+from plait.graphs.result import NodeResult
+from plait.graphs.spec import Node
 from plait.graphs.state import (
     Attempt,
     FanOutState,
@@ -39,70 +49,26 @@ from plait.graphs.state import (
 )
 
 
-@dataclass(slots=True)
-class NodeResult:
-    """What an executor reports about one node visit.
-
-    Attributes:
-        value: the node's output.
-        error: set when the node failed; ``detail`` may name the reason code
-            (``"tool_execution_failed"``), which becomes the run's ``ended_detail``.
-        retryable: the error is transient (a rate limit, a 5xx, a timeout): the node
-            is tried again under its ``retry`` policy.
-        verdict: a verifier's verdict word (already checked against its verdicts).
-        input_tokens, output_tokens, dollars: what the visit spent.
-        prompt: the rendered prompt (for the trajectory and audit).
-        tainted: the output carries outside content.
-        waiting: set when the node parks the run (a decision or approval is open).
-        items: for a fan-out node, the list each ``map`` target fans out over.
-        history: an agent node's conversation after this visit, for its next visit
-            (the runner stores it; the engine ignores it).
-        started_at, ended_at: epoch seconds.
-    """
-
-    value: Any = None
-    error: str | None = None
-    detail: str | None = None
-    retryable: bool = False
-    verdict: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    dollars: float = 0.0
-    prompt: str | None = None
-    tainted: bool = False
-    waiting: Waiting | None = None
-    items: dict[str, list[Any]] = field(default_factory=dict)
-    history: list[Any] | None = None
-    started_at: float = 0.0
-    ended_at: float = 0.0
-
-
-Event = dict[str, Any]
-"""An engine event: a dict with a ``type`` (``node.committed``, ``node.waiting``,
-``node.retrying``, ``run.done``, ``run.failed``, ``run.waiting``, ``run.cancelled``)."""
-
-
 def start(
-    spec: GraphSpec, run_id: str, input: Any, *, now: float, parent: str | None = None
+    graph: Graph, run_id: str, input: Any, *, now: float, parent: str | None = None
 ) -> RunState:
-    """The initial state of a run of ``spec``: its entry node ready."""
+    """The initial state of a run of ``graph``: its entry node ready."""
+    g = compile_graph(graph)
     return RunState(
         run_id=run_id,
-        graph=GraphRef(
-            agent=spec.agent, name=spec.name, version=spec.version, sha256=_topology(spec).sha256
-        ),
+        graph=GraphRef(agent=g.agent, name=g.spec.name, version=g.spec.version, sha256=g.sha256),
         input=input,
-        ready=[spec.entry_id],
+        ready=[g.entry_id],
         created_at=now,
         updated_at=now,
         parent=parent,
     )
 
 
-def node_of(spec: GraphSpec, state: RunState, key: str) -> Node:
+def node_of(graph: Graph, state: RunState, key: str) -> Node:
     """The spec node a ready key runs: itself, or the target of a fan-out instance."""
     plan = state.instance_of(key)
-    return _node(spec, plan.target if plan else key)
+    return compile_graph(graph).node(plan.target if plan else key)
 
 
 _WAITING_STATUS: dict[str, RunStatus] = {
@@ -119,7 +85,7 @@ def claimable(state: RunState) -> list[str]:
 
 
 def claim(
-    spec: GraphSpec,
+    graph: Graph,
     state: RunState,
     key: str,
     *,
@@ -137,6 +103,7 @@ def claim(
         The new state and the attempt; the attempt is None when the budget stopped the
         run instead (the state then says how), or the run had already ended.
     """
+    g = compile_graph(graph)
     if state.terminal:
         return _fork(state), None
     prior = state.attempts.get(key)
@@ -144,9 +111,9 @@ def claim(
     if prior is not None:
         usage = usage.model_copy(update={"retries": usage.retries + 1})
     s = _fork(state, usage=usage, status="running", updated_at=now)
-    reason = exhausted(spec, s, starting=prior is None)
+    reason = exhausted(g, s, starting=prior is None)
     if reason is not None:
-        return _exhaust(spec, s, reason, now), None
+        return _exhaust(g, s, reason, now), None
     visit = prior.visit if prior else s.visits.get(key, 0) + 1
     attempt = Attempt(node=key, visit=visit, nonce=nonce, host=host, wake=wake, started_at=now)
     s.attempts[key] = attempt
@@ -154,13 +121,14 @@ def claim(
 
 
 def complete(
-    spec: GraphSpec, state: RunState, key: str, result: NodeResult, *, now: float
+    graph: Graph, state: RunState, key: str, result: NodeResult, *, now: float
 ) -> tuple[RunState, list[Event]]:
     """Apply the result of running ``key``: record, route, check budgets, maybe finish.
 
     A result arriving after the run ended (a straggler of a cancelled or failed run)
     changes nothing.
     """
+    spec = compile_graph(graph)
     if state.terminal:
         return _fork(state), []
     waiting = result.waiting
@@ -187,30 +155,13 @@ def complete(
     if waiting is not None:
         if waiting.decision_id:
             s.decisions[key] = waiting.decision_id
-        events.append(
-            {
-                "type": "node.waiting",
-                "node": key,
-                "visit": visit,
-                "ask": waiting.ask,
-                "decision_id": waiting.decision_id,
-                "usage": _usage_of(result),
-            }
-        )
+        events.append(NodeWaiting(key, visit, waiting.ask, waiting.decision_id, _usage_of(result)))
         return s, events
     if result.detail == "budget_exhausted":
         # A call inside the visit was refused: nothing is committed, the node stays
         # ready for after a raise, and the run parks or fails as between visits.
         s = _exhaust(spec, s, result.error or "the budget is spent", now)
-        events.append(
-            {
-                "type": "node.budget_exhausted",
-                "node": key,
-                "visit": visit,
-                "error": result.error,
-                "usage": _usage_of(result),
-            }
-        )
+        events.append(NodeBudgetExhausted(key, visit, result.error, _usage_of(result)))
         events.extend(status_events(state, s))
         return s, events
     if result.history is not None and result.tainted and key not in s.tainted_history:
@@ -218,14 +169,7 @@ def complete(
 
     if result.error is not None and result.retryable and _retry(spec, s, key):
         events.append(
-            {
-                "type": "node.retrying",
-                "node": key,
-                "visit": visit,
-                "error": result.error,
-                "failures": s.retrying[key],
-                "delay_s": retry_delay_s(spec, s, key),
-            }
+            NodeRetrying(key, visit, result.error, s.retrying[key], retry_delay_s(spec, s, key))
         )
         reason = exhausted(spec, s, starting=False)
         if reason is not None:
@@ -255,7 +199,7 @@ def complete(
     elif plan is not None:
         _instance_done(spec, s, key, plan, now)
     else:
-        _route(spec, s, key, _node(spec, key), result)
+        _route(spec, s, key, spec.node(key), result)
 
     if not s.terminal:
         reason = exhausted(spec, s, starting=False)
@@ -266,7 +210,7 @@ def complete(
     return s, events
 
 
-def retry_delay_s(spec: GraphSpec, state: RunState, key: str) -> float:
+def retry_delay_s(graph: Graph, state: RunState, key: str) -> float:
     """Seconds to wait before the next try of ``key``, which is being retried (0 if not).
 
     Exponential from the node's ``initial_s`` up to ``max_s``, times a jitter in
@@ -276,7 +220,7 @@ def retry_delay_s(spec: GraphSpec, state: RunState, key: str) -> float:
     failures = state.retrying.get(key, 0)
     if not failures:
         return 0.0
-    policy = _node(spec, _target(state, key)).retry or DEFAULT_RETRY
+    policy = compile_graph(graph).node(_target(state, key)).retry or DEFAULT_RETRY
     base = min(policy.max_s, policy.initial_s * 2.0 ** (failures - 1))
     digest = hashlib.sha256(f"{state.run_id}/{key}/{failures}".encode()).digest()
     return base * (0.5 + int.from_bytes(digest[:4], "big") / 2**33)
@@ -317,25 +261,9 @@ def cancel(state: RunState, *, now: float) -> RunState:
     return s
 
 
-def limits(spec: GraphSpec, state: RunState) -> dict[str, float | None]:
-    """The run's budget limits: the graph's budget plus any raise a person granted."""
-    b = spec.budget
-    base: dict[str, float | None] = {
-        "steps": b.steps,
-        "tokens": b.tokens,
-        "dollars": b.dollars,
-        "wall_seconds": b.wall_seconds,
-        "retries": b.retries,
-    }
-    return {
-        name: (None if value is None else value + state.budget_extra.get(name, 0.0))
-        for name, value in base.items()
-    }
-
-
-def exhausted(spec: GraphSpec, state: RunState, *, starting: bool) -> str | None:
+def exhausted(graph: Graph, state: RunState, *, starting: bool) -> str | None:
     """Which budget is spent, if any; ``starting`` also refuses a visit past the steps."""
-    b, u, extra = spec.budget, state.usage, state.budget_extra
+    b, u, extra = compile_graph(graph).budget, state.usage, state.budget_extra
     if starting:
         limit = b.steps + extra.get("steps", 0.0)
         # Visits in flight will commit steps too: count them, or N concurrent claims
@@ -358,44 +286,6 @@ def exhausted(spec: GraphSpec, state: RunState, *, starting: bool) -> str | None
 # -- internals ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Topology:
-    """What every step asks of a spec, looked up once per spec rather than per step."""
-
-    spec: GraphSpec
-    sha256: str
-    nodes: dict[str, Node]
-    succ: dict[str, list[str]]
-    pred: dict[str, list[str]]
-
-
-_TOPOLOGIES: OrderedDict[int, _Topology] = OrderedDict()
-_TOPOLOGIES_KEPT = 64
-
-
-def _topology(spec: GraphSpec) -> _Topology:
-    found = _TOPOLOGIES.get(id(spec))
-    if found is not None and found.spec is spec:
-        return found
-    ids = spec.node_ids
-    found = _Topology(
-        spec=spec,
-        sha256=spec.sha256(),
-        nodes={i: spec.node(i) for i in ids},
-        succ={i: spec.successors(i) for i in ids},
-        pred={i: spec.predecessors(i) for i in ids},
-    )
-    _TOPOLOGIES[id(spec)] = found
-    while len(_TOPOLOGIES) > _TOPOLOGIES_KEPT:
-        _TOPOLOGIES.popitem(last=False)
-    return found
-
-
-def _node(spec: GraphSpec, node_id: str) -> Node:
-    node = _topology(spec).nodes.get(node_id)
-    return node if node is not None else spec.node(node_id)  # raises, naming the graph
-
-
 def _fork(state: RunState, **changes: Any) -> RunState:
     """A copy of ``state`` with ``changes``, that the engine may change in place.
 
@@ -403,7 +293,7 @@ def _fork(state: RunState, **changes: Any) -> RunState:
     usage) and never changes one in place, so the copy shares them and copies only the
     containers it changes: a deep copy per step cost more than the rest of the step.
     """
-    update = {
+    update: dict[str, Any] = {
         "ready": list(state.ready),
         "attempts": dict(state.attempts),
         "outputs": dict(state.outputs),
@@ -414,22 +304,10 @@ def _fork(state: RunState, **changes: Any) -> RunState:
         "retrying": dict(state.retrying),
     }
     update.update(changes)
-    if state.__pydantic_extra__ or state.__pydantic_private__:
-        return state.model_copy(update=update)
-    # What model_copy(update=...) does, without its generic copying: once per step.
-    fields = state.__dict__.copy()
-    fields.update(update)
-    new = object.__new__(type(state))
-    object.__setattr__(new, "__dict__", fields)
-    object.__setattr__(
-        new, "__pydantic_fields_set__", state.__pydantic_fields_set__ | update.keys()
-    )
-    object.__setattr__(new, "__pydantic_extra__", None)
-    object.__setattr__(new, "__pydantic_private__", None)
-    return new
+    return state.model_copy(update=update)
 
 
-def _exhaust(spec: GraphSpec, s: RunState, reason: str, now: float) -> RunState:
+def _exhaust(spec: CompiledGraph, s: RunState, reason: str, now: float) -> RunState:
     if spec.budget.on_exhausted == "escalate":
         s.waiting = Waiting(
             node="budget",
@@ -447,12 +325,12 @@ def _target(state: RunState, key: str) -> str:
     return plan.target if plan else key
 
 
-def _retry(spec: GraphSpec, s: RunState, key: str) -> bool:
+def _retry(spec: CompiledGraph, s: RunState, key: str) -> bool:
     """Count a transient failure of ``key``; True if its policy tries it again.
 
     A try that failed commits no step, only a retry (its tokens and time still count).
     """
-    policy = _node(spec, _target(s, key)).retry or DEFAULT_RETRY
+    policy = spec.node(_target(s, key)).retry or DEFAULT_RETRY
     failures = s.retrying.get(key, 0) + 1
     if failures >= policy.attempts:
         return False
@@ -472,65 +350,55 @@ def _add_ready(s: RunState, key: str) -> None:
         s.ready.append(key)
 
 
-def _committed_event(key: str, visit: int, seq: int, r: NodeResult) -> Event:
-    return {
-        "type": "node.committed",
-        "node": key,
-        "visit": visit,
-        "seq": seq,
-        "verdict": r.verdict,
-        "error": r.error,
-        "usage": _usage_of(r),
-        "started_at": r.started_at,
-        "ended_at": r.ended_at,
-    }
+def _committed_event(key: str, visit: int, seq: int, r: NodeResult) -> NodeCommitted:
+    return NodeCommitted(
+        key, visit, seq, r.verdict, r.error, _usage_of(r), r.started_at, r.ended_at
+    )
 
 
-def _usage_of(r: NodeResult) -> dict[str, float]:
-    return {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens, "dollars": r.dollars}
+def _usage_of(r: NodeResult) -> VisitUsage:
+    return VisitUsage(r.input_tokens, r.output_tokens, r.dollars)
 
 
-def _route(spec: GraphSpec, s: RunState, key: str, node: Node, result: NodeResult) -> None:
-    if isinstance(node, FanOutNode):
-        _spawn(spec, s, key, node, result)
+def _route(spec: CompiledGraph, s: RunState, key: str, node: Node, result: NodeResult) -> None:
+    kind = spec.kinds[node.id]
+    if kind.spawn is not None:
+        _spawn(spec, s, key, kind.spawn(node, result))
         return
-    if isinstance(node, VerifierNode) and result.verdict is not None:
-        targets = [node.verdicts[result.verdict]]
-    else:  # a verifier fanned out has one verdict per instance: its edges route the whole
-        targets = _topology(spec).succ[key]
-    if node.type == "end" or not targets:
+    targets = kind.next_nodes(node, result, spec.succ[key])
+    if kind.sink or not targets:
         s.output_node = key
     for target in targets:
         if _inputs_complete(spec, s, target):
             _add_ready(s, target)
 
 
-def _inputs_complete(spec: GraphSpec, s: RunState, target: str) -> bool:
-    """A fan-in fires once every predecessor has an output newer than its last firing."""
-    if _node(spec, target).type != "fan_in":
+def _inputs_complete(spec: CompiledGraph, s: RunState, target: str) -> bool:
+    """A joining node fires once every predecessor has an output newer than its last firing."""
+    if not spec.kind(target).joins:
         return True
     last = s.outputs[target].seq if target in s.outputs else 0
     return all(
         pred in s.outputs and s.outputs[pred].seq > last and s.outputs[pred].error is None
-        for pred in _topology(spec).pred[target]
+        for pred in spec.pred[target]
     )
 
 
-def _spawn(spec: GraphSpec, s: RunState, key: str, node: FanOutNode, result: NodeResult) -> None:
+def _spawn(spec: CompiledGraph, s: RunState, key: str, spawns: list[Spawn]) -> None:
     fanout = FanOutState(node=key)
-    for spec_ in node.specs:
-        for target, count in _targets(spec_, result):
-            fanout.policies[target] = spec_.on_failure
-            if spec_.kind == "map":
-                fanout.items[target] = list(result.items.get(target, []))
-            for index in range(count):
-                instance = f"{target}[{index}]"
-                fanout.instances[instance] = InstancePlan(
-                    target=target,
-                    index=index,
-                    item_index=index if spec_.kind == "map" else None,
-                )
-                s.outputs.pop(instance, None)
+    for spawn in spawns:
+        target = spawn.target
+        fanout.policies[target] = spawn.on_failure
+        if spawn.items is not None:
+            fanout.items[target] = spawn.items
+        for index in range(spawn.count):
+            instance = f"{target}[{index}]"
+            fanout.instances[instance] = InstancePlan(
+                target=target,
+                index=index,
+                item_index=index if spawn.items is not None else None,
+            )
+            s.outputs.pop(instance, None)
     s.fanouts[key] = fanout
     for instance in fanout.instances:
         _add_ready(s, instance)
@@ -538,16 +406,7 @@ def _spawn(spec: GraphSpec, s: RunState, key: str, node: FanOutNode, result: Nod
         if not any(p.target == target for p in fanout.instances.values()):
             # An empty map: nothing to wait for, so the target is done with no outputs.
             _aggregate(s, fanout, target, s.updated_at)
-            _route(spec, s, target, _node(spec, target), NodeResult())
-
-
-def _targets(spec_: FanOutSpec, result: NodeResult) -> list[tuple[str, int]]:
-    if spec_.kind == "broadcast":
-        return [(spec_.target_node_id or "", spec_.count or 0)]
-    if spec_.kind == "tee":
-        return [(target, 1) for target in spec_.targets or []]
-    target = spec_.target_node_id or ""
-    return [(target, len(result.items.get(target, [])))]
+            _route(spec, s, target, spec.node(target), NodeResult())
 
 
 def _fanout_of(s: RunState, key: str) -> FanOutState:
@@ -562,7 +421,9 @@ def _siblings_done(s: RunState, fanout: FanOutState, target: str) -> bool:
     )
 
 
-def _instance_done(spec: GraphSpec, s: RunState, key: str, plan: InstancePlan, now: float) -> None:
+def _instance_done(
+    spec: CompiledGraph, s: RunState, key: str, plan: InstancePlan, now: float
+) -> None:
     fanout = _fanout_of(s, key)
     if not _siblings_done(s, fanout, plan.target):
         return
@@ -576,8 +437,7 @@ def _instance_done(spec: GraphSpec, s: RunState, key: str, plan: InstancePlan, n
         _end_failed(s, "fanin_upstream_failed", errors, now)
         return
     _aggregate(s, fanout, plan.target, now)
-    target_node = _node(spec, plan.target)
-    _route(spec, s, plan.target, target_node, NodeResult())
+    _route(spec, s, plan.target, spec.node(plan.target), NodeResult())
 
 
 def _aggregate(s: RunState, fanout: FanOutState, target: str, now: float) -> None:
@@ -595,7 +455,7 @@ def _aggregate(s: RunState, fanout: FanOutState, target: str, now: float) -> Non
 
 
 def _on_error(
-    spec: GraphSpec, s: RunState, key: str, plan: InstancePlan | None, result: NodeResult
+    spec: CompiledGraph, s: RunState, key: str, plan: InstancePlan | None, result: NodeResult
 ) -> None:
     policy = "fail_fast" if plan is None else _fanout_of(s, key).policies.get(plan.target)
     if plan is None or policy in ("fail_fast", None):
@@ -625,20 +485,19 @@ def status_events(before: RunState, after: RunState) -> list[Event]:
     """The ``run.*`` event of a status change from ``before`` to ``after``, if any."""
     if after.status == before.status or after.status in ("ready", "running"):
         return []
-    event: Event = {
-        "type": f"run.{after.status.split('_')[0]}",
-        "status": after.status,
-        "ended_detail": after.ended_detail,
-        "error": after.error,
-    }
-    if after.waiting is not None:
-        event["waiting"] = after.waiting.model_dump()
-    return [event]
+    kind: RunEventType = _RUN_EVENTS[after.status]
+    waiting = after.waiting.model_dump() if after.waiting is not None else None
+    return [RunStatusChanged(kind, after.status, after.ended_detail, after.error, waiting)]
 
 
-def run_output_key(state: RunState) -> str | None:
-    """The key whose output is the run's output (once the run is done)."""
-    return state.output_node
+_RUN_EVENTS: dict[str, RunEventType] = {
+    "done": "run.done",
+    "failed": "run.failed",
+    "cancelled": "run.cancelled",
+    "waiting_human": "run.waiting",
+    "waiting_approval": "run.waiting",
+    "waiting_child": "run.waiting",
+}
 
 
 __all__ = [
@@ -650,12 +509,10 @@ __all__ = [
     "complete",
     "exhausted",
     "fail",
-    "limits",
     "node_of",
     "raise_budget",
     "resume",
     "retry_delay_s",
-    "run_output_key",
     "start",
     "status_events",
 ]

@@ -4,20 +4,10 @@ from __future__ import annotations
 
 import re
 
-from plait.graphs.spec import FanOutNode, FanOutSpec, GraphSpec, VerifierNode
+from plait.graphs.compiled import compile_graph
+from plait.graphs.nodes import kind_of
+from plait.graphs.spec import GraphSpec
 
-_SHAPES: dict[str, tuple[str, str]] = {
-    "agent": ("[", "]"),
-    "verifier": ("{", "}"),
-    "human": ("[/", "/]"),
-    "parallel": ("[/", "\\]"),
-    "tool": (">", "]"),
-    "begin": ("([", "])"),
-    "end": ("([", "])"),
-    "fan_out": ("{{", "}}"),
-    "fan_in": ("[\\", "/]"),
-    "subgraph": ("[[", "]]"),
-}
 _WORD = re.compile(r"[A-Za-z0-9_-]+")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
@@ -30,12 +20,6 @@ def _escape(text: str) -> str:
 
 def _label(text: str) -> str:
     return text if _WORD.fullmatch(text) else f'"{_escape(text)}"'
-
-
-def _fan_label(spec: FanOutSpec) -> str:
-    if spec.kind == "broadcast" and spec.count is not None:
-        return f"broadcast x{spec.count}"
-    return spec.kind
 
 
 class _Ids:
@@ -58,14 +42,15 @@ class _Ids:
 def to_mermaid(spec: GraphSpec) -> str:
     """Render ``spec`` as a ``flowchart LR``.
 
-    Shapes follow the node type; ``next`` and edges are solid arrows, verdicts solid
+    Shapes follow the node kind; ``next`` and edges are solid arrows, verdicts solid
     arrows labelled by their word, fan-out dispatch dotted arrows labelled by strategy.
     The entry node is drawn with a thick border.
     """
     ids = _Ids()
+    graph = compile_graph(spec)
     lines = ["flowchart LR"]
     for node in spec.nodes:
-        left, right = _SHAPES[node.type]
+        left, right = kind_of(node).shape
         text = _escape(node.id) + "<br/><i>" + node.type.replace("_", " ") + "</i>"
         lines.append(f'    {ids(node.id)}{left}"{text}"{right}')
     arrows: list[str] = []
@@ -75,16 +60,11 @@ def to_mermaid(spec: GraphSpec) -> str:
             arrows.append(line)
 
     for node in spec.nodes:
-        for target in spec.successors(node.id):
+        for target in graph.successors(node.id):
             arrow(f"    {ids(node.id)} --> {ids(target)}")
-        if isinstance(node, VerifierNode):
-            for word, target in node.verdicts.items():
-                arrow(f"    {ids(node.id)} -->|{_label(word)}| {ids(target)}")
-        if isinstance(node, FanOutNode):
-            for fan in node.specs:
-                targets = [fan.target_node_id] if fan.target_node_id else []
-                for target in targets + (fan.targets or []):
-                    arrow(f"    {ids(node.id)} -.->|{_label(_fan_label(fan))}| {ids(target)}")
+        for route in kind_of(node).routes(node):
+            line = "-.->" if route.dispatch else "-->"
+            arrow(f"    {ids(node.id)} {line}|{_label(route.label)}| {ids(route.target)}")
     lines += arrows
     if any(n.id == spec.entry or n.type == "begin" for n in spec.nodes):
         entry = spec.entry_id

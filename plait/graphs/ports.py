@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from plait.errors import ConfigError
-from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Waiting
 from plait.models import Message, Model, load_model
 from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry
@@ -72,7 +71,7 @@ child output``: an untrusted input (the node read tainted state) taints the chil
 
 A durable run's runner may answer a :class:`~plait.graphs.state.Waiting` instead (the
 child runs as a run of its own, and the node parks until it ends), and then a
-:class:`~plait.graphs.engine.NodeResult` holding the child's output and what it spent
+:class:`~plait.graphs.result.NodeResult` holding the child's output and what it spent
 (counted against the parent's budget)."""
 
 
@@ -149,7 +148,7 @@ class ExecEnv:
     """Everything node executors use, for one run.
 
     Attributes:
-        spec: the graph being run.
+        agent: the graph's agent: it answers for the nodes that name none.
         run_id: the run (None in-session).
         model: a model that answers for every agent (``--model``); None uses each
             agent profile's own model.
@@ -163,7 +162,7 @@ class ExecEnv:
         protected: files tools never touch (the mesh's own).
     """
 
-    spec: GraphSpec
+    agent: str = DEFAULT_ASSISTANT.name
     run_id: str | None = None
     model: Model | None = None
     profiles: dict[str, AgentProfile] = field(default_factory=dict)
@@ -182,7 +181,7 @@ class ExecEnv:
 
     def profile(self, name: str | None) -> AgentProfile:
         """The profile of agent ``name`` (the graph's agent when None)."""
-        agent = name or self.spec.agent
+        agent = name or self.agent
         try:
             return self.profiles[agent]
         except KeyError:

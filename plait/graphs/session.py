@@ -20,8 +20,10 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+import plait.graphs.engine as engine
 from plait.errors import ConfigError, GraphError, GraphNotFound
-from plait.graphs import engine
+from plait.graphs.compiled import CompiledGraph, compile_graph
+from plait.graphs.events import NodeCommitted
 from plait.graphs.executors import execute
 from plait.graphs.loader import load_graph
 from plait.graphs.ports import AnswersUpFront, ExecEnv, MemoryHistories
@@ -99,6 +101,7 @@ class _Setup:
 @dataclass
 class _Session:
     setup: _Setup
+    graph: CompiledGraph
     env: ExecEnv
     histories: MemoryHistories
     trajectory: list[TrajectoryStep] = field(default_factory=list)
@@ -159,7 +162,7 @@ async def run_graph(
     )
     run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
     session = _session(setup, run_id, {}, [])
-    state = engine.start(setup.spec, run_id, input, now=time.time())
+    state = engine.start(session.graph, run_id, input, now=time.time())
     state.input_tainted = input_untrusted
     return await _loop(session, state)
 
@@ -261,7 +264,7 @@ def _session(
     memory = MemoryHistories()
     memory.saved.update(histories)
     env = ExecEnv(
-        spec=setup.spec,
+        agent=setup.spec.agent,
         run_id=run_id,
         model=setup.model,
         profiles=dict(setup.profiles),
@@ -271,7 +274,7 @@ def _session(
         histories=memory,
         cwd=setup.cwd,
     )
-    session = _Session(setup, env, memory, list(trajectory))
+    session = _Session(setup, compile_graph(setup.spec), env, memory, list(trajectory))
     env.subgraphs = _subgraph_runner(session)
     return session
 
@@ -306,7 +309,7 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
 
 async def _drive(session: _Session, state: RunState) -> RunState:
     """Claim, execute and commit nodes until the run ends or parks."""
-    spec, env = session.setup.spec, session.env
+    graph, env = session.graph, session.env
     values: dict[str, Any] = {k: out.value for k, out in state.outputs.items()}
     send, receive = anyio.create_memory_object_stream[tuple[str, engine.NodeResult]](
         max_buffer_size=1_000_000
@@ -320,10 +323,10 @@ async def _drive(session: _Session, state: RunState) -> RunState:
     async def _execute(key: str, visit: int, snapshot: RunState) -> engine.NodeResult:
         # A retry after a transient error waits its backoff first, as a durable run's
         # delayed wake does.
-        delay = engine.retry_delay_s(spec, snapshot, key)
+        delay = engine.retry_delay_s(graph, snapshot, key)
         if delay:
             await anyio.sleep(delay)
-        return await execute(env, snapshot, key, visit, values)
+        return await execute(env, graph, snapshot, key, visit, values)
 
     async with anyio.create_task_group() as tg, send, receive:
         while True:
@@ -332,7 +335,7 @@ async def _drive(session: _Session, state: RunState) -> RunState:
                 if in_flight + len(claimed) >= session.setup.max_concurrency:
                     break
                 state, attempt = engine.claim(
-                    spec, state, key, nonce=os.urandom(8).hex(), now=time.time()
+                    graph, state, key, nonce=os.urandom(8).hex(), now=time.time()
                 )
                 if attempt is None:
                     break
@@ -365,28 +368,33 @@ def _commit(
     values: dict[str, Any],
 ) -> RunState:
     """Apply one node's result to the run and to what the session keeps beside it."""
-    state, events = engine.complete(session.setup.spec, state, key, result, now=time.time())
+    state, events = engine.complete(session.graph, state, key, result, now=time.time())
     if result.history is not None:
         session.histories.saved[key] = result.history
     for name, out in state.outputs.items():
         if out.seq == state.seq:
             values[name] = out.value
     for event in events:
-        if event["type"] == "node.committed":
+        if isinstance(event, NodeCommitted):
             _record(session, event, result, state)
     return state
 
 
 def _record(
-    session: _Session, event: dict[str, Any], result: engine.NodeResult, state: RunState
+    session: _Session, event: NodeCommitted, result: engine.NodeResult, state: RunState
 ) -> None:
+    usage = event.usage
     step = TrajectoryStep(
-        node=event["node"],
-        visit=event["visit"],
+        node=event.node,
+        visit=event.visit,
         prompt=result.prompt,
-        output=state.outputs[event["node"]].value,
+        output=state.outputs[event.node].value,
         verdict=result.verdict,
-        usage=event["usage"],  # validated into a StepUsage in the same call
+        usage=StepUsage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            dollars=usage.dollars,
+        ),
         started_at=result.started_at,
         ended_at=result.ended_at,
         error=result.error,

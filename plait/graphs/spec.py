@@ -13,55 +13,45 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeAlias, Union
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
-    PlainValidator,
-    PrivateAttr,
-    WithJsonSchema,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from plait.errors import GraphValidationError
-
-IndeterminatePolicy: TypeAlias = Literal["retry", "verify", "escalate"]
-"""What to do with a node found claimed but without an output after a crash.
-
-``retry`` runs it again; ``verify`` runs the node's check tool first and retries only
-if the effect is absent; ``escalate`` asks a human.
-"""
-
-NodeType: TypeAlias = Literal[
-    "agent",
-    "verifier",
-    "human",
-    "parallel",
-    "tool",
-    "begin",
-    "end",
-    "fan_out",
-    "fan_in",
-    "subgraph",
-]
-
-NODE_TYPES: tuple[str, ...] = (
-    "agent",
-    "verifier",
-    "human",
-    "parallel",
-    "tool",
-    "begin",
-    "end",
-    "fan_out",
-    "fan_in",
-    "subgraph",
+from plait.graphs.nodes import KINDS, kind_of
+from plait.graphs.nodes.agent import AgentNode, HistorySetting, LastTurns
+from plait.graphs.nodes.base import (
+    DEFAULT_RETRY,
+    MAX_DOLLARS,
+    MAX_RETRIES,
+    MAX_TOKENS,
+    MAX_VERSION,
+    MAX_WALL_SECONDS,
+    IndeterminatePolicy,
+    NodeBase,
+    RetryPolicy,
+    SpecModel,
 )
+from plait.graphs.nodes.begin import BeginNode
+from plait.graphs.nodes.end import EndNode
+from plait.graphs.nodes.fan_in import FanInNode
+from plait.graphs.nodes.fan_out import FanOutNode, FanOutSpec
+from plait.graphs.nodes.human import HumanNode
+from plait.graphs.nodes.parallel import ParallelNode
+from plait.graphs.nodes.subgraph import SubgraphNode
+from plait.graphs.nodes.tool import ToolNode
+from plait.graphs.nodes.verifier import VerifierNode
+
+NodeType: TypeAlias = str
+"""A node type: a key of :data:`plait.graphs.nodes.KINDS`."""
+
+NODE_TYPES: tuple[str, ...] = tuple(KINDS)
 """Every node type, in its canonical spelling."""
 
 TYPE_ALIASES: Mapping[str, str] = {"tool_call": "tool", "graph": "subgraph"}
@@ -70,22 +60,7 @@ TYPE_ALIASES: Mapping[str, str] = {"tool_call": "tool", "graph": "subgraph"}
 _Count = Annotated[int, Field(ge=0)]
 _Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
-# Upper bounds of numeric fields: far above any sane graph, low enough that one
-# visit or one fan-out cannot run away with a typo'd or hostile number.
-MAX_TOKENS = 1_000_000_000
-MAX_DOLLARS = 100_000.0
-MAX_WALL_SECONDS = 30 * 24 * 3600.0
-MAX_RETRIES = 1_000
-MAX_ROUNDS = 100
-MAX_ATTEMPTS = 20
-MAX_CONCURRENCY = 256
-MAX_FAN_OUT_COUNT = 10_000
-MAX_EXPIRES_AFTER_S = 366 * 24 * 3600.0
-MAX_VERSION = 1_000_000
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Model = SpecModel
 
 
 class Budget(_Model):
@@ -119,233 +94,11 @@ class Budget(_Model):
         return data
 
 
-class RetryPolicy(_Model):
-    """How a node's visit is tried again after a transient error (429, 5xx, a timeout,
-    a connection refused): up to ``attempts`` tries in all, waiting ``initial_s``,
-    then twice as long each time up to ``max_s``, with jitter. Each try after the first
-    counts against the run's ``retries`` budget. Configuration errors are never retried.
-
-    Attributes:
-        attempts: tries in all, the first included (1 = never retry).
-        initial_s: seconds before the first retry.
-        max_s: the longest wait between tries.
-    """
-
-    attempts: int = Field(default=5, ge=1, le=100)
-    initial_s: float = Field(default=1.0, gt=0, le=3600, allow_inf_nan=False)
-    max_s: float = Field(default=60.0, gt=0, le=86_400, allow_inf_nan=False)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> RetryPolicy:
-        if self.max_s < self.initial_s:
-            raise ValueError(f"max_s ({self.max_s:g}) is below initial_s ({self.initial_s:g})")
-        return self
-
-
-DEFAULT_RETRY = RetryPolicy()
-"""The retry policy of a node that sets none: 5 tries, 1 s doubling up to 60 s."""
-
-
 class Edge(_Model):
     """A static edge of the begin/end form: ``target`` becomes ready after ``source``."""
 
     source: str
     target: str
-
-
-class _NodeBase(_Model):
-    """Fields common to every node.
-
-    Attributes:
-        id: unique within the graph; other nodes read its output as ``{{id}}``.
-        description: free text for people.
-        next: the node that runs after this one; None ends this path (or leaves the
-            routing to ``edges`` or verdicts).
-        on_indeterminate: the policy after a crash mid-node; None = the type's default
-            (see :func:`default_on_indeterminate`).
-        verify: the name of a check tool run first under the ``verify`` policy.
-        retry: how transient errors are retried; None = :data:`DEFAULT_RETRY`.
-        timeout_s: seconds each model call of the node may take; None = the model
-            adapter's own timeout.
-    """
-
-    id: str
-    description: str = ""
-    next: str | None = None
-    on_indeterminate: IndeterminatePolicy | None = None
-    verify: str | None = None
-    retry: RetryPolicy | None = None
-    timeout_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
-
-
-class LastTurns(_Model):
-    """Carry only the last ``last`` turns (a user message and what answered it)."""
-
-    last: int = Field(ge=1)
-
-
-HistorySetting: TypeAlias = Literal["all", "none"] | LastTurns
-"""How much of an agent node's conversation its next visit carries: ``all``, ``none``
-(each visit starts afresh), or ``{last: N}`` turns (the system prompt stays)."""
-
-
-class AgentNode(_NodeBase):
-    """A model turn (a bounded loop of model calls and tool calls) on a rendered prompt.
-
-    Attributes:
-        history: how much of the conversation so far the next visit carries.
-    """
-
-    type: Literal["agent"]
-    prompt: str
-    response_format: dict[str, Any] | None = None
-    agent: str | None = None
-    tools: list[str] | None = None
-    max_rounds: int = Field(default=8, ge=1, le=MAX_ROUNDS)
-    history: HistorySetting = "all"
-
-
-class VerifierNode(_NodeBase):
-    """A model call whose reply ends on a verdict word that routes the flow.
-
-    Attributes:
-        verdicts: verdict word -> the node to run next (possibly an earlier one).
-        max_attempts: total tries for a reply that ends on a valid verdict.
-    """
-
-    type: Literal["verifier"]
-    prompt: str
-    verdicts: dict[str, str] = Field(default_factory=dict)
-    agent: str | None = None
-    max_attempts: int = Field(default=2, ge=1, le=MAX_ATTEMPTS)
-
-
-class HumanNode(_NodeBase):
-    """A question to a person; the run parks until the answer arrives.
-
-    Attributes:
-        options: the allowed answers; None = free text.
-        expires_after_s: seconds until the question expires; None = never.
-        on_expire: ``fail`` ends the run; ``default`` takes ``default`` as the answer.
-    """
-
-    type: Literal["human"]
-    ask: str
-    options: list[str] | None = None
-    expires_after_s: float | None = Field(
-        default=None, gt=0, le=MAX_EXPIRES_AFTER_S, allow_inf_nan=False
-    )
-    on_expire: Literal["fail", "default"] = "fail"
-    default: str | None = None
-
-
-def _tasks(value: Any) -> str | list[str]:
-    # One clear message instead of one error per member of ``str | list[str]``.
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise PydanticCustomError(
-        "tasks_type", "expected a list of task templates, or a path like researcher.urls"
-    )
-
-
-_Tasks = Annotated[
-    str | list[str],
-    PlainValidator(_tasks),
-    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
-]
-
-
-class ParallelNode(_NodeBase):
-    """Read-only workers, one per task; the combined answers are the node's output.
-
-    Attributes:
-        tasks: task templates, or a path to a list in an upstream output
-            (``"researcher.urls"``).
-        prompt: the worker prompt per task; ``{{item}}`` is the task.
-    """
-
-    type: Literal["parallel"]
-    tasks: _Tasks
-    prompt: str = "{{item}}"
-    agent: str | None = None
-    max_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
-
-
-class ToolNode(_NodeBase):
-    """One direct call of a tool the graph's agent has; string args are templates."""
-
-    type: Literal["tool"]
-    tool: str
-    args: dict[str, Any] = Field(default_factory=dict)
-
-
-class BeginNode(_NodeBase):
-    """The entry of the begin/end form; its output is the run's input."""
-
-    type: Literal["begin"]
-    input_schema: dict[str, Any] | None = None
-
-
-class EndNode(_NodeBase):
-    """A sink of the begin/end form; reaching any end node ends that path."""
-
-    type: Literal["end"]
-
-
-class FanOutSpec(_Model):
-    """One dispatch strategy of a fan-out node.
-
-    Attributes:
-        kind: ``broadcast`` runs ``target_node_id`` ``count`` times; ``tee`` runs each
-            of ``targets`` once; ``map`` runs ``target_node_id`` once per element of the
-            list at ``source_path`` in ``source_node_id``'s output.
-        source_path: a dotted path (``"urls"``, ``"a.b[2]"``); ``""`` is the output itself.
-        on_failure: ``fail_fast`` ends the run at the first failed instance;
-            ``drain_then_fail`` waits for all siblings first; ``collect`` records the
-            error in the aggregated list and goes on.
-        max_concurrency: instances in flight at once; None = all.
-    """
-
-    kind: Literal["broadcast", "tee", "map"]
-    target_node_id: str | None = None
-    count: int | None = Field(default=None, ge=1, le=MAX_FAN_OUT_COUNT)
-    targets: list[str] | None = None
-    source_node_id: str | None = None
-    source_path: str = ""
-    on_failure: Literal["fail_fast", "drain_then_fail", "collect"] = "fail_fast"
-    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
-
-
-class FanOutNode(_NodeBase):
-    """A pure dispatcher: its targets live on ``specs``, never on edges or ``next``."""
-
-    type: Literal["fan_out"]
-    specs: list[FanOutSpec] = Field(min_length=1)
-
-
-class FanInNode(_NodeBase):
-    """Waits for every incoming branch (every instance of a fan-out target), then fires."""
-
-    type: Literal["fan_in"]
-    aggregate_template: str | None = None
-
-
-class SubgraphNode(_NodeBase):
-    """Runs a child graph to completion; its result is the node's output.
-
-    Attributes:
-        graph: the child graph's name, under ``agent`` (default: the parent's agent).
-        version: the pinned version; None = the newest at the time the node runs.
-        input: the template rendered as the child's input.
-    """
-
-    type: Literal["subgraph"]
-    graph: str
-    agent: str | None = None
-    version: int | None = Field(default=None, ge=1, le=MAX_VERSION)
-    input: str = "{{input}}"
 
 
 def normalize_node_data(data: Any) -> Any:
@@ -369,21 +122,17 @@ def normalize_node_data(data: Any) -> Any:
     return out
 
 
-Node: TypeAlias = Annotated[
-    AgentNode
-    | VerifierNode
-    | HumanNode
-    | ParallelNode
-    | ToolNode
-    | BeginNode
-    | EndNode
-    | FanOutNode
-    | FanInNode
-    | SubgraphNode,
-    Field(discriminator="type"),
-    BeforeValidator(normalize_node_data),
-]
-"""Any node, discriminated on ``type``."""
+if TYPE_CHECKING:
+    # Outside its kind's module a node is seen through what every node has; its own
+    # fields are its kind's business (see plait.graphs.nodes).
+    Node: TypeAlias = NodeBase
+else:
+    Node = Annotated[
+        Union[tuple(kind.spec for kind in KINDS.values())],  # noqa: UP007 - built from the table
+        Field(discriminator="type"),
+        BeforeValidator(normalize_node_data),
+    ]
+"""Any node, discriminated on ``type`` over the kinds of :data:`plait.graphs.nodes.KINDS`."""
 
 
 def default_on_indeterminate(node: Node, tool_is_read_only: bool = False) -> IndeterminatePolicy:
@@ -398,41 +147,7 @@ def default_on_indeterminate(node: Node, tool_is_read_only: bool = False) -> Ind
         node: the node.
         tool_is_read_only: for a tool node, whether its tool is read-only.
     """
-    if isinstance(node, ToolNode) and not tool_is_read_only:
-        return "escalate"
-    return "retry"
-
-
-def on_indeterminate_policy(node: Node, tool_is_read_only: bool = False) -> IndeterminatePolicy:
-    """The node's own ``on_indeterminate``, or its type's default."""
-    return node.on_indeterminate or default_on_indeterminate(node, tool_is_read_only)
-
-
-@dataclass
-class _Index:
-    """Lookups the engine makes on every step, built once per node and edge list."""
-
-    nodes: list[Node]
-    edges: list[Edge]
-    by_id: dict[str, Node] = field(default_factory=dict)
-    succ: dict[str, list[str]] = field(default_factory=dict)
-    pred: dict[str, list[str]] = field(default_factory=dict)
-
-    @classmethod
-    def build(cls, nodes: list[Node], edges: list[Edge]) -> _Index:
-        index = cls(nodes, edges)
-        for node in nodes:
-            index.by_id.setdefault(node.id, node)
-            index.succ.setdefault(node.id, [])
-            index.pred.setdefault(node.id, [])
-        links = [(n.id, n.next) for n in nodes if n.next is not None]
-        links += [(e.source, e.target) for e in edges]
-        for source, target in links:
-            succ = index.succ.setdefault(source, [])
-            if target not in succ:
-                succ.append(target)
-                index.pred.setdefault(target, []).append(source)
-        return index
+    return kind_of(node).on_indeterminate(node, tool_is_read_only)
 
 
 class GraphSpec(_Model):
@@ -452,8 +167,6 @@ class GraphSpec(_Model):
     nodes: list[Node]
     edges: list[Edge] = Field(default_factory=list)
 
-    _index: _Index | None = PrivateAttr(default=None)
-
     @model_validator(mode="before")
     @classmethod
     def _drop_schema_key(cls, data: Any) -> Any:
@@ -462,19 +175,25 @@ class GraphSpec(_Model):
             return {k: v for k, v in data.items() if k != "$schema"}
         return data
 
-    def _indexed(self) -> _Index:
-        # Built on first use and again whenever model_copy(update=...) swapped the lists.
-        index = self._index
-        if index is None or index.nodes is not self.nodes or index.edges is not self.edges:
-            index = self._index = _Index.build(self.nodes, self.edges)
-        return index
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy (see pydantic); a copy with ``update`` has its own :meth:`sha256`."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied.__dict__.pop("_digest", None)
+        return copied
 
     def node(self, node_id: str) -> Node:
         """The node with this id; raises KeyError if there is none."""
-        try:
-            return self._indexed().by_id[node_id]
-        except KeyError:
-            raise KeyError(f"graph {self.name!r} has no node {node_id!r}") from None
+        for node in self.nodes:
+            if node.id == node_id:
+                return node
+        raise KeyError(f"graph {self.name!r} has no node {node_id!r}")
+
+    def links(self) -> list[tuple[str, str]]:
+        """Every static ``(source, target)``: ``next`` first, then edges (verdict routes
+        and fan-out dispatch excluded)."""
+        links = [(n.id, n.next) for n in self.nodes if n.next is not None]
+        return links + [(e.source, e.target) for e in self.edges]
 
     @property
     def node_ids(self) -> list[str]:
@@ -494,12 +213,20 @@ class GraphSpec(_Model):
     def successors(self, node_id: str) -> list[str]:
         """The node's ``next`` and every edge target from it (verdict routes excluded)."""
         self.node(node_id)
-        return list(self._indexed().succ[node_id])
+        found: list[str] = []
+        for source, target in self.links():
+            if source == node_id and target not in found:
+                found.append(target)
+        return found
 
     def predecessors(self, node_id: str) -> list[str]:
         """Every node whose ``next`` or edge leads here (verdict routes excluded)."""
         self.node(node_id)
-        return list(self._indexed().pred[node_id])
+        found: list[str] = []
+        for source, target in self.links():
+            if target == node_id and source not in found:
+                found.append(source)
+        return found
 
     def canonical_json(self) -> str:
         """The spec as JSON with sorted keys, no whitespace and every default filled in."""
@@ -513,6 +240,11 @@ class GraphSpec(_Model):
 
     def sha256(self) -> str:
         """The hex SHA-256 of :meth:`canonical_json`: the identity a run pins."""
+        return self._digest
+
+    @cached_property
+    def _digest(self) -> str:
+        # Worked out once per spec: a spec is frozen, and a copy with changes drops it.
         return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
 
 
@@ -570,5 +302,4 @@ __all__ = [
     "default_on_indeterminate",
     "graph_json_schema",
     "normalize_node_data",
-    "on_indeterminate_policy",
 ]

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -28,9 +27,6 @@ from plait.mesh import Entry, Mesh, skip_corrupt, skip_unreadable
 
 PREFIX = "graphs/"
 """The mesh key prefix of stored graphs."""
-
-GraphSource: TypeAlias = Callable[[str, str, int | None], Awaitable[GraphSpec]]
-"""``async (agent, name, version or None) -> spec``: where subgraphs are loaded from."""
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _MAX_ATTEMPTS = 64
@@ -205,15 +201,6 @@ async def list_graphs(mesh: Mesh, agent: str | None = None) -> list[GraphSummary
     ]
 
 
-def graph_source(mesh: Mesh) -> GraphSource:
-    """A loader of stored specs for subgraph nodes: ``await source(agent, name, version)``."""
-
-    async def load(agent: str, name: str, version: int | None) -> GraphSpec:
-        return (await get_graph(mesh, agent, name, version)).spec
-
-    return load
-
-
 async def _what_exists(mesh: Mesh, agent: str) -> str:
     graphs = await list_graphs(mesh, agent) if _valid(agent) else []
     if not graphs:
@@ -262,12 +249,10 @@ def _decode_version(entry: Entry) -> StoredGraph:
 
 __all__ = [
     "PREFIX",
-    "GraphSource",
     "GraphSummary",
     "StoredGraph",
     "get_graph",
     "graph_key",
-    "graph_source",
     "import_graph",
     "list_graphs",
     "name_problems",

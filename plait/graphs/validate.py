@@ -9,32 +9,18 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
 from pydantic import TypeAdapter, ValidationError
 
-from plait.errors import GraphValidationError, TemplateError
+from plait.errors import GraphValidationError
+from plait.graphs.nodes import KINDS, kind_of
+from plait.graphs.nodes.base import quoted
 from plait.graphs.problems import Problem, did_you_mean, shape_problems
-from plait.graphs.spec import (
-    NODE_TYPES,
-    AgentNode,
-    BeginNode,
-    Edge,
-    FanInNode,
-    FanOutNode,
-    GraphSpec,
-    HumanNode,
-    Node,
-    ParallelNode,
-    SubgraphNode,
-    ToolNode,
-    VerifierNode,
-    normalize_node_data,
-)
-from plait.graphs.template import loose_braces, parse_path, references, unclosed_references
+from plait.graphs.spec import NODE_TYPES, Edge, GraphSpec, Node, normalize_node_data
+from plait.graphs.template import loose_braces, references, unclosed_references
 from plait.tools.spec import AgentProfile
 
 _NODE = TypeAdapter[Node](Node)
@@ -89,8 +75,7 @@ class _View:
         return f"nodes[{self.index}]"
 
 
-def _q(value: object) -> str:
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+_q = quoted
 
 
 def _path(prefix: str, loc: tuple[int | str, ...]) -> str:
@@ -132,13 +117,10 @@ def _str(value: Any) -> str | None:
 
 def _view(index: int, raw: Any, model: Node | None) -> _View:
     if model is not None:
-        verdicts = model.verdicts if isinstance(model, VerifierNode) else {}
-        fan: list[str] = []
-        if isinstance(model, FanOutNode):
-            for spec in model.specs:
-                fan += [spec.target_node_id] if spec.target_node_id else []
-                fan += spec.targets or []
-        return _View(index, model.id, model.type, model.next, dict(verdicts), fan, model)
+        routes = list(kind_of(model).routes(model))
+        verdicts = {r.label: r.target for r in routes if not r.dispatch}
+        fan = [r.target for r in routes if r.dispatch]
+        return _View(index, model.id, model.type, model.next, verdicts, fan, model)
     try:
         data = normalize_node_data(raw)
     except ValueError:
@@ -162,34 +144,14 @@ def _view(index: int, raw: Any, model: Node | None) -> _View:
     )  # fmt: skip
 
 
-def _template_fields(node: Node, path: str) -> Iterator[tuple[str, str, bool]]:
-    """(path, template, item allowed by the field itself) for every template of a node."""
-    if isinstance(node, AgentNode | VerifierNode):
-        yield f"{path}.prompt", node.prompt, False
-    elif isinstance(node, HumanNode):
-        yield f"{path}.ask", node.ask, False
-    elif isinstance(node, ParallelNode):
-        if isinstance(node.tasks, list):
-            for k, task in enumerate(node.tasks):
-                yield f"{path}.tasks[{k}]", task, False
-        yield f"{path}.prompt", node.prompt, True
-    elif isinstance(node, ToolNode):
-        yield from _strings(node.args, f"{path}.args")
-    elif isinstance(node, FanInNode) and node.aggregate_template is not None:
-        yield f"{path}.aggregate_template", node.aggregate_template, False
-    elif isinstance(node, SubgraphNode):
-        yield f"{path}.input", node.input, False
+def _sink(node_type: str | None) -> bool:
+    kind = KINDS.get(node_type or "")
+    return kind is not None and kind.sink
 
 
-def _strings(value: Any, path: str) -> Iterator[tuple[str, str, bool]]:
-    if isinstance(value, str):
-        yield path, value, False
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for k, item in enumerate(value):
-            yield from _strings(item, f"{path}[{k}]")
+def _dispatcher(node_type: str | None) -> bool:
+    kind = KINDS.get(node_type or "")
+    return kind is not None and kind.spawn is not None
 
 
 class _Checker:
@@ -202,7 +164,7 @@ class _Checker:
     ) -> None:
         self.agents = agents
         self.tool_is_known = tool_is_known
-        self.tool_schema = tool_schema
+        self.schemas = tool_schema
         self.max_steps_cap = max_steps_cap
         self.problems: list[str] = []
         self.warnings: list[str] = []
@@ -217,6 +179,18 @@ class _Checker:
         self.problems.append(Problem(path, f"{what} {_q(name)}", did_you_mean(name, self.ids)))
         if route:
             self.corrections[name] = close[0] if close else None
+
+    def problem(self, path: str, message: str, hint: str | None = None) -> None:
+        """Report a problem at ``path`` (see :class:`plait.graphs.nodes.base.Checks`)."""
+        self.problems.append(Problem(path, message, hint))
+
+    def known(self, node_id: str) -> bool:
+        """Whether the graph has a node ``node_id``."""
+        return node_id in self.ids
+
+    def tool_schema(self, tool: str) -> Mapping[str, Any] | None:
+        """The JSON schema of ``tool``'s arguments, when known."""
+        return self.schemas(tool) if self.schemas is not None else None
 
     def fields(self, exc: ValidationError, prefix: str) -> None:
         self.field_errors = True
@@ -339,13 +313,10 @@ class _Checker:
     def check_routes(self, views: list[_View], edges: list[tuple[int, Edge]]) -> None:
         types = {v.id: v.type for v in views if v.id is not None}
         for v in views:
+            kind = KINDS.get(v.type or "")
             if v.next is not None:
-                if v.type == "end":
-                    self.problems.append(f"{v.path}.next: an end node has no successor")
-                elif v.type == "fan_out":
-                    self.problems.append(
-                        f"{v.path}.next: a fan_out node dispatches through its specs, not next"
-                    )
+                if kind is not None and kind.no_next is not None:
+                    self.problems.append(f"{v.path}.next: {kind.no_next}")
                 if v.next not in self.ids:
                     self.unknown(f"{v.path}.next", "unknown target", v.next)
             for word, target in v.verdicts.items():
@@ -357,73 +328,28 @@ class _Checker:
             if edge.target not in self.ids:
                 self.unknown(f"edges[{j}].target", "unknown target", edge.target)
             link = f"{_q(edge.source)} -> {_q(edge.target)}"
-            if types.get(edge.source) == "end":
-                self.problems.append(f"edges[{j}]: an end node has no outgoing edges ({link})")
-            elif types.get(edge.source) == "fan_out":
-                self.problems.append(
-                    f"edges[{j}]: a fan_out node has no real outgoing edges ({link}); "
-                    "name its targets in its specs"
-                )
+            source = KINDS.get(types.get(edge.source) or "")
+            if source is not None and source.no_edges is not None:
+                self.problems.append(f"edges[{j}]: {source.no_edges.format(link=link)}")
 
     def check_fan_outs(self, views: list[_View]) -> set[str]:
+        """Check every node's own routes; the nodes whose ``{{item}}`` a fan-out sets."""
         map_targets: set[str] = set()
         for v in views:
-            if not isinstance(v.model, FanOutNode):
+            if v.model is None:
                 continue
-            for k, spec in enumerate(v.model.specs):
-                p = f"{v.path}.specs[{k}]"
-                if spec.kind in ("broadcast", "map") and spec.target_node_id is None:
-                    self.problems.append(f"{p}.target_node_id: {spec.kind} needs a target_node_id")
-                if spec.kind == "broadcast" and spec.count is None:
-                    self.problems.append(f"{p}.count: broadcast needs a count")
-                if spec.kind == "tee" and not spec.targets:
-                    self.problems.append(f"{p}.targets: tee needs at least one target")
-                if spec.kind == "map":
-                    if spec.source_node_id is None:
-                        self.problems.append(f"{p}.source_node_id: map needs a source_node_id")
-                    try:
-                        parse_path(spec.source_path)
-                    except TemplateError:
-                        self.problems.append(
-                            f"{p}.source_path: malformed path {_q(spec.source_path)}"
-                        )
-                    if spec.target_node_id is not None:
-                        map_targets.add(spec.target_node_id)
-                if spec.target_node_id is not None and spec.target_node_id not in self.ids:
-                    self.unknown(f"{p}.target_node_id", "unknown target", spec.target_node_id)
-                for m, target in enumerate(spec.targets or []):
-                    if target not in self.ids:
-                        self.unknown(f"{p}.targets[{m}]", "unknown target", target)
-                if spec.source_node_id is not None and spec.source_node_id not in self.ids:
-                    self.unknown(
-                        f"{p}.source_node_id", "unknown node", spec.source_node_id, route=False
-                    )
+            kind = kind_of(v.model)
+            kind.validate_routes(v.model, v.path, self)
+            map_targets.update(target for target, _ in kind.feeds(v.model))
         return map_targets
 
     def check_node(self, node: Node, path: str, map_target: bool, graph_agent: Any) -> None:
-        for where, template, item_ok in _template_fields(node, path):
-            self.check_template(where, template, item_ok or map_target, node.id)
-        if isinstance(node, ParallelNode) and isinstance(node.tasks, str):
-            self.check_task_path(node.tasks, f"{path}.tasks")
-        if isinstance(node, VerifierNode):
-            if not node.verdicts:
-                self.problems.append(f"{path}.verdicts: a verifier needs at least one verdict")
-            for word in node.verdicts:
-                if not word or any(c.isspace() for c in word):
-                    self.problems.append(f"{path}.verdicts.{word}: a verdict is a single word")
-        if isinstance(node, HumanNode):
-            self.check_human(node, path)
+        kind = kind_of(node)
+        for where, template, item_ok in kind.templates(node):
+            self.check_template(f"{path}{where}", template, item_ok or map_target, node.id)
+        kind.validate(node, path, self)
         if node.on_indeterminate == "verify" and node.verify is None:
             self.problems.append(f'{path}.verify: the "verify" policy needs a check tool here')
-        schema = node.response_format if isinstance(node, AgentNode) else None
-        if isinstance(node, BeginNode):
-            schema = node.input_schema
-        if schema is not None:
-            name = "response_format" if isinstance(node, AgentNode) else "input_schema"
-            try:
-                jsonschema.validators.validator_for(schema).check_schema(schema)
-            except jsonschema.SchemaError as exc:
-                self.problems.append(f"{path}.{name}: not a valid JSON schema: {exc.message}")
         self.check_tools_and_agents(node, path, graph_agent)
 
     def check_template(self, where: str, template: str, item_ok: bool, own_id: str) -> None:
@@ -450,23 +376,6 @@ class _Checker:
         for text in loose_braces(template):
             self.warnings.append(f"{where}: {text} is not a template and stays as written")
 
-    def check_task_path(self, tasks: str, where: str) -> None:
-        try:
-            head = parse_path(tasks)[:1]
-        except TemplateError:
-            self.problems.append(f"{where}: malformed path {_q(tasks)} (like researcher.urls)")
-            return
-        if head and head[0] != "input" and head[0] not in self.ids:
-            self.problems.append(f"{where}: path {_q(tasks)} names unknown node {_q(head[0])}")
-
-    def check_human(self, node: HumanNode, path: str) -> None:
-        if node.options is not None and not node.options:
-            self.problems.append(f"{path}.options: give at least one option, or leave it out")
-        if node.on_expire == "default" and node.default is None:
-            self.problems.append(f'{path}.default: on_expire "default" needs a default answer')
-        if node.default is not None and node.options and node.default not in node.options:
-            self.problems.append(f"{path}.default: {_q(node.default)} is not one of the options")
-
     def check_tools_and_agents(self, node: Node, path: str, graph_agent: Any) -> None:
         agents, known = self.agents, self.tool_is_known
         own = getattr(node, "agent", None)
@@ -481,48 +390,13 @@ class _Checker:
                     )
         runner = own if isinstance(own, str) else graph_agent
         profile = agents.get(runner) if agents is not None and isinstance(runner, str) else None
-        uses: list[tuple[str, str]] = []
-        if isinstance(node, ToolNode):
-            uses.append((f"{path}.tool", node.tool))
-        if isinstance(node, AgentNode) and node.tools is not None:
-            uses += [(f"{path}.tools[{k}]", t) for k, t in enumerate(node.tools)]
-        for where, tool in uses:
+        for where, tool in ((f"{path}{at}", t) for at, t in kind_of(node).tools(node)):
             if known is not None and not known(tool):
                 self.problems.append(f"{where}: unknown tool {_q(tool)}")
             elif profile is not None and tool not in profile.tools:
                 self.problems.append(f"{where}: agent {_q(runner)} does not have tool {_q(tool)}")
-        schema = (
-            self.tool_schema(node.tool) if isinstance(node, ToolNode) and self.tool_schema else None
-        )
-        if isinstance(node, ToolNode) and schema is not None:
-            self.check_tool_args(node, path, schema)
         if node.verify is not None and known is not None and not known(node.verify):
             self.problems.append(f"{path}.verify: unknown tool {_q(node.verify)}")
-
-    def check_tool_args(self, node: ToolNode, path: str, schema: Mapping[str, Any]) -> None:
-        """Check the static part of a tool node's args against the tool's JSON schema.
-
-        A value holding a template reference is known only when the node runs, so what
-        is at or under it is not checked here (the call is checked again then).
-        """
-        validator = jsonschema.validators.validator_for(schema)(schema)
-        for error in sorted(validator.iter_errors(node.args), key=lambda e: list(e.path)):
-            value: Any = node.args
-            templated = False
-            for part in error.absolute_path:
-                templated = templated or (isinstance(value, str) and bool(references(value)))
-                try:
-                    value = value[part]
-                except (KeyError, IndexError, TypeError):
-                    break
-            if templated or (isinstance(value, str) and references(value)):
-                continue
-            where = f"{path}.args" + "".join(
-                f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path
-            )
-            self.problems.append(
-                Problem(where, error.message, f"see the parameters of tool {_q(node.tool)}")
-            )
 
     def check_reach(self, entry: str, views: list[_View], edges: list[tuple[int, Edge]]) -> None:
         out: dict[str, list[str]] = {}
@@ -545,8 +419,8 @@ class _Checker:
             for v in views
             if v.id is not None
             and (
-                v.type == "end"
-                or (v.type != "fan_out" and not out.get(v.id))
+                _sink(v.type)
+                or (not _dispatcher(v.type) and not out.get(v.id))
                 or any(t not in self.ids for t in out.get(v.id, []))
             )
         }

@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 from plait.actors import ActorRuntime
 from plait.decisions import Agent, DecisionBoard
 from plait.errors import ConfigError, GraphError, VersionConflict
+from plait.graphs.compiled import cached_graph, compile_graph, node_reads
 from plait.graphs.engine import NodeResult, node_of
 from plait.graphs.ports import ExecEnv, SubgraphRunner
-from plait.graphs.reads import node_reads
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
@@ -105,7 +105,6 @@ class RunHost:
         self.progress_kept_s = progress_kept_s
         self.board = DecisionBoard(self.mesh)
         self.records: _Lru = _Lru()
-        self.specs: dict[tuple[str, str, int], GraphSpec] = {}
         self.values: _Lru = _Lru()
         self.histories: _Lru = _Lru()
         self._models: dict[str, Model] = {}
@@ -192,9 +191,8 @@ class RunHost:
     async def spec(self, rec: RunRecord) -> GraphSpec:
         """The graph version the run is pinned to; refuses a spec whose hash moved."""
         ref = rec.graph
-        key = (ref.agent, ref.name, ref.version)
-        spec = self.specs.get(key)
-        if spec is None:
+        compiled = cached_graph((ref.agent, ref.name, ref.version, ref.sha256))
+        if compiled is None:
             stored = await get_graph(self.mesh, ref.agent, ref.name, ref.version)
             if stored.sha256 != ref.sha256:
                 raise GraphError(
@@ -202,15 +200,15 @@ class RunHost:
                     f"v{ref.version} sha256 {ref.sha256[:12]}, but the store "
                     f"holds {stored.sha256[:12]}"
                 )
-            spec = self.specs[key] = stored.spec
-        return spec
+            compiled = compile_graph(stored.spec, sha256=stored.sha256)
+        return compiled.spec
 
     async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
         """The executor environment of one run."""
         profiles = await self._profiles(sorted(_agents(spec)))
         decisions = RunDecisions(self.board, rec.run_id)
         return ExecEnv(
-            spec=spec,
+            agent=spec.agent,
             run_id=rec.run_id,
             model=self._model(rec.model),
             profiles=profiles,

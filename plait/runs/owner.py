@@ -38,6 +38,7 @@ from plait.errors import (
 )
 from plait.graphs import engine
 from plait.graphs.engine import NodeResult
+from plait.graphs.events import as_data
 from plait.graphs.executors import execute
 from plait.graphs.spec import GraphSpec, default_on_indeterminate
 from plait.graphs.state import Attempt, Waiting
@@ -167,7 +168,7 @@ class _Wake:
                 return
             new = as_record(engine.fail(rec, detail, reason, now=time.time()))
             try:
-                await self._write(rec, new, version, engine.status_events(rec, new))
+                await self._write(rec, new, version, as_data(engine.status_events(rec, new)))
                 return
             except VersionConflict:
                 continue
@@ -189,7 +190,10 @@ class _Wake:
             unparked, resumed = found
             if unparked.terminal:
                 await self._write(
-                    rec, unparked, version, [*resumed, *engine.status_events(rec, unparked)]
+                    rec,
+                    unparked,
+                    version,
+                    [*resumed, *as_data(engine.status_events(rec, unparked))],
                 )
                 return
             before, rec = rec, unparked
@@ -218,7 +222,10 @@ class _Wake:
         if attempt is None:  # the budget ended or parked the run
             await self._ask_for_budget(claimed)
             await self._write(
-                before, claimed, version, [*resumed, *engine.status_events(before, claimed)]
+                before,
+                claimed,
+                version,
+                [*resumed, *as_data(engine.status_events(before, claimed))],
             )
             return
         tx = self.mesh.transact()
@@ -411,11 +418,12 @@ class _Wake:
                 )
             else:
                 values = await self.host.values_for(spec, rec, key)
-                result = await execute(env, rec, key, attempt.visit, values)
+                result = await execute(env, spec, rec, key, attempt.visit, values)
         base, base_version = rec, version
         while True:
             hydrated = await self.host.hydrate(spec, base, key)
-            new_state, events = engine.complete(spec, hydrated, key, result, now=time.time())
+            new_state, committed = engine.complete(spec, hydrated, key, result, now=time.time())
+            events = as_data(committed)
             new = as_record(new_state)
             await self._ask_for_budget(new)
             try:

@@ -25,7 +25,6 @@ from plait.graphs.spec import (
     VerifierNode,
     default_on_indeterminate,
     graph_json_schema,
-    on_indeterminate_policy,
 )
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -182,9 +181,6 @@ def test_default_on_indeterminate() -> None:
     tool = ToolNode(id="t", type="tool", tool="send_email")
     assert default_on_indeterminate(tool) == "escalate"
     assert default_on_indeterminate(tool, tool_is_read_only=True) == "retry"
-    pinned = ToolNode(id="t", type="tool", tool="x", on_indeterminate="verify", verify="check")
-    assert on_indeterminate_policy(pinned) == "verify"
-    assert on_indeterminate_policy(tool) == "escalate"
 
 
 def test_json_schema_accepts_both_examples_and_refuses_junk(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from plait.graphs.spec import GraphSpec
 from plait.graphs.store import (
     StoredGraph,
     get_graph,
-    graph_source,
     import_graph,
     list_graphs,
 )
@@ -170,13 +169,3 @@ async def test_import_refuses_an_invalid_spec(mesh: Mesh) -> None:
     with pytest.raises(GraphValidationError, match="cannot name a stored graph"):
         await import_graph(mesh, spec(name="team/research"))
     assert await list_graphs(mesh) == []
-
-
-async def test_graph_source_loads_subgraph_specs(mesh: Mesh) -> None:
-    await import_graph(mesh, spec(description="old"))
-    await import_graph(mesh, spec(version=2, description="new"))
-    source = graph_source(mesh)
-    assert (await source("assistant", "research-and-verify", None)).description == "new"
-    assert (await source("assistant", "research-and-verify", 1)).description == "old"
-    with pytest.raises(GraphNotFound):
-        await source("assistant", "missing", None)

@@ -1,0 +1,92 @@
+"""The model turn agent and verifier nodes share: prompt, conversation, the call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from plait.graphs.agent_loop import Turn, TurnResult, run_turn
+from plait.graphs.nodes.base import Visit
+from plait.graphs.ports import ExecEnv
+from plait.graphs.result import NodeResult
+from plait.graphs.state import RunState
+from plait.graphs.template import TemplateContext, render
+from plait.models import CallContext, Message
+
+
+@dataclass(slots=True)
+class ModelVisit:
+    """A model node's visit, set up: its turn, the messages it starts from, and the
+    conversation of its earlier visits."""
+
+    prompt: str
+    turn: Turn
+    messages: list[Message]
+    history: list[Message]
+
+
+async def start_turn(
+    env: ExecEnv,
+    state: RunState,
+    v: Visit,
+    ctx: TemplateContext,
+    *,
+    prompt_template: str,
+    agent: str | None,
+    carry: Callable[[list[Message]], list[Message]],
+    tools: list[str],
+    max_rounds: int,
+    response_format: dict[str, Any] | None,
+) -> ModelVisit:
+    """Render the prompt and set up the turn; ``carry`` picks what of the conversation
+    so far the visit carries."""
+    prompt = render(prompt_template, ctx, node=v.key)
+    profile = env.profile(agent)
+    plan = state.instance_of(v.key)
+    call = CallContext(
+        node=plan.target if plan else v.key,
+        visit=v.visit,
+        instance=v.key if plan else None,
+        run_id=env.run_id,
+        prompt=prompt,
+    )
+    history = await env.histories.load(v.key)
+    kept = carry(history)
+    messages = (
+        [Message(role="system", content=profile.system_prompt)]
+        if profile.system_prompt and not kept
+        else []
+    )
+    messages += [*kept, Message(role="user", content=prompt)]
+    turn = Turn(
+        env=env,
+        profile=profile,
+        model=env.model_for(profile),
+        context=call,
+        tools=tools,
+        trusted=v.trusted,
+        max_rounds=max_rounds,
+        response_format=response_format,
+        budget=v.budget,
+        timeout_s=v.node.timeout_s,
+    )
+    return ModelVisit(prompt, turn, messages, history)
+
+
+async def first_call(mv: ModelVisit) -> TurnResult:
+    """The turn's first run, from the visit's messages."""
+    return await run_turn(mv.turn, mv.messages)
+
+
+def finish(mv: ModelVisit, out: NodeResult, result: TurnResult) -> NodeResult:
+    """``out`` with the conversation to keep (unless the visit waits)."""
+    if out.waiting is None:
+        # The whole conversation is kept (the runner stores only what this visit
+        # added); the history setting trims what the next visit carries, not what is kept.
+        added = result.messages[len(mv.messages) - 1 :]  # from this visit's prompt on
+        out.history = [*mv.history, *added] if mv.history else result.messages
+    return out
+
+
+__all__ = ["ModelVisit", "finish", "first_call", "start_turn"]
