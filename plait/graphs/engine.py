@@ -110,7 +110,7 @@ def claim(
     usage = state.usage
     if prior is not None:
         usage = usage.model_copy(update={"retries": usage.retries + 1})
-    s = _fork(state, usage=usage, status="running", updated_at=now)
+    s = _fork(state, ("attempts",), usage=usage, status="running", updated_at=now)
     reason = exhausted(g, s, starting=prior is None)
     if reason is not None:
         return _exhaust(g, s, reason, now), None
@@ -143,11 +143,13 @@ def complete(
     )
     if waiting is not None:
         status: RunStatus = _WAITING_STATUS.get(waiting.kind, "waiting_human")
-        s = _fork(state, usage=usage, updated_at=now, waiting=waiting, status=status)
+        s = _fork(
+            state, _STEP_CONTAINERS, usage=usage, updated_at=now, waiting=waiting, status=status
+        )
     elif result.detail == "budget_exhausted":
-        s = _fork(state, usage=usage, updated_at=now)
+        s = _fork(state, _STEP_CONTAINERS, usage=usage, updated_at=now)
     else:
-        s = _fork(state, usage=usage, updated_at=now, seq=state.seq + 1)
+        s = _fork(state, _STEP_CONTAINERS, usage=usage, updated_at=now, seq=state.seq + 1)
     attempt = s.attempts.pop(key, None)
     visit = attempt.visit if attempt else s.visits.get(key, 0) + 1
     events: list[Event] = []
@@ -239,7 +241,7 @@ def resume(state: RunState, *, now: float) -> RunState:
 
 def raise_budget(state: RunState, extra: dict[str, float], *, now: float) -> RunState:
     """Add a person's budget raise (``steps``, ``tokens``, ...) and unpark the run."""
-    s = _fork(state)
+    s = _fork(state, ("budget_extra",))
     for name, amount in extra.items():
         s.budget_extra[name] = s.budget_extra.get(name, 0.0) + float(amount)
     return resume(s, now=now)
@@ -286,23 +288,20 @@ def exhausted(graph: Graph, state: RunState, *, starting: bool) -> str | None:
 # -- internals ----------------------------------------------------------------------
 
 
-def _fork(state: RunState, **changes: Any) -> RunState:
-    """A copy of ``state`` with ``changes``, that the engine may change in place.
+_STEP_CONTAINERS = ("ready", "attempts", "outputs", "visits", "decisions", "fanouts", "retrying")
+"""The containers :func:`complete` may change in place (on its own copy)."""
+
+
+def _fork(state: RunState, mutable: tuple[str, ...] = (), **changes: Any) -> RunState:
+    """A copy of ``state`` with ``changes``, whose ``mutable`` containers the engine may
+    change in place.
 
     The engine replaces records (outputs, attempts, fan-out plans, the waiting, the
     usage) and never changes one in place, so the copy shares them and copies only the
-    containers it changes: a deep copy per step cost more than the rest of the step.
+    containers the caller changes: a deep copy per step cost more than the rest of the
+    step. Every other container stays shared with ``state``, and is only ever replaced.
     """
-    update: dict[str, Any] = {
-        "ready": list(state.ready),
-        "attempts": dict(state.attempts),
-        "outputs": dict(state.outputs),
-        "visits": dict(state.visits),
-        "decisions": dict(state.decisions),
-        "fanouts": dict(state.fanouts),
-        "budget_extra": dict(state.budget_extra),
-        "retrying": dict(state.retrying),
-    }
+    update: dict[str, Any] = {name: getattr(state, name).copy() for name in mutable}
     update.update(changes)
     return state.model_copy(update=update)
 

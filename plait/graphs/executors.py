@@ -91,8 +91,8 @@ def _runs_trusted(graph: CompiledGraph, state: RunState, node: Node, key: str) -
     if key in state.tainted_history and graph.kinds[node.id].carries_history(node):
         return False
     tainted = [k for k, out in state.outputs.items() if out.tainted]
-    reads: frozenset[str] | set[str] = graph.reads(node.id)
-    if state.input_tainted and graph.reads_input(node.id):
+    reads: frozenset[str] | set[str] = graph.read[node.id]
+    if state.input_tainted and node.id in graph.reads_run_input:
         tainted.append("input")
         reads = {*reads, "input"}
     return not tainted or runs_trusted(reads, tainted)

@@ -383,18 +383,13 @@ def _commit(
 def _record(
     session: _Session, event: NodeCommitted, result: engine.NodeResult, state: RunState
 ) -> None:
-    usage = event.usage
     step = TrajectoryStep(
         node=event.node,
         visit=event.visit,
         prompt=result.prompt,
         output=state.outputs[event.node].value,
         verdict=result.verdict,
-        usage=StepUsage(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            dollars=usage.dollars,
-        ),
+        usage=event.usage.as_data(),  # validated into a StepUsage in the same call
         started_at=result.started_at,
         ended_at=result.ended_at,
         error=result.error,
