@@ -12,7 +12,7 @@ from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState
 from plait.graphs.template import TemplateContext, render
-from plait.models import CallContext, Message
+from plait.models import CallContext, Message, Usage
 
 
 @dataclass(slots=True)
@@ -34,10 +34,10 @@ async def start_turn(
     *,
     prompt_template: str,
     agent: str | None,
-    carry: Callable[[list[Message]], list[Message]],
-    tools: list[str],
-    max_rounds: int,
-    response_format: dict[str, Any] | None,
+    carry: Callable[[list[Message]], list[Message]] = list,
+    tools: list[str] | None = None,
+    max_rounds: int = 1,
+    response_format: dict[str, Any] | None = None,
 ) -> ModelVisit:
     """Render the prompt and set up the turn; ``carry`` picks what of the conversation
     so far the visit carries."""
@@ -64,7 +64,7 @@ async def start_turn(
         profile=profile,
         model=env.model_for(profile),
         context=call,
-        tools=tools,
+        tools=tools or [],
         trusted=v.trusted,
         max_rounds=max_rounds,
         response_format=response_format,
@@ -79,8 +79,12 @@ async def first_call(mv: ModelVisit) -> TurnResult:
     return await run_turn(mv.turn, mv.messages)
 
 
-def finish(mv: ModelVisit, out: NodeResult, result: TurnResult) -> NodeResult:
-    """``out`` with the conversation to keep (unless the visit waits)."""
+def finish(
+    mv: ModelVisit, out: NodeResult, result: TurnResult, usage: Usage, dollars: float
+) -> NodeResult:
+    """``out`` with what the visit spent and the conversation to keep (unless it waits)."""
+    out.input_tokens, out.output_tokens = usage.input_tokens, usage.output_tokens
+    out.dollars = dollars
     if out.waiting is None:
         # The whole conversation is kept (the runner stores only what this visit
         # added); the history setting trims what the next visit carries, not what is kept.

@@ -96,9 +96,7 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
             if node.response_format
             else result.text
         )
-    out.input_tokens, out.output_tokens = result.usage.input_tokens, result.usage.output_tokens
-    out.dollars = result.dollars
-    return finish(mv, out, result)
+    return finish(mv, out, result, result.usage, result.dollars)
 
 
 def _templates(node: AgentNode) -> Iterator[TemplateField]:

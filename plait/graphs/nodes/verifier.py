@@ -43,18 +43,7 @@ class VerifierNode(NodeBase):
 async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -> NodeResult:
     node = v.node
     assert isinstance(node, VerifierNode)
-    mv = await start_turn(
-        env,
-        state,
-        v,
-        ctx,
-        prompt_template=node.prompt,
-        agent=node.agent,
-        carry=lambda history: history,
-        tools=[],
-        max_rounds=1,
-        response_format=None,
-    )
+    mv = await start_turn(env, state, v, ctx, prompt_template=node.prompt, agent=node.agent)
     result = await first_call(mv)
     usage, dollars = result.usage, result.dollars
     out = NodeResult(prompt=mv.prompt, tainted=result.used_external)
@@ -83,9 +72,7 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
             )
             out.detail = "no_valid_verdict"
         out.value, out.verdict = result.text, verdict
-    out.input_tokens, out.output_tokens = usage.input_tokens, usage.output_tokens
-    out.dollars = dollars
-    return finish(mv, out, result)
+    return finish(mv, out, result, usage, dollars)
 
 
 def _templates(node: VerifierNode) -> Iterator[TemplateField]:
