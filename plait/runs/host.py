@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from plait.actors import ActorRuntime
 from plait.decisions import Agent, DecisionBoard
 from plait.errors import ConfigError, GraphError, VersionConflict
-from plait.graphs.compiled import cached_graph, compile_graph, node_reads
+from plait.graphs.compiled import GraphKey, cached_graph, compile_graph, node_reads
 from plait.graphs.engine import NodeResult, node_of
 from plait.graphs.ports import ExecEnv, SubgraphRunner
 from plait.graphs.spec import GraphSpec
@@ -105,6 +105,7 @@ class RunHost:
         self.progress_kept_s = progress_kept_s
         self.board = DecisionBoard(self.mesh)
         self.records: _Lru = _Lru()
+        self.checked: set[GraphKey] = set()  # graph versions this host checked in the store
         self.values: _Lru = _Lru()
         self.histories: _Lru = _Lru()
         self._models: dict[str, Model] = {}
@@ -191,7 +192,8 @@ class RunHost:
     async def spec(self, rec: RunRecord) -> GraphSpec:
         """The graph version the run is pinned to; refuses a spec whose hash moved."""
         ref = rec.graph
-        compiled = cached_graph((ref.agent, ref.name, ref.version, ref.sha256))
+        key = (ref.agent, ref.name, ref.version, ref.sha256)
+        compiled = cached_graph(key) if key in self.checked else None
         if compiled is None:
             stored = await get_graph(self.mesh, ref.agent, ref.name, ref.version)
             if stored.sha256 != ref.sha256:
@@ -201,6 +203,7 @@ class RunHost:
                     f"holds {stored.sha256[:12]}"
                 )
             compiled = compile_graph(stored.spec, sha256=stored.sha256)
+            self.checked.add(key)
         return compiled.spec
 
     async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
