@@ -110,7 +110,8 @@ def claim(
     usage = state.usage
     if prior is not None:
         usage = usage.model_copy(update={"retries": usage.retries + 1})
-    s = _fork(state, ("attempts",), usage=usage, status="running", updated_at=now)
+    attempts = state.attempts.copy()
+    s = _fork(state, attempts=attempts, usage=usage, status="running", updated_at=now)
     reason = exhausted(g, s, starting=prior is None)
     if reason is not None:
         return _exhaust(g, s, reason, now), None
@@ -143,13 +144,11 @@ def complete(
     )
     if waiting is not None:
         status: RunStatus = _WAITING_STATUS.get(waiting.kind, "waiting_human")
-        s = _fork(
-            state, _STEP_CONTAINERS, usage=usage, updated_at=now, waiting=waiting, status=status
-        )
+        s = _step_fork(state, usage=usage, updated_at=now, waiting=waiting, status=status)
     elif result.detail == "budget_exhausted":
-        s = _fork(state, _STEP_CONTAINERS, usage=usage, updated_at=now)
+        s = _step_fork(state, usage=usage, updated_at=now)
     else:
-        s = _fork(state, _STEP_CONTAINERS, usage=usage, updated_at=now, seq=state.seq + 1)
+        s = _step_fork(state, usage=usage, updated_at=now, seq=state.seq + 1)
     attempt = s.attempts.pop(key, None)
     visit = attempt.visit if attempt else s.visits.get(key, 0) + 1
     events: list[Event] = []
@@ -241,7 +240,7 @@ def resume(state: RunState, *, now: float) -> RunState:
 
 def raise_budget(state: RunState, extra: dict[str, float], *, now: float) -> RunState:
     """Add a person's budget raise (``steps``, ``tokens``, ...) and unpark the run."""
-    s = _fork(state, ("budget_extra",))
+    s = _fork(state, budget_extra=state.budget_extra.copy())
     for name, amount in extra.items():
         s.budget_extra[name] = s.budget_extra.get(name, 0.0) + float(amount)
     return resume(s, now=now)
@@ -265,7 +264,8 @@ def cancel(state: RunState, *, now: float) -> RunState:
 
 def exhausted(graph: Graph, state: RunState, *, starting: bool) -> str | None:
     """Which budget is spent, if any; ``starting`` also refuses a visit past the steps."""
-    b, u, extra = compile_graph(graph).budget, state.usage, state.budget_extra
+    g = graph if isinstance(graph, CompiledGraph) else compile_graph(graph)
+    b, u, extra = g.spec.budget, state.usage, state.budget_extra
     if starting:
         limit = b.steps + extra.get("steps", 0.0)
         # Visits in flight will commit steps too: count them, or N concurrent claims
@@ -288,22 +288,31 @@ def exhausted(graph: Graph, state: RunState, *, starting: bool) -> str | None:
 # -- internals ----------------------------------------------------------------------
 
 
-_STEP_CONTAINERS = ("ready", "attempts", "outputs", "visits", "decisions", "fanouts", "retrying")
-"""The containers :func:`complete` may change in place (on its own copy)."""
-
-
-def _fork(state: RunState, mutable: tuple[str, ...] = (), **changes: Any) -> RunState:
-    """A copy of ``state`` with ``changes``, whose ``mutable`` containers the engine may
-    change in place.
+def _fork(state: RunState, **changes: Any) -> RunState:
+    """A copy of ``state`` with ``changes``.
 
     The engine replaces records (outputs, attempts, fan-out plans, the waiting, the
-    usage) and never changes one in place, so the copy shares them and copies only the
-    containers the caller changes: a deep copy per step cost more than the rest of the
-    step. Every other container stays shared with ``state``, and is only ever replaced.
+    usage) and never changes one in place, so the copy shares them; a container the
+    caller changes in place is passed in ``changes`` as its own copy (see
+    :func:`_step_fork`): a deep copy per step cost more than the rest of the step.
     """
-    update: dict[str, Any] = {name: getattr(state, name).copy() for name in mutable}
-    update.update(changes)
-    return state.model_copy(update=update)
+    return state.model_copy(update=changes)
+
+
+def _step_fork(state: RunState, **changes: Any) -> RunState:
+    """:func:`_fork` owning every container :func:`complete` changes in place."""
+    return state.model_copy(
+        update={
+            "ready": state.ready.copy(),
+            "attempts": state.attempts.copy(),
+            "outputs": state.outputs.copy(),
+            "visits": state.visits.copy(),
+            "decisions": state.decisions.copy(),
+            "fanouts": state.fanouts.copy(),
+            "retrying": state.retrying.copy(),
+            **changes,
+        }
+    )
 
 
 def _exhaust(spec: CompiledGraph, s: RunState, reason: str, now: float) -> RunState:

@@ -28,7 +28,6 @@ from plait.errors import (
 from plait.graphs.agent_loop import ToolRejected
 from plait.graphs.budget import VisitBudget
 from plait.graphs.compiled import CompiledGraph, Graph, compile_graph
-from plait.graphs.engine import node_of
 from plait.graphs.nodes.base import Visit
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
@@ -52,7 +51,8 @@ async def execute(
     what it spent until then; the engine parks or fails the run on its budget.
     """
     g = compile_graph(graph)
-    node = node_of(g, state, key)
+    plan = state.instance_of(key)
+    node = g.node(plan.target if plan else key)
     trusted = _runs_trusted(g, state, node, key)
     budget = VisitBudget.of(_limits(g, state), state.usage, key)
     v = Visit(key, node, visit, values, g, trusted, budget)
