@@ -22,7 +22,8 @@ from _common import Figure, Measure, best_of, report
 
 from plait.graphs import GraphSpec, load_graph, run_graph
 from plait.models import ScriptedModel
-from plait.tools import AgentProfile, ToolRegistry
+from plait.profiles import AgentProfile
+from plait.tools import ToolRegistry
 
 BENCH = "engine"
 UNIT = "visits/s"

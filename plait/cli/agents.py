@@ -10,7 +10,7 @@ from rich.table import Table
 
 from plait.cli._common import MeshOption, console, fail, print_json, run
 from plait.mesh import open_mesh
-from plait.tools import AgentProfile, get_profile, list_profiles, put_profile
+from plait.profiles import AgentProfile, get_profile, list_profiles, put_profile
 
 agents_app = typer.Typer(
     help="Agent profiles: model, instructions and tools.", no_args_is_help=True

@@ -37,7 +37,7 @@ from plait.graphs.store import (
 )
 from plait.graphs.validate import ValidationReport, validate_graph
 from plait.mesh import Mesh, open_mesh
-from plait.tools.profiles import list_profiles
+from plait.profiles import list_profiles
 
 graph_app = typer.Typer(help="Validate, import and inspect graphs.", no_args_is_help=True)
 

@@ -52,10 +52,10 @@ from plait.errors import AuditChainBroken, ConfigError
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh, open_mesh
 from plait.models import check_model_spec
+from plait.profiles import get_profile
 from plait.runs import AuditEvent, RunRecord, Runs
 from plait.runs.audit import read_events
 from plait.runs.service import LISTING_STATUSES
-from plait.tools.profiles import get_profile
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 ModelOption = Annotated[

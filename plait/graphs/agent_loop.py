@@ -21,7 +21,8 @@ from plait.graphs.budget import VisitBudget
 from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
 from plait.models import CallContext, Message, Model, Usage, cost_of
-from plait.tools import AgentProfile, check_allowed, gate
+from plait.profiles import AgentProfile
+from plait.tools import check_allowed, gate
 
 
 class ToolRejected(Exception):

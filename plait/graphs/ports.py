@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from plait.errors import ConfigError
 from plait.graphs.state import Waiting
 from plait.models import Message, Model, load_model
-from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry
-from plait.tools.profiles import DEFAULT_ASSISTANT
+from plait.profiles import DEFAULT_ASSISTANT, AgentProfile
+from plait.tools import ToolContext, ToolRegistry, default_registry
 from plait.tools.workspace import workspace_of
 
 

@@ -30,7 +30,8 @@ from plait.graphs.ports import AnswersUpFront, ExecEnv, MemoryHistories
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, RunStatus, RunUsage, Waiting
 from plait.models import Message, Model, load_model
-from plait.tools import AgentProfile, ToolRegistry, default_registry
+from plait.profiles import AgentProfile
+from plait.tools import ToolRegistry, default_registry
 
 
 class StepUsage(BaseModel):

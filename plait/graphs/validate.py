@@ -21,7 +21,7 @@ from plait.graphs.nodes.base import quoted
 from plait.graphs.problems import Problem, did_you_mean, shape_problems
 from plait.graphs.spec import NODE_TYPES, Edge, GraphSpec, Node, normalize_node_data
 from plait.graphs.template import loose_braces, references, unclosed_references
-from plait.tools.spec import AgentProfile
+from plait.profiles import AgentProfile
 
 _NODE = TypeAdapter[Node](Node)
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")

@@ -18,15 +18,13 @@ import contextlib
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from plait.mesh._base import TRIM_INTERVAL_S, Delivery, Event, StartFrom, Subscription, now_ms
 from plait.mesh._codec import decode
 from plait.mesh._sqlite_ops import create_groups, trim
-
-if TYPE_CHECKING:
-    from plait.mesh.sqlite import SqliteMesh
 
 Claimed = tuple[str, int, int, str, str, bytes, int]
 """topic, seq, attempt, event id, kind, data, at_ms."""
@@ -116,12 +114,39 @@ def probe(
     return False, wake_at
 
 
+class Submit(Protocol):
+    """Run ``fn(conn, *args)`` on one of the mesh's connection threads."""
+
+    def __call__(
+        self, fn: Callable[..., Any], *args: Any, savepoint: bool = True
+    ) -> asyncio.Future[Any]: ...
+
+
+@dataclass(frozen=True)
+class MeshLink:
+    """What a subscription needs of its :class:`~plait.mesh.sqlite.SqliteMesh`.
+
+    Attributes:
+        write: run a request in the writer's transaction.
+        read: run a request on the reader's connection (``savepoint`` is ignored).
+        ack: acknowledge a delivery (the :class:`Delivery` callback).
+        notify: wake every subscription of the mesh (scheduled events became due).
+        forget: the subscription is closed; stop waking it.
+    """
+
+    write: Submit
+    read: Callable[..., asyncio.Future[Any]]
+    ack: Callable[[Delivery], Awaitable[None]]
+    notify: Callable[[], None]
+    forget: Callable[[SqliteSubscription], None]
+
+
 class SqliteSubscription(Subscription):
     """One consumer of one group on a :class:`~plait.mesh.sqlite.SqliteMesh`."""
 
     def __init__(
         self,
-        mesh: SqliteMesh,
+        mesh: MeshLink,
         topics: list[str],
         group: str,
         consumer: str,
@@ -147,7 +172,7 @@ class SqliteSubscription(Subscription):
             self._create_group()
 
     def _create_group(self) -> asyncio.Future[Any]:
-        future = self._mesh._write(create_groups, self._topics, self._group, self._start)
+        future = self._mesh.write(create_groups, self._topics, self._group, self._start)
         future.add_done_callback(_retrieve)
         self._group_created = future
         return future
@@ -172,7 +197,7 @@ class SqliteSubscription(Subscription):
             if self._stash:
                 return self._stash.popleft()
             self._wake.clear()
-            claimable, wake_at = await mesh._read(
+            claimable, wake_at = await mesh.read(
                 probe, self._topics, self._group, self._visibility_ms
             )
             if self._closed:
@@ -197,10 +222,10 @@ class SqliteSubscription(Subscription):
             return
         self._trimmed_at = now
         for topic in self._topics:
-            self._mesh._write(trim, topic, savepoint=False).add_done_callback(_retrieve)
+            self._mesh.write(trim, topic, savepoint=False).add_done_callback(_retrieve)
 
     async def _claim(self) -> Delivery | None:
-        future = self._mesh._write(
+        future = self._mesh.write(
             claim, self._topics, self._group, self._consumer, self._visibility_ms
         )
         try:
@@ -211,7 +236,7 @@ class SqliteSubscription(Subscription):
             future.add_done_callback(self._keep)
             raise
         if promoted:
-            self._mesh._notify()
+            self._mesh.notify()
         return None if claimed is None else self._delivery(claimed)
 
     def _keep(self, future: asyncio.Future[tuple[Claimed | None, bool]]) -> None:
@@ -223,12 +248,12 @@ class SqliteSubscription(Subscription):
     def _delivery(self, claimed: Claimed) -> Delivery:
         topic, seq, attempt, event_id, kind, data, at_ms = claimed
         event = Event(event_id, topic, kind, decode(data), at_ms)
-        return Delivery(event, self._group, self._consumer, attempt, seq, self._mesh._ack)
+        return Delivery(event, self._group, self._consumer, attempt, seq, self._mesh.ack)
 
     async def close(self) -> None:
         self._closed = True
         self._wake.set()
-        self._mesh._subs.discard(self)
+        self._mesh.forget(self)
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -237,4 +262,4 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-__all__ = ["SqliteSubscription", "claim", "probe"]
+__all__ = ["MeshLink", "SqliteSubscription", "Submit", "claim", "probe"]

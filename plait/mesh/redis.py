@@ -35,8 +35,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+import plait.mesh._redis_scripts as scripts
 from plait.errors import ConfigError, MeshError, MeshUnavailable, PlaitError, VersionConflict
-from plait.mesh import _redis_scripts as scripts
 from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     TRIM_INTERVAL_S,

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import plait.mesh._sqlite_ops as ops
 from plait.errors import ConfigError, InvalidKey, MeshUnavailable
-from plait.mesh import _sqlite_ops as ops
 from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     Delivery,
@@ -44,7 +44,7 @@ from plait.mesh._codec import (
     encode,
     topic_names,
 )
-from plait.mesh._sqlite_delivery import SqliteSubscription
+from plait.mesh._sqlite_delivery import MeshLink, SqliteSubscription
 from plait.mesh._sqlite_worker import LoopConnection, Worker
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
@@ -280,8 +280,9 @@ class SqliteMesh(Mesh):
         names = topic_names(topics)
         check_key(group, "group")
         check_key(consumer, "consumer")
+        link = MeshLink(self._write, self._read, self._ack, self._notify, self._subs.discard)
         sub = SqliteSubscription(
-            self, names, group, consumer, start, visibility_timeout_ms, self._poll_s
+            link, names, group, consumer, start, visibility_timeout_ms, self._poll_s
         )
         self._subs.add(sub)
         return sub

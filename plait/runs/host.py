@@ -29,6 +29,7 @@ from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
 from plait.mesh import Transaction
 from plait.models import Model, load_model
+from plait.profiles import AgentProfile, profiles_map
 from plait.runs.audit import output_digest
 from plait.runs.ports import MeshHistories, RunDecisions, decision_id, wake_notify
 from plait.runs.record import (
@@ -41,7 +42,7 @@ from plait.runs.record import (
     record_key,
 )
 from plait.runs.serving import graph_tools, missing_tools, serves_run
-from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry, profiles_map
+from plait.tools import ToolContext, ToolRegistry, default_registry
 
 log = logging.getLogger("plait.runs")
 

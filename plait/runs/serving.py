@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from plait.errors import PlaitError
 from plait.graphs.spec import GraphSpec
 from plait.mesh import Mesh
-from plait.tools import AgentProfile
+from plait.profiles import AgentProfile
 
 log = logging.getLogger("plait.runs")
 

@@ -3,7 +3,7 @@
 Two separate questions, asked in this order before every tool call:
 
 1. :func:`check_allowed` — may this agent use this tool at all? Only tools listed in
-   its :class:`~plait.tools.spec.AgentProfile`, and only read-only ones where the
+   its :class:`~plait.profiles.AgentProfile`, and only read-only ones where the
    caller cannot act (parallel workers).
 2. :func:`gate` — may the call go ahead now, or must a person approve it?
 """
@@ -14,8 +14,8 @@ from collections.abc import Collection
 from typing import Literal
 
 from plait.errors import ToolNotPermitted
+from plait.profiles import AgentProfile
 from plait.tools.registry import Tool, ToolRegistry
-from plait.tools.spec import AgentProfile
 
 GateDecision = Literal["allow", "needs_approval"]
 """The outcome of :func:`gate`.

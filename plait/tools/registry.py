@@ -7,7 +7,6 @@ naming the tool. Cancellation always propagates.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -26,7 +25,8 @@ from plait.errors import (
     ToolError,
     ToolNotFound,
 )
-from plait.tools.spec import AgentProfile, ToolSpec
+from plait.profiles import AgentProfile
+from plait.tools.spec import ToolSpec
 
 ToolHandler = Callable[[dict[str, Any], "ToolContext"], Awaitable[Any]]
 """An async function taking the validated arguments and a :class:`ToolContext`."""
@@ -251,56 +251,6 @@ class ToolRegistry:
         raise ToolError(f"tool {name!r} timed out after {ctx.timeout_s:g}s")
 
 
-def default_registry() -> ToolRegistry:
-    """A fresh registry holding the built-in tools (``http_get``, ``read_file``, ``bash``)."""
-    from plait.tools.builtin import BUILTIN_TOOLS
-
-    return ToolRegistry(BUILTIN_TOOLS)
-
-
-def load_tools(ref: str) -> ToolRegistry:
-    """The tools a Python module offers, by reference ``pkg.module[:NAME]``.
-
-    ``NAME`` (default ``registry``, else the module's only ToolRegistry) is a
-    module-level :class:`ToolRegistry`, or a function of no arguments returning one.
-
-    Raises:
-        ConfigError: the module cannot be imported, or names no such registry.
-    """
-    module_name, _, attr = ref.strip().partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            f"cannot load tools {ref!r}: {exc} (is the module on PYTHONPATH?)"
-        ) from exc
-    if not attr:
-        found = [n for n, v in vars(module).items() if isinstance(v, ToolRegistry)]
-        attr = "registry" if "registry" in found or len(found) != 1 else found[0]
-    value = getattr(module, attr, None)
-    if callable(value) and not isinstance(value, ToolRegistry):
-        value = value()
-    if not isinstance(value, ToolRegistry):
-        raise ConfigError(
-            f"cannot load tools {ref!r}: {module_name}.{attr} is not a ToolRegistry "
-            "or a function returning one; name it as MODULE:NAME"
-        )
-    return value
-
-
-def serving_registry(refs: Iterable[str] = ()) -> ToolRegistry:
-    """The built-in tools plus those of each ``pkg.module[:NAME]`` in ``refs``.
-
-    Raises:
-        ConfigError: a reference cannot be loaded, or two offer the same tool name.
-    """
-    registry = default_registry()
-    for ref in refs:
-        for loaded in load_tools(ref):
-            registry.register(loaded)
-    return registry
-
-
 def _validator_for(name: str, schema: dict[str, Any]) -> Validator:
     if not isinstance(schema, dict):
         raise ConfigError(f"tool {name!r}: parameters must be a JSON schema object")
@@ -327,6 +277,5 @@ __all__ = [
     "ToolContext",
     "ToolHandler",
     "ToolRegistry",
-    "default_registry",
     "tool",
 ]

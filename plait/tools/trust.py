@@ -54,18 +54,4 @@ def tainted_after(
     return used_external_tool or not runs_trusted(reads, tainted)
 
 
-def mark_tainted(
-    node_id: str, reads: Iterable[str], used_external_tool: bool, tainted: Iterable[str]
-) -> frozenset[str]:
-    """The tainted set after ``node_id`` committed a new output.
-
-    ``node_id`` is added if its new output is tainted (:func:`tainted_after`) and
-    removed otherwise; every other member stays as it was.
-    """
-    before = frozenset(tainted)
-    if tainted_after(node_id, reads, used_external_tool, before):
-        return before | {node_id}
-    return before - {node_id}
-
-
-__all__ = ["mark_tainted", "runs_trusted", "tainted_after"]
+__all__ = ["runs_trusted", "tainted_after"]

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from plait.errors import ToolError, ToolNotPermitted
-from plait.tools.spec import AgentProfile
+from plait.profiles import AgentProfile
 
 TOOL_PROCESS_ENV = "PLAIT_TOOL_PROCESS"
 """Set to ``1`` in every process a tool starts; the human-only commands refuse under it."""

@@ -18,8 +18,8 @@ from plait.graphs.loader import load_graph_file
 from plait.graphs.spec import NODE_TYPES
 from plait.graphs.validate import validate_graph
 from plait.mesh import open_mesh
-from plait.tools import AgentProfile, default_registry, put_profile
-from plait.tools.profiles import DEFAULT_ASSISTANT
+from plait.profiles import DEFAULT_ASSISTANT, AgentProfile, put_profile
+from plait.tools import default_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "research_and_verify.json"

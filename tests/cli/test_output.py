@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from plait.decisions.principals import os_user
-from plait.tools import AgentProfile
+from plait.profiles import AgentProfile
 from tests.runs.helpers import EXAMPLES, Cli
 
 HOSTILE = [

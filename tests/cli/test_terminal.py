@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from plait.tools import AgentProfile
+from plait.profiles import AgentProfile
 from tests.runs.helpers import Cli
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # colours and styles, not cursor moves

@@ -10,7 +10,8 @@ import pytest
 from plait.errors import GraphError, GraphValidationError
 from plait.graphs import load_graph, resume_graph, run_graph
 from plait.models import Message, ScriptedModel
-from plait.tools import AgentProfile, Tool, ToolContext, ToolRegistry, tool
+from plait.profiles import AgentProfile
+from plait.tools import Tool, ToolContext, ToolRegistry, tool
 
 pytestmark = pytest.mark.anyio
 

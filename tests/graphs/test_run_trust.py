@@ -8,7 +8,8 @@ import pytest
 
 from plait.graphs import GraphRun, resume_graph, run_graph
 from plait.models import ScriptedModel
-from plait.tools import AgentProfile, ToolContext, ToolRegistry, tool
+from plait.profiles import AgentProfile
+from plait.tools import ToolContext, ToolRegistry, tool
 
 pytestmark = pytest.mark.anyio
 

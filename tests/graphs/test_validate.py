@@ -11,7 +11,7 @@ from plait.errors import GraphValidationError
 from plait.graphs.loader import load_graph, load_graph_file
 from plait.graphs.spec import GraphSpec
 from plait.graphs.validate import validate_graph
-from plait.tools.spec import AgentProfile
+from plait.profiles import AgentProfile
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 AGENTS = {

@@ -25,8 +25,9 @@ from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
 from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
+from plait.profiles import AgentProfile, put_profile
 from plait.runs import RunHost, RunRecord, Runs
-from plait.tools import AgentProfile, ToolRegistry, put_profile
+from plait.tools import ToolRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"

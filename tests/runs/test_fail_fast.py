@@ -20,9 +20,9 @@ from plait.errors import ConfigError
 from plait.graphs import run_graph
 from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
+from plait.profiles import AgentProfile
 from plait.runs import Runs
 from plait.runs.audit import read_events
-from plait.tools import AgentProfile
 
 from .helpers import EXAMPLES, Cli, agent_chain, hosting, settle, store
 

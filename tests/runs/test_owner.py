@@ -12,9 +12,10 @@ import pytest
 from plait.decisions import Human
 from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
+from plait.profiles import AgentProfile, put_profile
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
-from plait.tools import AgentProfile, ToolContext, ToolRegistry, put_profile, tool
+from plait.tools import ToolContext, ToolRegistry, tool
 
 from .helpers import (
     EXAMPLES,

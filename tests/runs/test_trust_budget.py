@@ -25,11 +25,12 @@ from plait.mesh import Mesh, open_mesh
 from plait.mesh._sqlite_ops import schedule_key
 from plait.models import Message
 from plait.models.scripted import ScriptedModel
+from plait.profiles import AgentProfile, put_profile
 from plait.runs import Runs
 from plait.runs.owner import TICK_MAX_MS
 from plait.runs.ports import MeshHistories, store_history
 from plait.runs.record import tick_key
-from plait.tools import AgentProfile, ToolContext, ToolRegistry, put_profile, tool
+from plait.tools import ToolContext, ToolRegistry, tool
 
 from .helpers import eventually, hosting, settle, store
 

@@ -17,7 +17,8 @@ import anyio
 import pytest
 
 from plait.errors import ToolArgumentsInvalid, ToolError, ToolNotPermitted
-from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry
+from plait.profiles import AgentProfile
+from plait.tools import ToolContext, ToolRegistry, default_registry
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from plait.errors import ToolNotFound, ToolNotPermitted
-from plait.tools import AgentProfile, ToolContext, check_allowed, default_registry, gate, tool
+from plait.profiles import AgentProfile
+from plait.tools import ToolContext, check_allowed, default_registry, gate, tool
 
 
 @tool("deploy", requires_approval=True)

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
+import plait.tools
 from plait.errors import ConfigError, ToolArgumentsInvalid, ToolError, ToolNotFound
 from plait.tools import (
     Tool,
@@ -165,3 +166,10 @@ def test_default_registry_is_fresh_and_holds_the_builtins() -> None:
     assert first.names() == ["bash", "http_get", "read_file"]
     first.register(echo)
     assert "echo" not in second
+
+
+def test_exported_names() -> None:
+    public = {n for n in vars(plait.tools) if not n.startswith("_")}
+    modules = {"approval", "builtin", "loading", "registry", "spec", "trust", "annotations"}
+    modules |= {"workspace", "http_guard"}
+    assert set(plait.tools.__all__) == public - modules

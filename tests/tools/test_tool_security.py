@@ -31,8 +31,9 @@ from plait.decisions import Agent, Decision, DecisionBoard, DecisionDesk, Human
 from plait.decisions.principals import os_user
 from plait.errors import NotPermitted, ToolError, ToolNotPermitted
 from plait.mesh import open_mesh
+from plait.profiles import AgentProfile
 from plait.runs import Runs
-from plait.tools import AgentProfile, ToolContext, ToolRegistry, default_registry
+from plait.tools import ToolContext, ToolRegistry, default_registry
 from plait.tools.http_guard import refusal
 from plait.tools.workspace import TOOL_PROCESS_ENV
 from tests.runs.helpers import hosting, settle, store
@@ -216,7 +217,7 @@ async def test_a_run_pins_its_workspace_and_its_tools_never_read_the_mesh(
         "nodes": [{**graph["nodes"][0], "args": {"path": "data.db"}}],
     }
     async with open_mesh(url) as mesh:
-        from plait.tools import put_profile
+        from plait.profiles import put_profile
 
         await put_profile(mesh, AgentProfile(name="reader", tools=["read_file"], workspace="docs"))
         await store(mesh, graph)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from plait.errors import ConfigError
 from plait.mesh import Mesh
-from plait.tools.spec import AgentProfile
+from plait.profiles.record import AgentProfile
 
 PREFIX = "agents/"
 """The mesh key prefix of agent profiles."""
@@ -61,7 +61,7 @@ async def get_profile(mesh: Mesh, name: str) -> AgentProfile:
         return DEFAULT_ASSISTANT.model_copy(deep=True)
     raise ConfigError(
         f"unknown agent {name!r}: create it with `plait agents put {name} --tools a,b` "
-        f"(or plait.tools.put_profile(mesh, AgentProfile(name={name!r}, tools=[...])))"
+        f"(or plait.profiles.put_profile(mesh, AgentProfile(name={name!r}, tools=[...])))"
     )
 
 
@@ -108,7 +108,7 @@ async def profiles_map(mesh: Mesh, names: Iterable[str]) -> dict[str, AgentProfi
         listed = ", ".join(repr(n) for n in unknown)
         raise ConfigError(
             f"unknown agent(s) {listed}: create each with `plait agents put NAME --tools a,b` "
-            "(or plait.tools.put_profile(mesh, AgentProfile(name=..., tools=[...])))"
+            "(or plait.profiles.put_profile(mesh, AgentProfile(name=..., tools=[...])))"
         )
     return out
 

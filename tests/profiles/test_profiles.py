@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-import plait.tools
+import plait.profiles
 from plait.errors import ConfigError
 from plait.mesh import Mesh, open_mesh
-from plait.tools import (
+from plait.profiles import (
     DEFAULT_ASSISTANT,
     AgentProfile,
     get_profile,
@@ -95,7 +95,7 @@ async def test_profiles_map_names_every_unknown_agent(mesh: Mesh) -> None:
 
 
 def test_exported_names() -> None:
-    public = {n for n in vars(plait.tools) if not n.startswith("_")}
-    modules = {"approval", "builtin", "profiles", "registry", "spec", "trust", "annotations"}
-    modules |= {"workspace", "http_guard"}
-    assert set(plait.tools.__all__) == public - modules
+    public = {n for n in vars(plait.profiles) if not n.startswith("_")}
+    assert set(plait.profiles.__all__) == public - {"record", "store", "annotations"}
+    for name in plait.profiles.__all__:
+        assert getattr(plait.profiles, name).__doc__, name
