@@ -59,6 +59,7 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from plait.actors.directory import ActorRecord, create_record, get_record, stop_record, tell_now
 from plait.errors import ActorError
+from plait.ids import ActorId, new_id
 from plait.mesh import Delivery, Mesh, Transaction
 
 MAILBOX_VISIBILITY_TIMEOUT_MS = 10_000
@@ -90,7 +91,7 @@ class Mail:
         acked: whether this message's ack was committed (or added to a transaction).
     """
 
-    actor_id: str
+    actor_id: ActorId
     body: Any
     delivery: Delivery
     acked: bool = field(default=False)
@@ -171,7 +172,7 @@ class ActorContext:
         return found
 
     async def tell(
-        self, actor_id: str, body: Any, *, after_ms: int = 0, key: str | None = None
+        self, actor_id: ActorId, body: Any, *, after_ms: int = 0, key: str | None = None
     ) -> str:
         """Send ``body`` to ``actor_id`` (optionally later, with a schedule key)."""
         return await self.runtime.tell(actor_id, body, after_ms=after_ms, key=key)
@@ -242,7 +243,7 @@ def resolve_dead_letter_hook(
 
 def new_host_id() -> str:
     """A host id unique to this process: ``hostname:pid:random``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+    return f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
 
 
 class ActorRuntime(abc.ABC):
@@ -289,7 +290,7 @@ class ActorRuntime(abc.ABC):
 
     async def create(
         self,
-        actor_id: str,
+        actor_id: ActorId,
         kind: str,
         *,
         topics: list[str] | None = None,
@@ -305,7 +306,7 @@ class ActorRuntime(abc.ABC):
             self.mesh, actor_id, kind, topics=topics, config=config, exist_ok=exist_ok
         )
 
-    async def get(self, actor_id: str) -> ActorRecord:
+    async def get(self, actor_id: ActorId) -> ActorRecord:
         """An actor's record.
 
         Raises:
@@ -314,13 +315,13 @@ class ActorRuntime(abc.ABC):
         return await get_record(self.mesh, actor_id)
 
     async def tell(
-        self, actor_id: str, body: Any, *, after_ms: int = 0, key: str | None = None
+        self, actor_id: ActorId, body: Any, *, after_ms: int = 0, key: str | None = None
     ) -> str:
         """Send ``body`` to an actor's mailbox (optionally later, with a schedule key);
         the message's event id. In a transaction, use :func:`~plait.actors.tell_in`."""
         return await tell_now(self.mesh, actor_id, body, after_ms=after_ms, key=key)
 
-    async def stop(self, actor_id: str) -> None:
+    async def stop(self, actor_id: ActorId) -> None:
         """Mark an actor stopped; its later messages are dropped (dead-lettered).
 
         Raises:

@@ -11,15 +11,13 @@ told by one process is handled wherever its actor is activated.
 from __future__ import annotations
 
 import time
-from typing import Any, NewType
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from plait.errors import ActorError, ActorNotFound, VersionConflict
+from plait.ids import ActorId
 from plait.mesh import Mesh, Transaction
-
-ActorId = NewType("ActorId", str)
-"""The id of a durable actor (``"run:grun_1a2b3c"``)."""
 
 MAILBOX_TOPIC = "actors.mailbox"
 """The mesh topic holding every actor's mailbox messages."""
@@ -46,7 +44,7 @@ class ActorRecord(BaseModel):
         stopped: a stopped actor's messages are dropped.
     """
 
-    id: str
+    id: ActorId
     kind: str
     topics: list[str] = Field(default_factory=list)
     config: dict[str, Any] = Field(default_factory=dict)

@@ -52,6 +52,7 @@ from plait.actors._base import (
 )
 from plait.actors.directory import MAILBOX_TOPIC, ActorRecord, find_record
 from plait.errors import ActorError, MeshUnavailable, PlaitError
+from plait.ids import ActorId
 from plait.mesh import Backoff, Delivery, Mesh, Subscription, Transaction
 
 log = logging.getLogger("plait.actors")
@@ -329,7 +330,7 @@ class LocalRuntime(ActorRuntime):
         if activation is None:
             await self._drop(delivery, dead or "no such actor, or stopped")
             return
-        self._enqueue(activation, Mail(actor_id, data.get("body"), delivery), dead)
+        self._enqueue(activation, Mail(ActorId(actor_id), data.get("body"), delivery), dead)
 
     def _enqueue(self, activation: _Activation, mail: Mail, dead: str | None = None) -> None:
         activation.queue.append((mail, dead))

@@ -11,6 +11,7 @@ from plait.cli._output import JsonFlag, Output, OutputOption, as_text, mode, row
 from plait.cli._serving import warn_if_unserved
 from plait.cli.runs import human
 from plait.decisions import DecisionDesk
+from plait.ids import DecisionId
 from plait.mesh import open_mesh
 
 decisions_app = typer.Typer(help="List and answer human decisions.", no_args_is_help=True)
@@ -71,7 +72,9 @@ def answer_cmd(
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            d = await DecisionDesk(m).answer(decision_id, option=option, text=text, by=human())
+            d = await DecisionDesk(m).answer(
+                DecisionId(decision_id), option=option, text=text, by=human()
+            )
             if d.run_id:
                 await warn_if_unserved(m)
         if as_json:

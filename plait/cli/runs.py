@@ -50,6 +50,7 @@ from plait.cli.graph import graph_app
 from plait.decisions import Human
 from plait.errors import AuditChainBroken, ConfigError
 from plait.graphs.store import get_graph
+from plait.ids import RunId
 from plait.mesh import Mesh, open_mesh
 from plait.models import check_model_spec
 from plait.profiles import get_profile
@@ -375,8 +376,8 @@ def resume_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
-            before = await runs.resume(run_id, answer, by=human())
-            outer = before if before.run_id == run_id else await runs.get(run_id)
+            before = await runs.resume(RunId(run_id), answer, by=human())
+            outer = before if before.run_id == run_id else await runs.get(RunId(run_id))
             rec = await _follow(m, runs, outer, as_json, since=before)
             await _report(runs, rec, as_json)
             exit_for(rec)
@@ -419,7 +420,7 @@ def raise_budget_cmd(
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            rec = await Runs(m).raise_budget(run_id, extra, by=human())
+            rec = await Runs(m).raise_budget(RunId(run_id), extra, by=human())
         if as_json:
             print_json({"run_id": rec.run_id, "status": rec.status, "raised": extra})
             return
@@ -440,10 +441,10 @@ def cancel_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
-            before = await runs.get(run_id)
+            before = await runs.get(RunId(run_id))
             if before.terminal:
                 fail(f"run {run_id} is already over ({before.status}): nothing to cancel")
-            rec = await runs.cancel(run_id, by=human())
+            rec = await runs.cancel(RunId(run_id), by=human())
         if as_json:
             print_json(
                 {"run_id": rec.run_id, "status": rec.status, "ended_detail": rec.ended_detail}
@@ -580,17 +581,17 @@ def inspect_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
-            rec = await runs.get(run_id)
+            rec = await runs.get(RunId(run_id))
             output = await runs.output(rec)
             broken: AuditChainBroken | None = None
             verified = None
             if verify:
                 try:
-                    verified = await runs.verify(run_id)
+                    verified = await runs.verify(RunId(run_id))
                 except AuditChainBroken as exc:
                     broken = exc
             try:
-                trajectory = await runs.trajectory(run_id)
+                trajectory = await runs.trajectory(RunId(run_id))
             except AuditChainBroken:
                 if broken is None:
                     raise
@@ -695,7 +696,7 @@ def events_cmd(
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            await Runs(m).get(run_id)  # a run that is not there is said so
+            await Runs(m).get(RunId(run_id))  # a run that is not there is said so
             events = await read_events(m, run_id)
         if as_json:
             print_json([e.model_dump(mode="json") for e in events])

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any, Literal, NewType
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from plait.errors import DecisionError
-
-DecisionId = NewType("DecisionId", str)
-"""The id of a decision; its record lives at ``decisions/<id>``."""
+from plait.ids import DecisionId, RunId
 
 DecisionKind = Literal["confirm", "choice", "text"]
 """What sort of answer a decision takes.
@@ -106,7 +104,7 @@ class Decision(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    id: str = Field(min_length=1)
+    id: DecisionId = Field(min_length=1)
     title: str
     kind: DecisionKind = "confirm"
     options: list[str] = Field(default_factory=list)
@@ -117,7 +115,7 @@ class Decision(BaseModel):
     expires_at: float | None = None
     created_at: float
     raised_by: str
-    run_id: str | None = None
+    run_id: RunId | None = None
     node: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
     notify: Notify | None = None

@@ -18,9 +18,7 @@ Expiry is lazy: the first read after ``expires_at`` closes the decision, exactly
 from __future__ import annotations
 
 import builtins
-import secrets
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,6 +35,7 @@ from plait.decisions.model import (
 )
 from plait.decisions.principals import Principal, require_human
 from plait.errors import DecisionClosed, DecisionError, DecisionNotFound, VersionConflict
+from plait.ids import DecisionId, RunId, new_decision_id, new_id
 from plait.mesh import Entry, Mesh, Subscription, skip_corrupt, skip_unreadable
 
 PREFIX = "decisions/"
@@ -46,14 +45,9 @@ DEFAULT_TOPIC = "decisions"
 """The topic decision events are published on."""
 
 
-def decision_key(decision_id: str) -> str:
+def decision_key(decision_id: DecisionId) -> str:
     """The mesh key of a decision's record."""
     return PREFIX + decision_id
-
-
-def new_decision_id() -> str:
-    """A fresh decision id: ``dec_`` and 12 hex digits."""
-    return "dec_" + secrets.token_hex(6)
 
 
 class DecisionBoard:
@@ -91,11 +85,11 @@ class DecisionBoard:
         kind: DecisionKind = "confirm",
         options: builtins.list[str] | None = None,
         *,
-        id: str | None = None,
+        id: DecisionId | None = None,
         expires_at: float | None = None,
         on_expire: OnExpire = "fail",
         default: str | None = None,
-        run_id: str | None = None,
+        run_id: RunId | None = None,
         node: str | None = None,
         data: Mapping[str, Any] | None = None,
         notify: Notify | Mapping[str, Any] | None = None,
@@ -151,7 +145,7 @@ class DecisionBoard:
             return await self.get(decision.id)
         return decision
 
-    async def get(self, id: str) -> Decision:
+    async def get(self, id: DecisionId) -> Decision:
         """The decision with this id; an open one past ``expires_at`` is expired first.
 
         Raises:
@@ -161,7 +155,7 @@ class DecisionBoard:
         return decision
 
     # A timeout argument, not a cancel scope: on timeout the caller gets the open decision.
-    async def wait(self, id: str, timeout: float) -> Decision:  # noqa: ASYNC109
+    async def wait(self, id: DecisionId, timeout: float) -> Decision:  # noqa: ASYNC109
         """The decision as soon as it is no longer open, or still open after ``timeout``.
 
         Args:
@@ -175,7 +169,7 @@ class DecisionBoard:
         decision = await self.get(id)
         if not decision.is_open or timeout <= 0:
             return decision
-        group = f"decision-wait-{uuid.uuid4().hex}"
+        group = new_id("decision-wait-")
         try:
             async with self._mesh.subscribe(self._topic, group, "waiter", start="new") as sub:
                 while True:
@@ -209,7 +203,7 @@ class DecisionBoard:
 
     # -- internals --------------------------------------------------------------------
 
-    async def _current(self, id: str) -> tuple[Decision, int]:
+    async def _current(self, id: DecisionId) -> tuple[Decision, int]:
         """The decision and the version of its record, expiring it if it is due."""
         entry = await self._mesh.get(decision_key(id))
         if entry is None:
@@ -261,7 +255,7 @@ class DecisionDesk(DecisionBoard):
 
     async def answer(
         self,
-        id: str,
+        id: DecisionId,
         *,
         option: str | None = None,
         text: str | None = None,
@@ -305,7 +299,7 @@ class DecisionDesk(DecisionBoard):
                 continue  # closed by someone else: the next read says how
             return answered
 
-    async def cancel(self, id: str, *, by: Principal) -> Decision:
+    async def cancel(self, id: DecisionId, *, by: Principal) -> Decision:
         """Withdraw an open decision and publish ``decision.cancelled`` (and its notify event).
 
         Raises:
@@ -325,7 +319,7 @@ class DecisionDesk(DecisionBoard):
                 continue
             return cancelled
 
-    async def _open(self, id: str) -> tuple[Decision, int]:
+    async def _open(self, id: DecisionId) -> tuple[Decision, int]:
         decision, version = await self._current(id)
         if not decision.is_open:
             raise DecisionClosed(decision.describe_closed())

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from plait.graphs.loader import load_graph
 from plait.graphs.ports import AnswersUpFront, ExecEnv, MemoryHistories
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, RunStatus, RunUsage, Waiting
+from plait.ids import SESSION_RUN_ID_PREFIX, new_id, new_run_id
 from plait.models import Message, Model, load_model
 from plait.profiles import AgentProfile
 from plait.tools import ToolRegistry, default_registry
@@ -161,7 +161,7 @@ async def run_graph(
         cwd=cwd or Path.cwd(),
         on_step=on_step,
     )
-    run_id = run_id or f"run_{uuid.uuid4().hex[:12]}"
+    run_id = run_id or new_run_id(SESSION_RUN_ID_PREFIX)
     session = _session(setup, run_id, {}, [])
     state = engine.start(session.graph, run_id, input, now=time.time())
     state.input_tainted = input_untrusted
@@ -335,9 +335,7 @@ async def _drive(session: _Session, state: RunState) -> RunState:
             for key in engine.claimable(state):
                 if in_flight + len(claimed) >= session.setup.max_concurrency:
                     break
-                state, attempt = engine.claim(
-                    graph, state, key, nonce=os.urandom(8).hex(), now=time.time()
-                )
+                state, attempt = engine.claim(graph, state, key, nonce=new_id(), now=time.time())
                 if attempt is None:
                     break
                 claimed.append((key, attempt.visit))

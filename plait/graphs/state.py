@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from plait.ids import DecisionId, RunId
+
 RunStatus = Literal[
     "ready",
     "running",
@@ -120,13 +122,13 @@ class Waiting(BaseModel):
     node: str
     kind: WaitingKind
     ask: str
-    decision_id: str | None = None
+    decision_id: DecisionId | None = None
     options: list[str] | None = None
     tool: str | None = None
     """For an approval: the tool whose call waits."""
     visit: int | None = None
     """The visit of ``node`` that asks (None for a budget)."""
-    child: str | None = None
+    child: RunId | None = None
     """For a subgraph: the child run it waits on."""
 
 
@@ -152,7 +154,7 @@ class FanOutState(BaseModel):
 class RunState(BaseModel):
     """The run record: the single source of truth of a run."""
 
-    run_id: str
+    run_id: RunId
     graph: GraphRef
     input: Any = None
     input_tainted: bool = False

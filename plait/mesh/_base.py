@@ -43,7 +43,6 @@ it is delivered again after its visibility timeout.
 from __future__ import annotations
 
 import abc
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
+from plait.ids import new_id
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, OnCorrupt, check_key, encode
 
 StartFrom = Literal["new", "begin"]
@@ -75,16 +75,9 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-_last_id = [0]
-
-
 def new_event_id() -> str:
-    """A fresh event id: 16 hex digits of microseconds then 8 random, ordered by time."""
-    micros = max(time.time_ns() // 1000, _last_id[0] + 1)
-    _last_id[0] = micros
-    # random, not os.urandom: a syscall per event for bits that only break ties within
-    # one microsecond (the module reseeds itself in a forked child).
-    return f"{micros:016x}{random.getrandbits(32):08x}"
+    """A fresh event id, ordered by time (see :mod:`plait.ids`)."""
+    return new_id()
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from plait.graphs.ports import ExecEnv, SubgraphRunner
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
+from plait.ids import DecisionId
 from plait.mesh import Transaction
 from plait.models import Model, load_model
 from plait.profiles import AgentProfile, profiles_map
@@ -400,7 +401,7 @@ class RunHost:
             return NodeResult(value=found.get("value"), started_at=started, ended_at=time.time())
         return None
 
-    async def raise_budget_decision(self, rec: RunRecord) -> str:
+    async def raise_budget_decision(self, rec: RunRecord) -> DecisionId:
         """Raise the decision a person answers to raise an exhausted budget."""
         # Stable for one exhaustion, new after each raise: a raise too small to go on
         # parks the run again on a fresh decision, not on the one just answered.

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from typing import Any
 
 from plait.actors import ActorContext, Mail, tell_in
@@ -42,6 +41,7 @@ from plait.graphs.events import as_data
 from plait.graphs.executors import execute
 from plait.graphs.spec import GraphSpec, default_on_indeterminate
 from plait.graphs.state import Attempt, Waiting
+from plait.ids import RunId, new_id
 from plait.mesh import Transaction, TransactionResult
 from plait.runs import audit
 from plait.runs.host import RunHost
@@ -104,7 +104,7 @@ async def on_dead_letter(ctx: ActorContext, mail: Mail, reason: str) -> None:
 
 def _wake_of(ctx: ActorContext, mail: Mail) -> _Wake:
     body = mail.body if isinstance(mail.body, dict) else {}
-    run_id = body.get("run") or ctx.id.removeprefix("run:")
+    run_id = RunId(body.get("run") or ctx.id.removeprefix("run:"))
     return _Wake(RunHost.of(ctx.runtime), run_id, mail)
 
 
@@ -114,7 +114,7 @@ def listing_status(status: str) -> str:
 
 
 class _Wake:
-    def __init__(self, host: RunHost, run_id: str, mail: Mail) -> None:
+    def __init__(self, host: RunHost, run_id: RunId, mail: Mail) -> None:
         self.host = host
         self.run_id = run_id
         self.mail = mail
@@ -540,7 +540,7 @@ class _Wake:
             self.spec,
             rec,
             key,
-            nonce=uuid.uuid4().hex,
+            nonce=new_id(),
             now=time.time(),
             host=self.host.id,
             wake=wake,

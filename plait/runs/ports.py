@@ -20,6 +20,7 @@ from plait.decisions import Agent, Decision, DecisionBoard, Notify
 from plait.errors import DecisionClosed
 from plait.graphs.ports import Answer
 from plait.graphs.state import Waiting
+from plait.ids import DecisionId, RunId
 from plait.mesh import Mesh, Transaction
 from plait.models import Message
 from plait.runs.record import (
@@ -48,7 +49,7 @@ def escape_id_part(text: str) -> str:
     return _UNSAFE.sub(_escape_char, text)
 
 
-def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -> str:
+def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -> DecisionId:
     """The stable id of the decision a node visit raises.
 
     Injective in ``key``, ``visit`` and ``extra`` for one run and kind: ``key`` and
@@ -56,7 +57,7 @@ def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -
     and a node named ``fetch_0`` get different ids.
     """
     tail = f".{escape_id_part(extra)}" if extra else ""
-    return f"{kind}.{run_id}.{escape_id_part(key)}.{visit}{tail}"
+    return DecisionId(f"{kind}.{run_id}.{escape_id_part(key)}.{visit}{tail}")
 
 
 def ended(tx: Transaction, rec: RunRecord, progress_kept_s: float = PROGRESS_KEPT_S) -> None:
@@ -90,7 +91,7 @@ def wake_notify(run_id: str, why: str) -> Notify:
 class RunDecisions:
     """Human answers and tool approvals of one durable run, as decisions."""
 
-    def __init__(self, board: DecisionBoard, run_id: str) -> None:
+    def __init__(self, board: DecisionBoard, run_id: RunId) -> None:
         self.board = board
         self.run_id = run_id
         self.principal = Agent(owner_id(run_id))

@@ -19,8 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from plait.graphs.state import RunState, RunStatus
-
-RUN_ID_PREFIX = "grun_"
+from plait.ids import RUN_ID_PREFIX, ActorId, RunId
 
 PROGRESS_KEPT_S = 600.0
 """How long a finished run's progress topic is kept (its audit chain stays for good)."""
@@ -61,9 +60,9 @@ def events_topic(run_id: str) -> str:
     return f"runs/{run_id}/events"
 
 
-def owner_id(run_id: str) -> str:
+def owner_id(run_id: str) -> ActorId:
     """The id of the durable actor that owns a run."""
-    return f"run:{run_id}"
+    return ActorId(f"run:{run_id}")
 
 
 def parent_run_id(record: RunState) -> str | None:
@@ -71,10 +70,10 @@ def parent_run_id(record: RunState) -> str | None:
     return record.parent.partition("/")[0] if record.parent else None
 
 
-def child_run_id(run_id: str, key: str, visit: int) -> str:
+def child_run_id(run_id: str, key: str, visit: int) -> RunId:
     """The id of the child run a subgraph node's visit starts: stable, so a visit run
     again after a crash finds its child instead of starting a second one."""
-    return f"{run_id}__{key}_{visit}"
+    return RunId(f"{run_id}__{key}_{visit}")
 
 
 def tick_key(run_id: str) -> str:

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from plait.errors import (
 from plait.graphs import engine
 from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
+from plait.ids import DecisionId, RunId, new_id, new_run_id
 from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
 from plait.models import check_model_spec
 from plait.models.scripted import pin_model_spec
@@ -44,7 +44,6 @@ from plait.runs import audit, retention
 from plait.runs.owner import OWNER_KIND, listing_status
 from plait.runs.ports import ended, history_part_key
 from plait.runs.record import (
-    RUN_ID_PREFIX,
     RunRecord,
     RunSummary,
     as_record,
@@ -97,7 +96,7 @@ class Runs:
         *,
         version: int | None = None,
         model: str | None = None,
-        run_id: str | None = None,
+        run_id: RunId | None = None,
         parent: str | None = None,
         input_untrusted: bool = False,
         workspace: str | os.PathLike[str] | None = None,
@@ -118,7 +117,7 @@ class Runs:
         if model is not None:
             check_model_spec(model)
         stored = await get_graph(self.mesh, agent, name, version)
-        run_id = run_id or f"{RUN_ID_PREFIX}{uuid.uuid4().hex[:12]}"
+        run_id = run_id or new_run_id()
         state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
         where = Path.cwd() / (workspace if workspace is not None else "")
         model = pin_model_spec(model)
@@ -148,7 +147,7 @@ class Runs:
         wake = tell_in(tx, owner.id, {"run": run_id, "why": "start"})
         # The entry node is claimed for the first wake, as every commit claims the next.
         claimed, attempt = engine.claim(
-            stored.spec, rec, rec.ready[0], nonce=uuid.uuid4().hex, now=time.time(), wake=wake
+            stored.spec, rec, rec.ready[0], nonce=new_id(), now=time.time(), wake=wake
         )
         if attempt is not None:
             rec = as_record(claimed)
@@ -170,7 +169,7 @@ class Runs:
         await tx.commit()
         return rec
 
-    async def get(self, run_id: str) -> RunRecord:
+    async def get(self, run_id: RunId) -> RunRecord:
         """A run's record."""
         entry = await self.mesh.get(record_key(run_id))
         if entry is None:
@@ -206,7 +205,7 @@ class Runs:
 
     async def wait(
         self,
-        run_id: str,
+        run_id: RunId,
         *,
         timeout: float | None = None,  # noqa: ASYNC109
         on_progress: Callable[[dict[str, Any]], None] | None = None,
@@ -233,7 +232,7 @@ class Runs:
         if since is not None:
             watched = since if since.run_id == run_id else await self.get(run_id)
             shown_after = watched.audit_seq
-        group = f"watch-{uuid.uuid4().hex}"
+        group = new_id("watch-")
         sub = self.mesh.subscribe(events_topic(run_id), group, "w", start="begin")
         shown_end = False
         backoff = Backoff(log)
@@ -289,7 +288,7 @@ class Runs:
             return None
         return rec, rec.waiting
 
-    async def resume(self, run_id: str, answer: str, *, by: Principal) -> RunRecord:
+    async def resume(self, run_id: RunId, answer: str, *, by: Principal) -> RunRecord:
         """Answer what the run waits on; its owner wakes at once through the mesh.
 
         A run parked on a subgraph's child run answers what that child asks (see
@@ -320,7 +319,7 @@ class Runs:
             await self.desk.answer(waiting.decision_id, text=answer, by=by)
         return rec
 
-    async def cancel(self, run_id: str, *, by: Principal) -> RunRecord:
+    async def cancel(self, run_id: RunId, *, by: Principal) -> RunRecord:
         """Cancel a run: nothing of it runs again."""
         require_human(by, "cancel a run")
         while True:
@@ -364,7 +363,7 @@ class Runs:
             return new
 
     async def raise_budget(
-        self, run_id: str, extra: dict[str, float], *, by: Principal
+        self, run_id: RunId, extra: dict[str, float], *, by: Principal
     ) -> RunRecord:
         """Raise a run's budget (a person only) and wake it if it waited on that.
 
@@ -431,7 +430,7 @@ class Runs:
         """Delete the runs that ended before ``ended_before``; see :func:`retention.prune`."""
         return await retention.prune(self, ended_before=ended_before, dry_run=dry_run)
 
-    async def trajectory(self, run_id: str) -> builtins.list[dict[str, Any]]:
+    async def trajectory(self, run_id: RunId) -> builtins.list[dict[str, Any]]:
         """Committed visits in commit order, then any visit parked on a person.
 
         Each step: node, visit, status (``done``, ``failed`` or ``waiting``), prompt,
@@ -502,7 +501,7 @@ class Runs:
                 calls[message["tool_call_id"]]["result"] = message.get("content")
         return builtins.list(calls.values())
 
-    async def _decision(self, decision_id: str | None) -> dict[str, Any] | None:
+    async def _decision(self, decision_id: DecisionId | None) -> dict[str, Any] | None:
         """Who answered a decision and when (None if there is none, or it is gone)."""
         if not decision_id:
             return None
@@ -530,7 +529,7 @@ class Runs:
         entry = await self.mesh.get(out.ref)
         return entry.value.get("value") if entry is not None else None
 
-    async def verify(self, run_id: str) -> int:
+    async def verify(self, run_id: RunId) -> int:
         """Verify a run's audit chain; the number of events it holds."""
         return await audit.verify(self.mesh, await self.get(run_id))
 

@@ -23,7 +23,7 @@ async def test_raise_then_get_returns_the_stored_decision(mesh: Mesh) -> None:
     raised = await board.raise_(
         "Release v2?", run_id="r1", node="approve", data={"diff": "+3 -1"}, by=NODE
     )
-    assert raised.id.startswith("dec_") and len(raised.id) == 16
+    assert raised.id.startswith("dec_") and len(raised.id) == 4 + 32
     assert raised.status == "open" and raised.options == ["yes", "no"]
     assert raised.raised_by == "release-node"
     assert await board.get(raised.id) == raised
