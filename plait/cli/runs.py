@@ -50,6 +50,7 @@ from plait.cli.graph import graph_app
 from plait.decisions import Human
 from plait.errors import AuditChainBroken, ConfigError
 from plait.graphs.store import get_graph
+from plait.graphs.trajectory import TrajectoryStep
 from plait.ids import RunId
 from plait.mesh import Mesh, open_mesh
 from plait.models import check_model_spec
@@ -603,7 +604,7 @@ def inspect_cmd(
                 "graph": rec.graph.model_dump(),
                 "output": output,
                 "ended_detail": rec.ended_detail,
-                "trajectory": trajectory,
+                "trajectory": [step.model_dump(mode="json") for step in trajectory],
             }
             if verify:
                 body["verified"] = broken is None
@@ -628,7 +629,7 @@ def _clip(value: Any, full: bool) -> str:
     return text if full or len(text) <= _CLIP else f"{text[:_CLIP]}… ({len(text)} chars, --full)"
 
 
-def _print_inspect(rec: RunRecord, trajectory: list[dict[str, Any]], full: bool) -> None:
+def _print_inspect(rec: RunRecord, trajectory: list[TrajectoryStep], full: bool) -> None:
     """The human form of ``graph inspect``: one block per visit."""
     g = rec.graph
     detail = f" ({rec.ended_detail})" if rec.ended_detail else ""
@@ -640,49 +641,45 @@ def _print_inspect(rec: RunRecord, trajectory: list[dict[str, Any]], full: bool)
     )
     marks = {"done": ("✓", "green"), "failed": ("✗", "red"), "waiting": ("⏸", "yellow")}
     for step in trajectory:
-        mark, color = marks.get(step["status"], ("·", "dim"))
-        elapsed = f" {step['elapsed']:.2f}s" if step.get("elapsed") is not None else ""
-        verdict = f" → {step['verdict']}" if step["verdict"] else ""
+        mark, color = marks.get(step.status, ("·", "dim"))
+        elapsed = f" {step.elapsed:.2f}s" if step.elapsed is not None else ""
+        verdict = f" → {step.verdict}" if step.verdict else ""
         say(
             styled(f"  {mark} ", color),
-            str(step["node"]),
-            f" (visit {step['visit']})",
+            step.node,
+            f" (visit {step.visit})",
             verdict,
             elapsed,
             " ",
-            styled(step["status"], "dim"),
+            styled(step.status, "dim"),
         )
-        if step["status"] == "waiting" and step["prompt"]:
-            say("      asks: ", _clip(step["prompt"], full))
-        if step["verdict"]:
-            say("      critique: ", _critique(step["output"], step["verdict"]) or "(none)")
-        elif step["output"] is not None:
-            say("      output: ", _clip(step["output"], full))
-        if step["error"]:
-            say(styled("      error: ", "red"), step["error"])
-        for call in step.get("tools") or ():
+        if step.status == "waiting" and step.prompt:
+            say("      asks: ", _clip(step.prompt, full))
+        if step.verdict:
+            say("      critique: ", _critique(step.output, step.verdict) or "(none)")
+        elif step.output is not None:
+            say("      output: ", _clip(step.output, full))
+        if step.error:
+            say(styled("      error: ", "red"), step.error)
+        for call in step.tools:
+            say("      tool ", styled(str(call.name), "bold"), " ", _clip(call.arguments, full))
+            say("        → ", _clip(call.result, full))
+        usage = step.usage
+        if usage.input_tokens or usage.output_tokens or usage.dollars:
             say(
-                "      tool ",
-                styled(str(call["name"]), "bold"),
-                " ",
-                _clip(call["arguments"], full),
+                f"      tokens {usage.input_tokens} in, {usage.output_tokens} out, "
+                f"${usage.dollars:.4f}"
             )
-            say("        → ", _clip(call["result"], full))
-        usage = step.get("usage") or {}
-        if usage.get("input_tokens") or usage.get("output_tokens") or usage.get("dollars"):
-            tokens_in, tokens_out = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
-            dollars = usage.get("dollars", 0.0)
-            say(f"      tokens {int(tokens_in)} in, {int(tokens_out)} out, ${dollars:.4f}")
-        decision = step.get("decision")
+        decision = step.decision
         if decision:
-            by = decision.get("by")
-            if by and decision.get("label"):
-                by = f"{by} (as {decision['label']})"  # PLAIT_USER: a label, not who
-            when = f" at {_when(decision['at'])} UTC" if decision.get("at") else ""
+            by = decision.by
+            if by and decision.label:
+                by = f"{by} (as {decision.label})"  # PLAIT_USER: a label, not who
+            when = f" at {_when(decision.at)} UTC" if decision.at else ""
             answered = f" by {by}{when}: " if by else ""
             say(
-                f"      decision {decision['id']} {decision['status']}{answered}",
-                as_text(decision.get("answer") or ""),
+                f"      decision {decision.id} {decision.status}{answered}",
+                as_text(decision.answer or ""),
             )
 
 

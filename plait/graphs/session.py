@@ -28,34 +28,11 @@ from plait.graphs.loader import load_graph
 from plait.graphs.ports import AnswersUpFront, ExecEnv, MemoryHistories
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, RunStatus, RunUsage, Waiting
+from plait.graphs.trajectory import StepUsage, TrajectoryStep
 from plait.ids import SESSION_RUN_ID_PREFIX, new_id, new_run_id
 from plait.models import Message, Model, load_model
 from plait.profiles import AgentProfile
 from plait.tools import ToolRegistry, default_registry
-
-
-class StepUsage(BaseModel):
-    """What one visit spent."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    dollars: float = 0.0
-
-
-class TrajectoryStep(BaseModel):
-    """One committed node visit, in commit order."""
-
-    node: str
-    visit: int
-    prompt: str | None = None
-    output: Any = None
-    verdict: str | None = None
-    usage: StepUsage = Field(default_factory=StepUsage)
-    started_at: float = 0.0
-    ended_at: float = 0.0
-    error: str | None = None
-    parent: str | None = None
-    """For a visit inside a subgraph: the parent's subgraph node."""
 
 
 class GraphRun(BaseModel):
@@ -387,6 +364,7 @@ def _record(
         visit=event.visit,
         prompt=result.prompt,
         output=state.outputs[event.node].value,
+        status="failed" if result.error else "done",
         verdict=result.verdict,
         usage=event.usage.as_data(),  # validated into a StepUsage in the same call
         started_at=result.started_at,

@@ -36,6 +36,7 @@ from plait.errors import (
 from plait.graphs import engine
 from plait.graphs.state import Waiting
 from plait.graphs.store import get_graph
+from plait.graphs.trajectory import StepDecision, StepUsage, ToolCall, TrajectoryStep
 from plait.ids import DecisionId, RunId, new_id, new_run_id
 from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
 from plait.models import check_model_spec
@@ -74,11 +75,6 @@ LISTING_STATUSES = (
     "cancelled",
 )
 """The statuses listings show and filter by (``ready`` is shown as ``running``)."""
-
-
-def _usage(usage: dict[str, float]) -> dict[str, Any]:
-    """A visit's usage as printed: tokens as integers, dollars as a float."""
-    return {k: v if k == "dollars" else int(v) for k, v in usage.items()}
 
 
 class Runs:
@@ -430,13 +426,11 @@ class Runs:
         """Delete the runs that ended before ``ended_before``; see :func:`retention.prune`."""
         return await retention.prune(self, ended_before=ended_before, dry_run=dry_run)
 
-    async def trajectory(self, run_id: RunId) -> builtins.list[dict[str, Any]]:
+    async def trajectory(self, run_id: RunId) -> builtins.list[TrajectoryStep]:
         """Committed visits in commit order, then any visit parked on a person.
 
-        Each step: node, visit, status (``done``, ``failed`` or ``waiting``), prompt,
-        output, verdict, usage (integer tokens and dollars), started_at, ended_at,
-        elapsed, error, the tool calls the visit made (``tools``: name, arguments,
-        result) and the decision it raised (``decision``: id, status, answer, by, at).
+        Each step carries its status (``done``, ``failed`` or ``waiting``), the tool
+        calls the visit made and the decision it raised (see :class:`TrajectoryStep`).
         """
         events = await audit.read_events(self.mesh, run_id)
         asked = {
@@ -446,78 +440,75 @@ class Runs:
         }
         steps = []
         for event in events:
-            if event.type != "node.committed":
+            if event.type != "node.committed" or event.node is None or event.visit is None:
                 continue
             stored = await self.mesh.get(event.output_ref) if event.output_ref else None
             payload = stored.value if stored is not None else {}
-            started, ended_at = event.detail.get("started_at"), event.detail.get("ended_at")
             steps.append(
-                {
-                    "node": event.node,
-                    "visit": event.visit,
-                    "status": "failed" if event.error else "done",
-                    "prompt": payload.get("prompt"),
-                    "output": payload.get("value"),
-                    "verdict": event.verdict,
-                    "usage": _usage(event.usage),
-                    "started_at": started,
-                    "ended_at": ended_at,
-                    "elapsed": ended_at - started if started and ended_at else None,
-                    "error": event.error,
-                    "tools": await self._tool_calls(run_id, event.node, event.visit),
-                    "decision": await self._decision(
+                TrajectoryStep(
+                    node=event.node,
+                    visit=event.visit,
+                    status="failed" if event.error else "done",
+                    prompt=payload.get("prompt"),
+                    output=payload.get("value"),
+                    verdict=event.verdict,
+                    usage=StepUsage.model_validate(event.usage or {}),
+                    started_at=event.detail.get("started_at"),
+                    ended_at=event.detail.get("ended_at"),
+                    error=event.error,
+                    tools=await self._tool_calls(run_id, event.node, event.visit),
+                    decision=await self._decision(
                         asked.pop((event.node, event.visit), (None, None))[0]
                     ),
-                }
+                )
             )
         for (node, visit), (decision, ask) in asked.items():  # parked: asked, not committed
+            if node is None or visit is None:
+                continue
             steps.append(
-                {"node": node, "visit": visit, "status": "waiting", "prompt": ask,
-                 "output": None, "verdict": None, "usage": {}, "started_at": None,
-                 "ended_at": None, "elapsed": None, "error": None, "tools": [],
-                 "decision": await self._decision(decision)}
-            )  # fmt: skip
+                TrajectoryStep(
+                    node=node,
+                    visit=visit,
+                    status="waiting",
+                    prompt=ask,
+                    decision=await self._decision(decision),
+                )
+            )
         return steps
 
-    async def _tool_calls(
-        self, run_id: str, node: str | None, visit: int | None
-    ) -> builtins.list[dict[str, Any]]:
+    async def _tool_calls(self, run_id: str, node: str, visit: int) -> builtins.list[ToolCall]:
         """The tool calls an agent visit made, each with its result, from its conversation."""
-        if node is None or visit is None:
-            return []
         entry = await self.mesh.get(history_part_key(run_id, node, visit))
         messages = entry.value if entry is not None and isinstance(entry.value, list) else []
-        calls: dict[str, dict[str, Any]] = {}
+        calls: dict[str, ToolCall] = {}
         for message in messages:
             if not isinstance(message, dict):
                 continue
             for call in message.get("tool_calls") or ():
-                calls[call.get("id", "")] = {
-                    "name": call.get("name"),
-                    "arguments": call.get("arguments"),
-                    "result": None,
-                }
+                calls[call.get("id", "")] = ToolCall(
+                    name=call.get("name"), arguments=call.get("arguments")
+                )
             if message.get("role") == "tool" and message.get("tool_call_id") in calls:
-                calls[message["tool_call_id"]]["result"] = message.get("content")
+                calls[message["tool_call_id"]].result = message.get("content")
         return builtins.list(calls.values())
 
-    async def _decision(self, decision_id: DecisionId | None) -> dict[str, Any] | None:
+    async def _decision(self, decision_id: DecisionId | None) -> StepDecision | None:
         """Who answered a decision and when (None if there is none, or it is gone)."""
         if not decision_id:
             return None
         try:
             d = await self.desk.get(decision_id)
         except DecisionNotFound:
-            return {"id": decision_id, "status": "gone"}
+            return StepDecision(id=decision_id, status="gone")
         answer = d.answer
-        return {
-            "id": d.id,
-            "status": d.status,
-            "answer": None if answer is None else (answer.option or answer.text),
-            "by": answer.by if answer is not None else d.closed_by,
-            "label": answer.label if answer is not None else None,
-            "at": answer.at if answer is not None else d.closed_at,
-        }
+        return StepDecision(
+            id=d.id,
+            status=d.status,
+            answer=None if answer is None else (answer.option or answer.text),
+            by=answer.by if answer is not None else d.closed_by,
+            label=answer.label if answer is not None else None,
+            at=answer.at if answer is not None else d.closed_at,
+        )
 
     async def output(self, rec: RunRecord) -> Any:
         """The output of a finished run."""

@@ -23,6 +23,7 @@ import anyio
 from plait.actors import LocalRuntime
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
+from plait.graphs.trajectory import TrajectoryStep
 from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
@@ -98,9 +99,10 @@ async def eventually(
             await anyio.sleep(every)
 
 
-def commits(trajectory: list[dict[str, Any]]) -> list[tuple[str, int]]:
-    """The (node, visit) pairs of a trajectory, in commit order."""
-    return [(step["node"], step["visit"]) for step in trajectory]
+def commits(trajectory: Sequence[TrajectoryStep | dict[str, Any]]) -> list[tuple[str, int]]:
+    """The (node, visit) pairs of a trajectory (steps, or as the CLI prints them)."""
+    steps = [s if isinstance(s, TrajectoryStep) else TrajectoryStep(**s) for s in trajectory]
+    return [(step.node, step.visit) for step in steps]
 
 
 # -- the CLI as a real process ---------------------------------------------------------

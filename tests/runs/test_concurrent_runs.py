@@ -57,7 +57,7 @@ async def test_fifty_runs_at_once_all_finish_right(mesh: Mesh) -> None:
         assert rec.usage.steps == 3 and rec.usage.retries == 0
         steps = await runs.trajectory(rec.run_id)
         assert commits(steps) == [(n, 1) for n in NODES]
-        assert steps[0]["prompt"] == f"Begin with item <{i}>"
+        assert steps[0].prompt == f"Begin with item <{i}>"
         assert await runs.verify(rec.run_id) == 5  # started, three commits, done
     listed = await runs.list()
     assert len(listed) == RUNS and {s.status for s in listed} == {"done"}

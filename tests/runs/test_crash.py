@@ -135,7 +135,7 @@ def test_a_killed_model_node_is_retried_once_by_a_worker(cli: Cli) -> None:
     rec, events, steps = history(cli.mesh_url, rec.run_id)
     assert_each_visit_committed_once(events)
     assert commits(steps) == [("first", 1), ("second", 1), ("third", 1)]
-    assert [s["output"] for s in steps] == ["one", "two", "three"]
+    assert [s.output for s in steps] == ["one", "two", "three"]
     assert rec.usage.retries == 1  # the retry policy of a model node ran once
     assert rec.visits == {"first": 1, "second": 1, "third": 1}
     second = next(e for e in events if e.type == "node.committed" and e.node == "second")
@@ -166,7 +166,7 @@ def test_a_killed_escalate_node_asks_a_person_and_retry_finishes_it(cli: Cli) ->
 
     rec, events, steps = history(cli.mesh_url, rec.run_id)
     assert_each_visit_committed_once(events)
-    assert [s["output"] for s in steps] == ["one", "two", "three"]
+    assert [s.output for s in steps] == ["one", "two", "three"]
     assert rec.visits["second"] == 1
     assert rec.usage.retries == 1
     assert [(e.type, e.node) for e in events if e.type != "run.resumed"] == [
@@ -234,7 +234,7 @@ def test_a_child_run_killed_mid_node_is_finished_and_wakes_its_parent(cli: Cli) 
     assert_each_visit_committed_once(child_events)
     done, events, steps = history(cli.mesh_url, parent.run_id)
     assert commits(steps) == [("lead", 1), ("sub", 1), ("tail", 1)]
-    assert [s["output"] for s in steps] == ["lead", "three", "tail"]
+    assert [s.output for s in steps] == ["lead", "three", "tail"]
     assert Counter(e.node for e in events if e.type == "node.committed") == {
         "lead": 1,
         "sub": 1,

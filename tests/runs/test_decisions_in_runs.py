@@ -147,8 +147,8 @@ async def test_a_decision_is_answered_once(mesh: Mesh) -> None:
     with pytest.raises(RunNotWaiting):
         await runs.resume(parked.run_id, "again", by=BOB)
     steps = await runs.trajectory(rec.run_id)
-    assert [s["output"] for s in steps] == ["the plan", "yes, go", "finished"]
-    assert "Finish with yes, go" == steps[2]["prompt"]
+    assert [s.output for s in steps] == ["the plan", "yes, go", "finished"]
+    assert "Finish with yes, go" == steps[2].prompt
     resumed = [e for e in await read_events(mesh, rec.run_id) if e.type == "run.resumed"]
     assert len(resumed) == 1
     assert resumed[0].detail["by"] == "ana" and resumed[0].detail["answer"] == "yes, go"
@@ -182,7 +182,7 @@ async def test_an_unanswered_question_expires(
     steps = await runs.trajectory(rec.run_id)
     if status == "done":
         assert await runs.output(rec) == output
-        assert [s["output"] for s in steps] == ["the plan", "take the default", "finished"]
+        assert [s.output for s in steps] == ["the plan", "take the default", "finished"]
     else:
         assert rec.error is not None and "expired" in rec.error
         assert rec.ended_detail == "decision_closed"

@@ -66,23 +66,23 @@ async def test_a_subgraph_node_runs_its_stored_child(mesh: Mesh) -> None:
         rec = await settle(runs, (await runs.start("assistant", "report", "Q3")).run_id)
     assert rec.status == "done", rec.error
     assert await runs.output(rec) == "the report"
-    steps = {s["node"]: s["output"] for s in await runs.trajectory(rec.run_id)}
+    steps = {s.node: s.output for s in await runs.trajectory(rec.run_id)}
     assert steps["child"] == "polished notes"
     # The child is a run of its own, named after its parent's node and visit: listed,
     # inspectable and verifiable like any other.
     child = await runs.get(child_run_id(rec.run_id, "child", 1))
     assert (child.status, child.parent) == ("done", f"{rec.run_id}/child")
-    assert [(s["node"], s["output"]) for s in await runs.trajectory(child.run_id)] == [
+    assert [(s.node, s.output) for s in await runs.trajectory(child.run_id)] == [
         ("shorten", "short notes"),
         ("polish", "polished notes"),
     ]
     assert {s.run_id for s in await runs.list()} == {rec.run_id, child.run_id}
     # What the child spent is the subgraph visit's spend: it counts in the parent too.
     assert child.usage.input_tokens > 0
-    spent = {s["node"]: s["usage"] for s in await runs.trajectory(rec.run_id)}
-    assert spent["child"]["input_tokens"] == child.usage.input_tokens
-    assert spent["child"]["output_tokens"] == child.usage.output_tokens
-    assert rec.usage.input_tokens == sum(u["input_tokens"] for u in spent.values())
+    spent = {s.node: s.usage for s in await runs.trajectory(rec.run_id)}
+    assert spent["child"].input_tokens == child.usage.input_tokens
+    assert spent["child"].output_tokens == child.usage.output_tokens
+    assert rec.usage.input_tokens == sum(u.input_tokens for u in spent.values())
     assert await runs.verify(child.run_id) == 4
     resumed = [e for e in await read_events(mesh, rec.run_id) if e.type == "run.resumed"]
     assert [(e.node, e.detail["child"], e.detail["status"]) for e in resumed] == [
