@@ -472,23 +472,25 @@ async def test_a_failing_parallel_worker_fails_the_node_cleanly() -> None:
 # -- begin / end -------------------------------------------------------------------
 
 
+BEGIN_END = {
+    "name": "g",
+    "nodes": [
+        {"id": "start", "kind": "begin"},
+        {"id": "a", "kind": "agent", "prompt": "a {{start}}"},
+        {"id": "b", "kind": "agent", "prompt": "b {{a}}"},
+        {"id": "stop", "kind": "end"},
+    ],
+    "edges": [
+        {"source": "start", "target": "a"},
+        {"source": "a", "target": "b"},
+        {"source": "b", "target": "stop"},
+    ],
+}
+
+
 async def test_the_begin_end_form_runs_along_its_edges() -> None:
     model = ScriptedModel([{"node": "a", "text": "A"}, {"node": "b", "text": "B"}])
-    data = {
-        "name": "g",
-        "nodes": [
-            {"id": "start", "kind": "begin"},
-            {"id": "a", "kind": "agent", "prompt": "a {{start}}"},
-            {"id": "b", "kind": "agent", "prompt": "b {{a}}"},
-            {"id": "stop", "kind": "end"},
-        ],
-        "edges": [
-            {"source": "start", "target": "a"},
-            {"source": "a", "target": "b"},
-            {"source": "b", "target": "stop"},
-        ],
-    }
-    run = await run_graph(data, {"q": 1}, model=model)
+    run = await run_graph(BEGIN_END, {"q": 1}, model=model)
     assert run.status == "done", run.error
     assert [s.node for s in run.trajectory] == ["start", "a", "b", "stop"]
     assert run.trajectory[0].output == {"q": 1}
