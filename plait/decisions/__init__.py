@@ -8,6 +8,9 @@ parks its run and is woken by the decision's ``notify`` event). Only a
     d = await board.raise_("Release v2?", id="run_1.approve.1", by=Agent("release"))
     ...
     await DecisionDesk(mesh).answer(d.id, option="yes", by=Human("ana"))
+
+Decisions sit below graphs and runs, which raise them, and above the mesh they are
+stored in; a decision's ``run_id`` and ``node`` are data, never a call into runs.
 """
 
 from __future__ import annotations

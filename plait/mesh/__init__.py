@@ -15,6 +15,9 @@
 Wherever a URL is printed its credentials are masked (:func:`redact_url`).
 
 The contract every backend keeps is written once, in :mod:`plait.mesh._base`.
+
+The mesh is the bottom room of the house: every other room keeps its state through
+it, and it imports nothing of plait beyond :mod:`plait.errors` and :mod:`plait.ids`.
 """
 
 from __future__ import annotations

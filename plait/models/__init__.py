@@ -11,6 +11,10 @@
 The contract every adapter keeps is written once, in :mod:`plait.models._base`.
 :func:`check_model_spec` checks a spec without building a client or touching the
 network, so a bad one is refused before a run is queued.
+
+Models sit above tools (a model is told of its tools as :class:`~plait.tools.ToolSpec`)
+and below actors, decisions and graphs, which call them; an adapter knows nothing of
+runs or graphs beyond the call context it is handed.
 """
 
 from __future__ import annotations

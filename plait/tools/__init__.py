@@ -8,6 +8,9 @@
   :mod:`plait.profiles`.
 - :mod:`plait.tools.trust` says which node calls run untrusted.
 - :mod:`plait.tools.workspace` says where a tool works and what environment it gets.
+
+Tools sit above :mod:`plait.profiles` and the mesh and below models, which are told of
+them, and graphs, whose nodes call them.
 """
 
 from __future__ import annotations
