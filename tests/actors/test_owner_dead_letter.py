@@ -16,8 +16,9 @@ from plait.actors import DEAD_LETTER_TOPIC, LocalRuntime
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
 from plait.mesh import Mesh
+from plait.profiles import AgentProfile, put_profile
 from plait.runs import RunHost, Runs
-from plait.tools import AgentProfile, ToolContext, ToolRegistry, put_profile, tool
+from plait.tools import ToolContext, ToolRegistry, tool
 
 pytestmark = pytest.mark.anyio
 
