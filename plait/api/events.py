@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 
 from plait.errors import MeshUnavailable
+from plait.ids import new_id
 from plait.runs import RunRecord, Runs
 from plait.runs.record import events_topic
 
@@ -33,7 +33,7 @@ async def run_events(
     following a run changes nothing its owner reads.
     """
     topic = events_topic(rec.run_id)
-    group = f"sse-{uuid.uuid4().hex}"
+    group = new_id("sse-")
     sub = runs.mesh.subscribe(topic, group, "sse", start="begin")
     try:
         yield ": following run " + rec.run_id + "\n\n"

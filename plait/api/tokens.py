@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from plait.decisions import Agent, Human, Principal
 from plait.errors import ConfigError, VersionConflict
+from plait.ids import new_id
 from plait.mesh import Mesh, skip_corrupt, skip_unreadable
 
 PREFIX = "tokens/"
@@ -71,7 +72,7 @@ async def create_token(mesh: Mesh, kind: TokenKind, name: str) -> tuple[TokenRec
     """
     if not name.strip():
         raise ConfigError(f"a {kind} token needs a non-empty name, got {name!r}")
-    token_id = secrets.token_hex(6)
+    token_id = new_id()
     secret = secrets.token_urlsafe(32)
     record = TokenRecord(
         id=token_id, kind=kind, name=name, sha256=_digest(secret), created_at=time.time()

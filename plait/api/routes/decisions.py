@@ -10,6 +10,7 @@ from plait.api.deps import PrincipalDep, ServicesDep
 from plait.api.models import Answer
 from plait.api.problems import problem_responses
 from plait.decisions import Decision, DecisionStatus
+from plait.ids import DecisionId
 
 router = APIRouter(
     prefix="/api/decisions", tags=["decisions"], responses=problem_responses(401, 422)
@@ -40,7 +41,7 @@ async def list_decisions(
     response_model_exclude=_HIDDEN,
     responses=problem_responses(404),
 )
-async def get_decision(decision_id: str, svc: ServicesDep, who: PrincipalDep) -> Decision:
+async def get_decision(decision_id: DecisionId, svc: ServicesDep, who: PrincipalDep) -> Decision:
     """One decision."""
     return await svc.desk.get(decision_id)
 
@@ -52,7 +53,7 @@ async def get_decision(decision_id: str, svc: ServicesDep, who: PrincipalDep) ->
     responses=problem_responses(403, 404, 409),
 )
 async def answer_decision(
-    decision_id: str, body: Answer, svc: ServicesDep, who: PrincipalDep
+    decision_id: DecisionId, body: Answer, svc: ServicesDep, who: PrincipalDep
 ) -> Decision:
     """Answer an open decision; a service token is refused (403), a closed one is 409."""
     return await svc.desk.answer(decision_id, option=body.option, text=body.text, by=who)

@@ -12,8 +12,8 @@ from plait.api.problems import problem_responses
 from plait.graphs.loader import load_graph
 from plait.graphs.mermaid import to_mermaid
 from plait.graphs.store import GraphSummary, StoredGraph, get_graph, import_graph, list_graphs
+from plait.profiles import list_profiles
 from plait.runs.serving import live_heartbeats
-from plait.tools.profiles import list_profiles
 
 router = APIRouter(prefix="/api/graphs", tags=["graphs"], responses=problem_responses(401, 422))
 

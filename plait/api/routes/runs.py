@@ -22,11 +22,12 @@ from plait.api.models import (
 )
 from plait.api.problems import problem_responses
 from plait.errors import AuditChainBroken
+from plait.ids import RunId as StoredRunId
 from plait.runs import RunRecord, Runs
 
 router = APIRouter(prefix="/api/runs", tags=["runs"], responses=problem_responses(401, 422))
 
-RunId = Annotated[str, "the run's id"]
+RunId = Annotated[StoredRunId, "the run's id"]
 
 
 async def run_view(runs: Runs, rec: RunRecord) -> RunView:
@@ -100,7 +101,7 @@ async def get_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunView
 async def inspect_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> list[Step]:
     """Committed visits in commit order, then any visit parked on a person."""
     await svc.runs.get(run_id)
-    return [Step.model_validate(step) for step in await svc.runs.trajectory(run_id)]
+    return [Step.model_validate(step.model_dump()) for step in await svc.runs.trajectory(run_id)]
 
 
 @router.get(
