@@ -39,10 +39,13 @@ same call may succeed if simply tried again.
     │   ├── RunNotWaiting                     resume of a run that waits on nothing
     │   ├── BudgetExhausted                   a call inside a visit would pass the budget
     │   └── AuditChainBroken                  an audit event was edited, dropped or reordered
-    └── DecisionError
-        ├── DecisionNotFound (LookupError)
-        ├── DecisionClosed                    already answered, cancelled or expired
-        └── NotPermitted (PermissionError)    only a human principal may do this
+    ├── DecisionError
+    │   ├── DecisionNotFound (LookupError)
+    │   ├── DecisionClosed                    already answered, cancelled or expired
+    │   └── NotPermitted (PermissionError)    only a human principal may do this
+    └── ScheduleError
+        ├── ScheduleNotFound (LookupError)
+        └── DeliveryFailed                    a sink refused a run's result (retryable)
 """
 
 from __future__ import annotations
@@ -348,3 +351,21 @@ class DecisionClosed(DecisionError):
 
 class NotPermitted(DecisionError, PermissionError):
     """Only a human principal may do this (answer a decision, raise a budget)."""
+
+
+# -- schedules ----------------------------------------------------------------------
+
+
+class ScheduleError(PlaitError):
+    """A schedule could not be created, changed or delivered."""
+
+
+class ScheduleNotFound(ScheduleError, LookupError):
+    """No schedule has this id."""
+
+
+class DeliveryFailed(ScheduleError):
+    """A sink did not take a scheduled run's result (a webhook answered an error, a
+    file could not be written); the delivery is tried again later."""
+
+    retryable = True
