@@ -93,40 +93,50 @@ class ScheduleLogic:
 
     async def fire(self, schedule_id: str, at: float) -> list[str]:
         """Handle the fire message for ``at``; the ids of the runs started for it."""
+        # Kept across compare-and-swap retries: a run started is recorded even when a
+        # pause or a delete won the race meanwhile, so it is still delivered.
+        started: list[ScheduledRun] | None = None
+        now, due, errors = 0.0, 0, list[str]()
         while True:
             loaded = await self._load(schedule_id)
             if loaded is None:
                 return []
             schedule, version = loaded
-            if schedule.paused or schedule.next_fire != at:
-                return []  # stale: paused, resumed, or already fired
-            now = self.clock.now()
-            if now < at:  # a clock behind the one that armed it: wait the difference
-                await self._rearm(schedule_id, at)
-                return []
-            starts = self._starts(schedule, at, now)
-            started = [await self._start(schedule, fire_at, covers) for fire_at, covers in starts]
-            schedule.next_fire = next_fire(schedule.cron, schedule.tz, now)
-            due = len(due_fires(schedule.cron, schedule.tz, at, now))
+            fresh = not schedule.paused and schedule.next_fire == at
+            if fresh and started is None:
+                now = self.clock.now()
+                if now < at:  # a clock behind the one that armed it: wait the difference
+                    await self._rearm(schedule_id, at)
+                    return []
+                due = len(due_fires(schedule.cron, schedule.tz, at, now))
+                started = []
+                for fire_at, covers in self._starts(schedule, at, now):
+                    error = await self._start(schedule, fire_at, covers)
+                    if error is None:
+                        run_id = fire_run_id(schedule.id, fire_at)
+                        started.append(ScheduledRun(run_id=run_id, fire_at=fire_at, covers=covers))
+                    else:
+                        errors.append(error)
+            new_runs = [r for r in started or () if schedule.run(r.run_id) is None]
+            if not fresh and not new_runs:
+                return []  # stale: paused, resumed, deleted or already fired
             tx = self.mesh.transact()
-            new_runs = []
-            for (fire_at, covers), ok in zip(starts, started, strict=True):
-                run_id = fire_run_id(schedule.id, fire_at)
-                if ok and schedule.run(run_id) is None:
-                    new_runs.append(ScheduledRun(run_id=run_id, fire_at=fire_at, covers=covers))
+            if fresh:
+                schedule.next_fire = next_fire(schedule.cron, schedule.tz, now)
+                schedule.skipped += max(0, due - sum(r.covers for r in started or ()))
+                schedule.last_error = errors[-1] if errors else schedule.last_error
+                tell_in(
+                    tx,
+                    schedule_actor(schedule.id),
+                    fire_message(schedule.next_fire),
+                    after_ms=self.clock.delay_ms(schedule.next_fire),
+                    key=fire_key(schedule.id, schedule.next_fire),
+                )
             schedule.runs.extend(new_runs)
             schedule.fired += len(new_runs)
-            schedule.skipped += max(0, due - sum(c for _, c in starts))
-            if starts:
-                schedule.last_fire = max(fire_at for fire_at, _ in starts)
+            fired_at = [r.fire_at for r in new_runs] + [schedule.last_fire or 0.0]
+            schedule.last_fire = max(fired_at) or None
             self._put(tx, schedule, version)
-            tell_in(
-                tx,
-                schedule_actor(schedule.id),
-                fire_message(schedule.next_fire),
-                after_ms=self.clock.delay_ms(schedule.next_fire),
-                key=fire_key(schedule.id, schedule.next_fire),
-            )
             for run in new_runs:
                 self._tell_check(tx, schedule.id, run.run_id, 0)
             try:
@@ -156,25 +166,24 @@ class ScheduleLogic:
         on_time = [fire_at for fire_at in due if now - fire_at <= self.tuning.grace_s]
         return [(on_time[-1], 1)] if on_time else []
 
-    async def _start(self, schedule: Schedule, fire_at: float, covers: int) -> bool:
-        """Start the run of one fire time; false if it could not be (recorded)."""
+    async def _start(self, schedule: Schedule, fire_at: float, covers: int) -> str | None:
+        """Start the run of one fire time; why it could not be, or None."""
         run_id = fire_run_id(schedule.id, fire_at)
         try:
             await self.runs.start(
                 schedule.agent, schedule.name, schedule.input, model=schedule.model, run_id=run_id
             )
         except VersionConflict:
-            return True  # this fire's run was started already, here or on another worker
+            return None  # this fire's run was started already, here or on another worker
         except MeshUnavailable:
             raise
         except PlaitError as exc:
             # The fire is spent either way: a graph gone or a bad model must not stop the
             # schedule, whose next fire is armed all the same.
             log.warning("schedule %s could not start run %s: %s", schedule.id, run_id, exc)
-            schedule.last_error = f"{run_id}: {exc}"
-            return False
+            return f"{run_id}: {exc}"
         log.info("schedule %s started run %s (covers %d fire(s))", schedule.id, run_id, covers)
-        return True
+        return None
 
     # -- checks and deliveries ----------------------------------------------------------
 
