@@ -35,13 +35,12 @@ from plait.schedules.cron import due_fires, next_fire
 from plait.schedules.model import (
     Schedule,
     ScheduledRun,
-    fire_key,
     fire_run_id,
     prune_runs,
     schedule_actor,
     schedule_key,
 )
-from plait.schedules.service import fire_message
+from plait.schedules.service import arm_fire
 
 log = logging.getLogger("plait.schedules")
 
@@ -125,13 +124,7 @@ class ScheduleLogic:
                 schedule.next_fire = next_fire(schedule.cron, schedule.tz, now)
                 schedule.skipped += max(0, due - sum(r.covers for r in started or ()))
                 schedule.last_error = errors[-1] if errors else schedule.last_error
-                tell_in(
-                    tx,
-                    schedule_actor(schedule.id),
-                    fire_message(schedule.next_fire),
-                    after_ms=self.clock.delay_ms(schedule.next_fire),
-                    key=fire_key(schedule.id, schedule.next_fire),
-                )
+                arm_fire(tx, schedule.id, schedule.next_fire, self.clock)
             schedule.runs.extend(new_runs)
             schedule.fired += len(new_runs)
             fired_at = [r.fire_at for r in new_runs] + [schedule.last_fire or 0.0]
@@ -147,13 +140,7 @@ class ScheduleLogic:
 
     async def _rearm(self, schedule_id: str, at: float) -> None:
         tx = self.mesh.transact()
-        tell_in(
-            tx,
-            schedule_actor(schedule_id),
-            fire_message(at),
-            after_ms=self.clock.delay_ms(at),
-            key=fire_key(schedule_id, at),
-        )
+        arm_fire(tx, schedule_id, at, self.clock)
         await tx.commit()
 
     def _starts(self, schedule: Schedule, at: float, now: float) -> list[tuple[float, int]]:

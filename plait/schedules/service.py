@@ -38,9 +38,15 @@ SCHEDULE_ID_PREFIX = "sch_"
 """Every schedule id starts so."""
 
 
-def fire_message(at: float) -> dict[str, Any]:
-    """The body of the message that fires a schedule at ``at``."""
-    return {"op": "fire", "at": at}
+def arm_fire(tx: Transaction, schedule_id: str, at: float, clock: Clock) -> None:
+    """Add to ``tx`` the message firing a schedule at ``at`` (its key: one per fire time)."""
+    tell_in(
+        tx,
+        schedule_actor(schedule_id),
+        {"op": "fire", "at": at},
+        after_ms=clock.delay_ms(at),
+        key=fire_key(schedule_id, at),
+    )
 
 
 class Schedules:
@@ -126,13 +132,7 @@ class Schedules:
     def _arm(self, tx: Transaction, schedule: Schedule) -> None:
         """Add the message for the schedule's next fire to ``tx``."""
         assert schedule.next_fire is not None
-        tell_in(
-            tx,
-            schedule_actor(schedule.id),
-            fire_message(schedule.next_fire),
-            after_ms=self.clock.delay_ms(schedule.next_fire),
-            key=fire_key(schedule.id, schedule.next_fire),
-        )
+        arm_fire(tx, schedule.id, schedule.next_fire, self.clock)
 
     async def get(self, schedule_id: str) -> Schedule:
         """A schedule.
@@ -214,4 +214,4 @@ class Schedules:
             return schedule
 
 
-__all__ = ["SCHEDULE_ID_PREFIX", "Schedules", "fire_message"]
+__all__ = ["SCHEDULE_ID_PREFIX", "Schedules", "arm_fire"]
