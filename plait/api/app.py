@@ -12,14 +12,14 @@ from fastapi.staticfiles import StaticFiles
 from plait.api.deps import PrincipalDep, Services
 from plait.api.models import Whoami
 from plait.api.problems import Problem, install_problem_handlers, problem_responses
-from plait.api.routes import decisions, graphs, runs
+from plait.api.routes import decisions, graphs, runs, schedules
 from plait.mesh import Mesh
 from plait.tools import ToolRegistry, serving_registry
 
 STATIC = Path(str(files("plait.api") / "static"))
 """The console's files, shipped in the package: nothing is fetched at run time."""
 
-ROUTERS = (runs.router, decisions.router, graphs.router)
+ROUTERS = (runs.router, decisions.router, graphs.router, schedules.router)
 """Every resource's router; a new resource is a module under ``routes/`` listed here."""
 
 

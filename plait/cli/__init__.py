@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperArgument, TyperOption
 
 from plait.cli import runs as _runs  # noqa: F401  -- registers the run commands on graph_app
+from plait.cli import schedules as _schedules  # noqa: F401  -- the schedule commands too
 from plait.cli.agents import agents_app
 from plait.cli.decisions import decisions_app
 from plait.cli.graph import graph_app

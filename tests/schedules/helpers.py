@@ -17,6 +17,8 @@ from typing import Any
 from plait.decisions import Human
 
 OPERATOR = Human("ana")
+FAST = {"check_first_ms": 50, "check_max_ms": 200, "retry_first_ms": 100}
+"""Timings that make checks and retries quick enough for a test."""
 ONE_NODE = {
     "name": "report",
     "agent": "assistant",
@@ -40,7 +42,8 @@ RULES = [
 
 
 class FakeClock:
-    """A clock a test moves by hand; waits are instant."""
+    """A clock a test moves by hand; a wait for a time is as long in real time (so an
+    armed fire stays pending while the test drives fires itself)."""
 
     def __init__(self, start: float) -> None:
         self.t = start
@@ -49,7 +52,7 @@ class FakeClock:
         return self.t
 
     def delay_ms(self, at: float) -> int:
-        return 0
+        return max(0, math.ceil((at - self.t) * 1000))
 
 
 class FastClock:
