@@ -32,6 +32,7 @@ LAYERS = [
     "cli",
     "api",
     "agents",
+    "schedules",
     "runs",
     "graphs",
     "programs",

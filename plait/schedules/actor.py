@@ -27,6 +27,7 @@ from typing import Any
 
 from plait.actors import ActorContext, Handler, Mail, tell_in
 from plait.errors import DeliveryFailed, MeshUnavailable, PlaitError, RunNotFound, VersionConflict
+from plait.ids import RunId
 from plait.mesh import Mesh, Transaction
 from plait.runs import Runs
 from plait.schedules import sinks
@@ -193,7 +194,7 @@ class ScheduleLogic:
         if entry is None or entry.status != "running":
             return
         try:
-            rec = await self.runs.get(run_id)
+            rec = await self.runs.get(RunId(run_id))
         except RunNotFound:
             entry.status, entry.last_error = "undeliverable", "the run is gone"
             tx = self.mesh.transact()
@@ -276,7 +277,7 @@ class ScheduleLogic:
 
     async def result(self, schedule: Schedule, entry: ScheduledRun) -> dict[str, Any]:
         """What a sink receives about an ended run."""
-        rec = await self.runs.get(entry.run_id)
+        rec = await self.runs.get(RunId(entry.run_id))
         return {
             "run_id": rec.run_id,
             "status": rec.status,

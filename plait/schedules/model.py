@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field
 
 from plait.errors import ConfigError
+from plait.ids import RUN_ID_PREFIX, RunId
 
 CatchUp = Literal["none", "one", "all"]
 """What a fire found late does about the fires missed (now past it by more than the
@@ -142,10 +143,10 @@ def fire_key(schedule_id: str, at: float) -> str:
     return f"sched:{schedule_id}:{int(at)}"
 
 
-def fire_run_id(schedule_id: str, at: float) -> str:
+def fire_run_id(schedule_id: str, at: float) -> RunId:
     """The run a fire time starts: the same for every worker, so a second start of one
     fire is a version conflict, not a second run."""
-    return f"grun_{schedule_id}_{int(at)}"
+    return RunId(f"{RUN_ID_PREFIX}{schedule_id}_{int(at)}")
 
 
 def parse_sink(text: str, *, cwd: Path | None = None) -> str:
