@@ -26,6 +26,7 @@ from plait.actors._base import (
     ActorContext,
     ActorRuntime,
     DeadLetterHook,
+    Fence,
     Handler,
     Mail,
     new_host_id,
@@ -41,10 +42,21 @@ from plait.actors.directory import (
     mail_data,
     tell_in,
 )
+from plait.actors.leased import LeasedRuntime
+from plait.actors.leases import DEFAULT_LEASE_S
 from plait.actors.local import LocalRuntime, tune_gc_for_serving
+from plait.actors.partitions import (
+    DEFAULT_PARTITIONS,
+    load_partitions,
+    mailbox_of,
+    partition_of,
+    ranges,
+)
 
 __all__ = [
     "DEAD_LETTER_HOOK",
+    "DEFAULT_LEASE_S",
+    "DEFAULT_PARTITIONS",
     "DEAD_LETTER_TOPIC",
     "DEFAULT_MAX_ATTEMPTS",
     "MAILBOX_TOPIC",
@@ -56,12 +68,18 @@ __all__ = [
     "ActorRecord",
     "ActorRuntime",
     "DeadLetterHook",
+    "Fence",
     "Handler",
+    "LeasedRuntime",
     "LocalRuntime",
     "Mail",
     "actor_key",
+    "load_partitions",
     "mail_data",
+    "mailbox_of",
     "new_host_id",
+    "partition_of",
+    "ranges",
     "resolve_dead_letter_hook",
     "resolve_kind",
     "tell_in",

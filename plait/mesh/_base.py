@@ -251,6 +251,11 @@ class Transaction:
         self.ops: list[Op] = []
         self._committed: TransactionResult | None = None
 
+    @property
+    def mesh(self) -> Mesh:
+        """The mesh this transaction commits to."""
+        return self._mesh
+
     def put(self, key: str, value: Any, if_version: int | None = None) -> None:
         """Add a put; see :meth:`Mesh.put`."""
         check_key(key)
