@@ -55,10 +55,10 @@ from plait.actors.partitions import (
 
 __all__ = [
     "DEAD_LETTER_HOOK",
-    "DEFAULT_LEASE_S",
-    "DEFAULT_PARTITIONS",
     "DEAD_LETTER_TOPIC",
+    "DEFAULT_LEASE_S",
     "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_PARTITIONS",
     "MAILBOX_TOPIC",
     "MAILBOX_VISIBILITY_TIMEOUT_MS",
     "MAIL_KIND",

@@ -3,8 +3,8 @@
 An actor's record lives at ``actors/<id>`` (:func:`actor_key`): its kind, its topics and
 its config. Its mailbox is its share of its mailbox partition's topic
 (:mod:`plait.actors.partitions`): every mailbox message is an event of kind
-:data:`MAIL_KIND` whose data is :func:`mail_data` (the addressee and the body). A runtime reads and writes records and mail only through this module, so
-records created by one runtime are served by any other on the same mesh, and a message
+:data:`MAIL_KIND` whose data is :func:`mail_data` (the addressee and the body). A
+runtime reads and writes records and mail only through this module, so records created by one runtime are served by any other on the same mesh, and a message
 told by one process is handled wherever its actor is activated.
 """
 
@@ -126,7 +126,11 @@ def tell_in(
 ) -> str:
     """Add a message to ``actor_id`` to a transaction (sent only if it commits)."""
     return tx.publish(
-        mailbox_of(tx.mesh, actor_id), MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms, key=key
+        mailbox_of(tx.mesh, actor_id),
+        MAIL_KIND,
+        mail_data(actor_id, body),
+        after_ms=after_ms,
+        key=key,
     )
 
 

@@ -160,7 +160,10 @@ class LeasedRuntime(LocalRuntime):
         if held is None:
             return None  # this partition is no longer ours: its next holder handles it
         return Mail(
-            actor_id, body, delivery, fence=Fence(self.mesh, EPOCH_PREFIX + str(partition), held.epoch)
+            actor_id,
+            body,
+            delivery,
+            fence=Fence(self.mesh, EPOCH_PREFIX + str(partition), held.epoch),
         )
 
     async def _handle(self, activation: _Activation, ctx: ActorContext, mail: Mail) -> None:
@@ -176,9 +179,7 @@ class LeasedRuntime(LocalRuntime):
             finally:
                 self._scopes.pop(id(mail.delivery), None)
         if scope.cancelled_caught:
-            log.warning(
-                "actor %s: message %s dropped with its partition", ctx.id, mail.delivery.id
-            )
+            log.warning("actor %s: message %s dropped with its partition", ctx.id, mail.delivery.id)
 
 
 __all__ = ["LeasedRuntime"]

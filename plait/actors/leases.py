@@ -290,7 +290,11 @@ class LeaseKeeper:
             started = time.monotonic()
             try:
                 async with self.mesh.transact() as tx:
-                    tx.put(LEASE_PREFIX + str(n), self._lease(epoch + 1), if_version=found[1] if found else 0)
+                    tx.put(
+                        LEASE_PREFIX + str(n),
+                        self._lease(epoch + 1),
+                        if_version=found[1] if found else 0,
+                    )
                     tx.put(EPOCH_PREFIX + str(n), {"holder": self.host}, if_version=epoch)
                 result = await tx.commit()
             except VersionConflict:
