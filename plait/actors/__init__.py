@@ -8,8 +8,14 @@ activates it where its mail is served and lets it go when idle. Three parts:
   assume), with :class:`ActorContext` and :class:`Mail`, what a handler gets.
 - :mod:`plait.actors.directory` — actor records and the mailbox format, shared by every
   runtime and by code that tells actors in a transaction (:func:`tell_in`).
+- :mod:`plait.actors.partitions` — P mailbox partitions per mesh (a topic each), and
+  which one an actor's mail goes to.
+- :mod:`plait.actors.leases` — partition leases (holder, epoch, expiry) and membership.
 - :mod:`plait.actors.local` — :class:`LocalRuntime`, actors as asyncio tasks in this
-  process (the embedded default). Other runtimes implement the same contract and pass
+  process (the embedded default), reading every partition.
+- :mod:`plait.actors.leased` — :class:`LeasedRuntime`, a local runtime reading only
+  the partitions it leases (single activation; ``plait worker`` runs it). Other
+  runtimes implement the same contract and pass
   the same conformance suite (``tests/actors``).
 
 Layers above (the run owner) talk to :class:`ActorRuntime` only.

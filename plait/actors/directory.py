@@ -4,8 +4,9 @@ An actor's record lives at ``actors/<id>`` (:func:`actor_key`): its kind, its to
 its config. Its mailbox is its share of its mailbox partition's topic
 (:mod:`plait.actors.partitions`): every mailbox message is an event of kind
 :data:`MAIL_KIND` whose data is :func:`mail_data` (the addressee and the body). A
-runtime reads and writes records and mail only through this module, so records created by one runtime are served by any other on the same mesh, and a message
-told by one process is handled wherever its actor is activated.
+runtime reads and writes records and mail only through this module, so records created
+by one runtime are served by any other on the same mesh, and a message told by one
+process is handled wherever its actor is activated.
 """
 
 from __future__ import annotations
