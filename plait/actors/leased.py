@@ -37,6 +37,7 @@ from plait.actors.partitions import (
     partitions,
 )
 from plait.errors import PlaitError
+from plait.ids import ActorId
 from plait.mesh import Delivery, Mesh
 
 log = logging.getLogger("plait.actors")
@@ -154,7 +155,7 @@ class LeasedRuntime(LocalRuntime):
             return None
         return mailbox_topic(partition) if partition in self._serving else None
 
-    def _mail(self, actor_id: str, body: Any, delivery: Delivery) -> Mail | None:
+    def _mail(self, actor_id: ActorId, body: Any, delivery: Delivery) -> Mail | None:
         partition = partition_of_topic(delivery.topic)
         held = None if partition is None or self.keeper is None else self.keeper.trusted(partition)
         if held is None:

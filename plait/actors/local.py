@@ -254,7 +254,7 @@ class LocalRuntime(ActorRuntime):
         """The topic of ``actor_id``'s mailbox if this runtime reads it now."""
         return mailbox_of(self.mesh, actor_id)
 
-    def _mail(self, actor_id: str, body: Any, delivery: Delivery) -> Mail | None:
+    def _mail(self, actor_id: ActorId, body: Any, delivery: Delivery) -> Mail | None:
         """The :class:`Mail` a handler gets for a delivery (None: not to be handled here)."""
         return Mail(actor_id, body, delivery)
 
