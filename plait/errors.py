@@ -33,7 +33,8 @@ same call may succeed if simply tried again.
     │   ├── ToolArgumentsInvalid (ValueError)
     │   └── ToolNotPermitted (PermissionError) not the agent's, or not read-only where required
     ├── ActorError
-    │   └── ActorNotFound (LookupError)
+    │   ├── ActorNotFound (LookupError)
+    │   └── PartitionCountMismatch
     ├── RunError
     │   ├── RunNotFound (LookupError)
     │   ├── RunNotWaiting                     resume of a run that waits on nothing
@@ -280,6 +281,22 @@ class ActorError(PlaitError):
 
 class ActorNotFound(ActorError, LookupError):
     """No actor record has this id."""
+
+
+class PartitionCountMismatch(ActorError):
+    """A mesh was opened with another mailbox partition count than it was made with."""
+
+    def __init__(self, mesh_url: str, stored: int, asked: int) -> None:
+        self.mesh_url = mesh_url
+        self.stored = stored
+        self.asked = asked
+        super().__init__(
+            f"the mesh {mesh_url} has {stored} mailbox partitions, not {asked}: the count "
+            f"is fixed when a mesh is first used; pass --partitions {stored} (or none)"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.mesh_url, self.stored, self.asked))
 
 
 # -- runs ---------------------------------------------------------------------------

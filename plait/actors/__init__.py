@@ -8,8 +8,14 @@ activates it where its mail is served and lets it go when idle. Three parts:
   assume), with :class:`ActorContext` and :class:`Mail`, what a handler gets.
 - :mod:`plait.actors.directory` — actor records and the mailbox format, shared by every
   runtime and by code that tells actors in a transaction (:func:`tell_in`).
+- :mod:`plait.actors.partitions` — P mailbox partitions per mesh (a topic each), and
+  which one an actor's mail goes to.
+- :mod:`plait.actors.leases` — partition leases (holder, epoch, expiry) and membership.
 - :mod:`plait.actors.local` — :class:`LocalRuntime`, actors as asyncio tasks in this
-  process (the embedded default). Other runtimes implement the same contract and pass
+  process (the embedded default), reading every partition.
+- :mod:`plait.actors.leased` — :class:`LeasedRuntime`, a local runtime reading only
+  the partitions it leases (single activation; ``plait worker`` runs it). Other
+  runtimes implement the same contract and pass
   the same conformance suite (``tests/actors``).
 
 Layers above (the run owner) talk to :class:`ActorRuntime` only.
@@ -26,6 +32,7 @@ from plait.actors._base import (
     ActorContext,
     ActorRuntime,
     DeadLetterHook,
+    Fence,
     Handler,
     Mail,
     new_host_id,
@@ -41,12 +48,23 @@ from plait.actors.directory import (
     mail_data,
     tell_in,
 )
+from plait.actors.leased import LeasedRuntime
+from plait.actors.leases import DEFAULT_LEASE_S
 from plait.actors.local import LocalRuntime, tune_gc_for_serving
+from plait.actors.partitions import (
+    DEFAULT_PARTITIONS,
+    load_partitions,
+    mailbox_of,
+    partition_of,
+    ranges,
+)
 
 __all__ = [
     "DEAD_LETTER_HOOK",
     "DEAD_LETTER_TOPIC",
+    "DEFAULT_LEASE_S",
     "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_PARTITIONS",
     "MAILBOX_TOPIC",
     "MAILBOX_VISIBILITY_TIMEOUT_MS",
     "MAIL_KIND",
@@ -56,12 +74,18 @@ __all__ = [
     "ActorRecord",
     "ActorRuntime",
     "DeadLetterHook",
+    "Fence",
     "Handler",
+    "LeasedRuntime",
     "LocalRuntime",
     "Mail",
     "actor_key",
+    "load_partitions",
     "mail_data",
+    "mailbox_of",
     "new_host_id",
+    "partition_of",
+    "ranges",
     "resolve_dead_letter_hook",
     "resolve_kind",
     "tell_in",

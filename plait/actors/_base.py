@@ -80,6 +80,15 @@ to no actor or a stopped one. Each event's data: ``event`` (the message's event 
 S = TypeVar("S")
 
 
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """What a leased runtime's acks are fenced by: ``key`` must be at ``version``."""
+
+    mesh: Mesh
+    key: str
+    version: int
+
+
 @dataclass(eq=False)
 class Mail:
     """One mailbox message being handled.
@@ -89,12 +98,16 @@ class Mail:
         body: the message.
         delivery: the mesh delivery (its ``attempt`` > 1 means it came again).
         acked: whether this message's ack was committed (or added to a transaction).
+        fence: a key and the version it must be at for the ack to commit (a partition
+            lease's epoch, set by a leased runtime): a transaction that acks this
+            message fails, whole, once its runtime lost the partition.
     """
 
     actor_id: ActorId
     body: Any
     delivery: Delivery
     acked: bool = field(default=False)
+    fence: Fence | None = None
 
     @property
     def id(self) -> str:
@@ -109,13 +122,20 @@ class Mail:
         return delivery_attempt(self.delivery)
 
     def ack_in(self, tx: Transaction) -> None:
-        """Ack this message as part of ``tx``, so the ack commits with the effects."""
+        """Ack this message as part of ``tx``, so the ack commits with the effects; with a
+        :attr:`fence`, ``tx`` commits only while it holds (else VersionConflict)."""
+        if self.fence is not None:
+            tx.check(self.fence.key, self.fence.version)
         tx.ack(self.delivery)
         self.acked = True
 
     async def ack(self) -> None:
-        """Ack this message now."""
-        await self.delivery.ack()
+        """Ack this message now (fenced like :meth:`ack_in`)."""
+        if self.fence is None:
+            await self.delivery.ack()
+        else:
+            async with self.fence.mesh.transact() as tx:
+                self.ack_in(tx)
         self.acked = True
 
 
@@ -396,6 +416,7 @@ __all__ = [
     "ActorContext",
     "ActorRuntime",
     "DeadLetterHook",
+    "Fence",
     "Handler",
     "Mail",
     "delivery_attempt",

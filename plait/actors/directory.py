@@ -1,11 +1,12 @@
 """The actor directory: actor records and the mailbox format, shared by every runtime.
 
 An actor's record lives at ``actors/<id>`` (:func:`actor_key`): its kind, its topics and
-its config. Its mailbox is its share of :data:`MAILBOX_TOPIC`: every mailbox message is
-an event of kind :data:`MAIL_KIND` whose data is :func:`mail_data` (the addressee and
-the body). A runtime reads and writes records and mail only through this module, so
-records created by one runtime are served by any other on the same mesh, and a message
-told by one process is handled wherever its actor is activated.
+its config. Its mailbox is its share of its mailbox partition's topic
+(:mod:`plait.actors.partitions`): every mailbox message is an event of kind
+:data:`MAIL_KIND` whose data is :func:`mail_data` (the addressee and the body). A
+runtime reads and writes records and mail only through this module, so records created
+by one runtime are served by any other on the same mesh, and a message told by one
+process is handled wherever its actor is activated.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from plait.actors.partitions import MAILBOX_PREFIX, load_partitions, mailbox_of
 from plait.errors import ActorError, ActorNotFound, VersionConflict
 from plait.ids import ActorId
 from plait.mesh import Mesh, Transaction
 
-MAILBOX_TOPIC = "actors.mailbox"
-"""The mesh topic holding every actor's mailbox messages."""
+MAILBOX_TOPIC = MAILBOX_PREFIX
+"""The prefix of the mailbox topics, one per partition (see :func:`mailbox_of`)."""
 
 MAIL_KIND = "mail"
 """The event kind of a mailbox message."""
@@ -125,7 +127,11 @@ def tell_in(
 ) -> str:
     """Add a message to ``actor_id`` to a transaction (sent only if it commits)."""
     return tx.publish(
-        MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms, key=key
+        mailbox_of(tx.mesh, actor_id),
+        MAIL_KIND,
+        mail_data(actor_id, body),
+        after_ms=after_ms,
+        key=key,
     )
 
 
@@ -133,8 +139,9 @@ async def tell_now(
     mesh: Mesh, actor_id: str, body: Any, *, after_ms: int = 0, key: str | None = None
 ) -> str:
     """Send ``body`` to an actor's mailbox now (optionally later, with a schedule key)."""
+    await load_partitions(mesh)
     return await mesh.publish(
-        MAILBOX_TOPIC, MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms, key=key
+        mailbox_of(mesh, actor_id), MAIL_KIND, mail_data(actor_id, body), after_ms=after_ms, key=key
     )
 
 

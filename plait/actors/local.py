@@ -1,7 +1,7 @@
 """The local actor runtime: actors as asyncio tasks in this process (the embedded default).
 
-One subscription to the mailbox topic, as a consumer of the group every runtime on the
-mesh shares, feeds every actor this process hosts. A message activates its actor (its
+One subscription to every mailbox partition's topic, as a consumer of the group every
+runtime on the mesh shares, feeds every actor this process hosts. A message activates its actor (its
 record is read, its handler resolved); the activation holds a task only while it has
 messages, so idle actors cost their records and nothing else. The tasks come from a
 pool that grows to the most messages ever handled at once here (at most
@@ -50,7 +50,8 @@ from plait.actors._base import (
     resolve_dead_letter_hook,
     resolve_kind,
 )
-from plait.actors.directory import MAILBOX_TOPIC, ActorRecord, find_record
+from plait.actors.directory import ActorRecord, find_record
+from plait.actors.partitions import load_partitions, mailbox_of, mailbox_topics
 from plait.errors import ActorError, MeshUnavailable, PlaitError
 from plait.ids import ActorId
 from plait.mesh import Backoff, Delivery, Mesh, Subscription, Transaction
@@ -183,19 +184,33 @@ class LocalRuntime(ActorRuntime):
 
     async def start(self) -> None:
         """Start serving the mailbox."""
+        count = await load_partitions(self.mesh)
         self._ready = asyncio.Queue()
         self._pool_idle = self._pool_starting = 0
         self._tg = await self._stack.enter_async_context(anyio.create_task_group())
-        # "begin": mail sent before any runtime ever served this mesh must not be lost.
-        self._sub = self.mesh.subscribe(
-            MAILBOX_TOPIC,
-            self.group,
-            self.host,
-            start="begin",
-            visibility_timeout_ms=self.visibility_timeout_ms,
-        )
-        self._tg.start_soon(self._dispatch)
+        self._read(self._first_topics(count))
         self._tg.start_soon(self._keep_visible)
+
+    def _first_topics(self, count: int) -> list[str]:
+        """The mailbox topics read from the start: every partition's."""
+        return mailbox_topics(count)
+
+    def _read(self, topics: list[str]) -> None:
+        """Read these mailbox topics from now on (none: stop reading)."""
+        assert self._tg is not None
+        old, self._sub = self._sub, None
+        if old is not None:
+            self._tg.start_soon(old.close)
+        if topics:
+            # "begin": mail sent before any runtime ever served this mesh must not be lost.
+            self._sub = self.mesh.subscribe(
+                topics,
+                self.group,
+                self.host,
+                start="begin",
+                visibility_timeout_ms=self.visibility_timeout_ms,
+            )
+            self._tg.start_soon(self._dispatch, self._sub)
 
     async def close(self) -> None:
         """Stop taking messages, wait for handlers in flight, then stop."""
@@ -225,14 +240,23 @@ class LocalRuntime(ActorRuntime):
         One mailbox serves every actor here, so the messages taken are the next ones of
         the group, ``actor_id``'s or not.
         """
-        if self._tg is None or self._closing:
+        topic = self._mailbox_served(actor_id)
+        if self._tg is None or self._closing or topic is None:
             return False
         for _ in range(count):
             tx.take(
-                MAILBOX_TOPIC, self.group, self.host,
+                topic, self.group, self.host,
                 visibility_timeout_ms=self.visibility_timeout_ms,
             )  # fmt: skip
         return True
+
+    def _mailbox_served(self, actor_id: str) -> str | None:
+        """The topic of ``actor_id``'s mailbox if this runtime reads it now."""
+        return mailbox_of(self.mesh, actor_id)
+
+    def _mail(self, actor_id: ActorId, body: Any, delivery: Delivery) -> Mail | None:
+        """The :class:`Mail` a handler gets for a delivery (None: not to be handled here)."""
+        return Mail(actor_id, body, delivery)
 
     def handle_taken(self, deliveries: Sequence[Delivery]) -> None:
         """Handle mailbox messages a committed transaction took (see :meth:`take_mail_in`)."""
@@ -253,6 +277,9 @@ class LocalRuntime(ActorRuntime):
         activation = self._activations.get(actor_id) if isinstance(actor_id, str) else None
         if activation is None or delivery_attempt(delivery) > self.max_attempts:
             return False
+        mail = self._mail(activation.record.id, data.get("body"), delivery)
+        if mail is None:
+            return False
         try:
             self._slots.acquire_nowait()
         except anyio.WouldBlock:
@@ -260,7 +287,7 @@ class LocalRuntime(ActorRuntime):
         self._in_flight[id(delivery)] = delivery
         self._since[id(delivery)] = time.monotonic()
         self._handling.add(delivery.id)
-        self._enqueue(activation, Mail(activation.record.id, data.get("body"), delivery))
+        self._enqueue(activation, mail)
         return True
 
     def _busy(self) -> None:
@@ -268,12 +295,11 @@ class LocalRuntime(ActorRuntime):
         if self._idle.is_set():  # a busy runtime keeps the event its waiters hold
             self._idle = anyio.Event()
 
-    async def _dispatch(self) -> None:
-        assert self._sub is not None and self._tg is not None
+    async def _dispatch(self, sub: Subscription) -> None:
         backoff = Backoff(log)
         while True:
             try:
-                async for delivery in self._sub:
+                async for delivery in sub:
                     await self._accept(delivery)
                 return
             except MeshUnavailable as exc:
@@ -330,7 +356,11 @@ class LocalRuntime(ActorRuntime):
         if activation is None:
             await self._drop(delivery, dead or "no such actor, or stopped")
             return
-        self._enqueue(activation, Mail(ActorId(actor_id), data.get("body"), delivery), dead)
+        mail = self._mail(ActorId(actor_id), data.get("body"), delivery)
+        if mail is None:
+            self._finish(delivery)  # left for the runtime that serves its partition now
+            return
+        self._enqueue(activation, mail, dead)
 
     def _enqueue(self, activation: _Activation, mail: Mail, dead: str | None = None) -> None:
         activation.queue.append((mail, dead))
@@ -394,10 +424,7 @@ class LocalRuntime(ActorRuntime):
                     if dead is not None:
                         await self._dead_letter(activation, ctx, mail, dead)
                     else:
-                        await activation.handler(ctx, mail)
-                        if not mail.acked:
-                            await mail.ack()
-                        self.handled += 1
+                        await self._handle(activation, ctx, mail)
                 except MeshUnavailable as exc:
                     # A commit that raised this may have landed or not. Landed, it
                     # acked this message too and its wakes carry the run on (one this
@@ -431,6 +458,13 @@ class LocalRuntime(ActorRuntime):
         finally:
             activation.running -= 1
 
+    async def _handle(self, activation: _Activation, ctx: ActorContext, mail: Mail) -> None:
+        """Run the handler on one message, then ack it if the handler did not."""
+        await activation.handler(ctx, mail)
+        if not mail.acked:
+            await mail.ack()
+        self.handled += 1
+
     def _finish(self, delivery: Delivery) -> None:
         self._since.pop(id(delivery), None)
         if self._in_flight.pop(id(delivery), None) is not None:
@@ -453,7 +487,7 @@ class LocalRuntime(ActorRuntime):
         }
         async with self.mesh.transact() as tx:
             tx.publish(
-                MAILBOX_TOPIC,
+                delivery.topic,
                 delivery.kind,
                 again,
                 after_ms=min(HAND_BACK_MAX_MS, HAND_BACK_MS * 2 ** min(handed, 16)),

@@ -19,6 +19,7 @@ from typer.core import TyperArgument, TyperOption
 from plait.cli import runs as _runs  # noqa: F401  -- registers the run commands on graph_app
 from plait.cli import schedules as _schedules  # noqa: F401  -- the schedule commands too
 from plait.cli.agents import agents_app
+from plait.cli.cluster import cluster_app
 from plait.cli.decisions import decisions_app
 from plait.cli.graph import graph_app
 from plait.cli.mesh import mesh_app
@@ -89,6 +90,7 @@ app.add_typer(graph_app, name="graph")
 app.add_typer(decisions_app, name="decisions")
 app.add_typer(agents_app, name="agents")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(cluster_app, name="cluster")
 app.command("worker")(worker_cmd)
 app.command("serve")(serve_cmd)
 

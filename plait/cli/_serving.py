@@ -15,10 +15,11 @@ from typing import TypeVar
 
 import anyio
 
-from plait.actors import LocalRuntime, tune_gc_for_serving
+from plait.actors import LeasedRuntime, LocalRuntime, tune_gc_for_serving
 from plait.cli._output import say
 from plait.mesh import Mesh
 from plait.runs import RunHost, RunRecord
+from plait.runs.record import owner_id
 from plait.runs.serving import NO_WORKER, heartbeat, live_heartbeats, missing_tools, workers
 from plait.tools import ToolRegistry, serving_registry
 
@@ -45,7 +46,8 @@ async def serving_run(mesh: Mesh, rec: RunRecord) -> AsyncIterator[LocalRuntime 
         yield None
         return
     tune_gc_for_serving()
-    runtime = LocalRuntime(mesh)
+    # Leases only its run's partition, and releases it to a worker that starts.
+    runtime = LeasedRuntime(mesh, family=owner_id(rec.run_id))
     host = RunHost(runtime, only_run=rec.run_id)  # installed before the first message
     say(f"{NO_WORKER} (this command serves run {rec.run_id} only, until it settles)", stderr=True)
     async with runtime, heartbeat(mesh, runtime.host, tools=host.tools.names(), run_id=rec.run_id):

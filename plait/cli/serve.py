@@ -11,7 +11,7 @@ from typing import Annotated
 import anyio
 import typer
 
-from plait.actors import LocalRuntime, tune_gc_for_serving
+from plait.actors import LeasedRuntime, tune_gc_for_serving
 from plait.cli._common import MeshOption, err_console, fail, run
 from plait.cli._serving import env_tools
 from plait.errors import ConfigError
@@ -27,10 +27,10 @@ MISSING = "plait serve needs the serve extra: pip install 'plait[serve]'"
 @asynccontextmanager
 async def _hosting(
     mesh: Mesh, registry: ToolRegistry, model: str | None
-) -> AsyncIterator[LocalRuntime]:
+) -> AsyncIterator[LeasedRuntime]:
     """Serve every run on the mesh in this process, as ``plait worker`` does."""
     tune_gc_for_serving()
-    runtime = LocalRuntime(mesh)
+    runtime = LeasedRuntime(mesh)
     RunHost(runtime, model=load_model(model) if model else None, tools=registry)
     async with runtime, heartbeat(mesh, runtime.host, tools=registry.names()):
         yield runtime

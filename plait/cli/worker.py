@@ -8,7 +8,7 @@ from typing import Annotated
 import anyio
 import typer
 
-from plait.actors import LocalRuntime, tune_gc_for_serving
+from plait.actors import DEFAULT_LEASE_S, LeasedRuntime, ranges, tune_gc_for_serving
 from plait.cli._common import MeshOption, err_console, fail, run
 from plait.errors import ConfigError
 from plait.mesh import open_mesh
@@ -43,6 +43,23 @@ def worker_cmd(
             "--drain-timeout", min=0.0, help="Seconds to let work in flight finish on exit."
         ),
     ] = 30.0,
+    lease_s: Annotated[
+        float,
+        typer.Option(
+            "--lease-s",
+            min=0.2,
+            help="Seconds a partition lease lasts unrenewed: the takeover time after a crash.",
+        ),
+    ] = DEFAULT_LEASE_S,
+    partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--partitions",
+            min=1,
+            show_default=False,
+            help="Mailbox partitions of a new mesh (default 64; fixed once a mesh is used).",
+        ),
+    ] = None,
     tools: Annotated[
         str | None,
         typer.Option(
@@ -69,8 +86,18 @@ def worker_cmd(
         registry = serving_registry(r.strip() for r in (tools or "").split(",") if r.strip())
         tune_gc_for_serving()
         async with open_mesh(mesh) as m:
-            runtime = LocalRuntime(
+
+            def held(serving: set[int], count: int) -> None:
+                err_console.print(
+                    f"holding {len(serving)} of {count} partitions: {ranges(serving)}",
+                    highlight=False,
+                )
+
+            runtime = LeasedRuntime(
                 m,
+                lease_s=lease_s,
+                partitions=partitions,
+                on_change=held,
                 visibility_timeout_ms=int(visibility_timeout * 1000),
                 drain_timeout_s=drain_timeout,
             )

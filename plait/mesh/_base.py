@@ -26,7 +26,9 @@ ack only after the effects of an event are committed, ideally in the same transa
 Transactions. ``transact()`` collects puts (each with its own ``if_version``), deletes,
 publishes, cancels and acks, and applies them all or none on commit. A failed
 expectation on any put or delete raises :class:`VersionConflict` naming that key, and
-nothing of the batch happens.
+nothing of the batch happens. A ``check(key, version)`` writes nothing and fails the
+batch the same way unless ``key`` is at ``version`` (0: absent) when it commits, so a
+commit can be fenced by a key another process moves (a lease's epoch).
 
 Errors. Bad input raises before anything is written: an empty key
 (:class:`InvalidKey`), a value msgpack cannot encode (:class:`ValueNotEncodable`), a
@@ -201,6 +203,15 @@ class AckOp:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckOp:
+    """A version check inside a transaction: it fails the batch unless ``key`` is at
+    ``version`` (0: absent); it writes nothing."""
+
+    key: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
 class TakeOp:
     """A take inside a transaction: the next event of a group, for one consumer."""
 
@@ -210,7 +221,7 @@ class TakeOp:
     visibility_timeout_ms: int
 
 
-Op = PutOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp
+Op = PutOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp | CheckOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +251,11 @@ class Transaction:
         self.ops: list[Op] = []
         self._committed: TransactionResult | None = None
 
+    @property
+    def mesh(self) -> Mesh:
+        """The mesh this transaction commits to."""
+        return self._mesh
+
     def put(self, key: str, value: Any, if_version: int | None = None) -> None:
         """Add a put; see :meth:`Mesh.put`."""
         check_key(key)
@@ -252,6 +268,13 @@ class Transaction:
         check_key(key)
         _check_version(if_version)
         self.ops.append(DeleteOp(key, if_version))
+
+    def check(self, key: str, version: int) -> None:
+        """Fail the whole batch with :class:`VersionConflict` unless ``key`` is at
+        ``version`` when it commits (0: the key does not exist); writes nothing."""
+        check_key(key)
+        _check_version(version)
+        self.ops.append(CheckOp(key, version))
 
     def publish(
         self, topic: str, kind: str, data: Any = None, *, after_ms: int = 0, key: str | None = None
@@ -294,7 +317,7 @@ class Transaction:
         """Apply every operation atomically, or none.
 
         Raises:
-            VersionConflict: a put or delete's ``if_version`` did not hold; nothing was
+            VersionConflict: a put or delete's ``if_version``, or a check, did not hold; nothing was
                 written, published, cancelled or acked.
         """
         if self._committed is None:
@@ -544,6 +567,7 @@ __all__ = [
     "TRIM_INTERVAL_S",
     "AckOp",
     "CancelOp",
+    "CheckOp",
     "DeleteOp",
     "Delivery",
     "Entry",

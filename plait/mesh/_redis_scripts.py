@@ -21,6 +21,7 @@ COMMIT = """
 -- per op a code and its fields:
 --   P name data if_version | D name if_version | A group entry_id | C schedule_key
 --   T group consumer   (take: the group's next new entry, for that consumer)
+--   K name version     (check: fail unless the key is at that version; writes nothing)
 --   E event_id kind data at after_ms schedule_key   (if_version and schedule_key may be '')
 local index, sched, payloads = KEYS[1], KEYS[2], KEYS[3]
 local ARG = cmsgpack.unpack(ARGV[1])
@@ -44,6 +45,9 @@ for i = 1, tonumber(ARG[1]) do
   elseif code == 'T' then
     op.group, op.consumer = ARG[a + 1], ARG[a + 2]
     a = a + 3
+  elseif code == 'K' then
+    op.name, op.ifv = ARG[a + 1], ARG[a + 2]
+    a = a + 3
   else
     op.group, op.entry = ARG[a + 1], ARG[a + 2]
     a = a + 3
@@ -54,7 +58,7 @@ end
 -- every expectation first, against the state as the batch itself would see it
 local shadow = {}
 for _, op in ipairs(ops) do
-  if op.code == 'P' or op.code == 'D' then
+  if op.code == 'P' or op.code == 'D' or op.code == 'K' then
     local current = shadow[op.key]
     if current == nil then
       current = tonumber(redis.call('HGET', op.key, 'n')) or 0
@@ -62,7 +66,8 @@ for _, op in ipairs(ops) do
     if op.ifv ~= '' and tonumber(op.ifv) ~= current then
       return {'conflict', op.name, tonumber(op.ifv), current}
     end
-    if op.code == 'P' then shadow[op.key] = current + 1 else shadow[op.key] = 0 end
+    if op.code == 'P' then shadow[op.key] = current + 1
+    elseif op.code == 'D' then shadow[op.key] = 0 end
   end
 end
 
@@ -94,6 +99,8 @@ for i, op in ipairs(ops) do
   elseif op.code == 'C' then
     redis.call('ZREM', sched, 'k:' .. op.skey)
     redis.call('HDEL', payloads, 'k:' .. op.skey)
+  elseif op.code == 'K' then
+    result = 0
   elseif op.code == 'T' then
     local read = redis.pcall('XREADGROUP', 'GROUP', op.group, op.consumer, 'COUNT', 1,
                              'STREAMS', op.key, '>')

@@ -16,6 +16,7 @@ from plait.errors import ConfigError, MeshUnavailable, VersionConflict
 from plait.mesh._base import (
     AckOp,
     CancelOp,
+    CheckOp,
     DeleteOp,
     Op,
     PublishOp,
@@ -282,6 +283,10 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list
         elif isinstance(op, AckOp):
             d = op.delivery
             conn.execute(_ACK, (d.topic, d.group, d.position))
+        elif isinstance(op, CheckOp):
+            actual = _version(conn, op.key)
+            if actual != op.version:
+                raise VersionConflict(op.key, op.version, actual)
         elif isinstance(op, TakeOp):
             row = conn.execute(_NEXT_NEW, (op.topic, op.group)).fetchone()
             if row is not None:

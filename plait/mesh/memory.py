@@ -19,6 +19,7 @@ from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     AckOp,
     CancelOp,
+    CheckOp,
     DeleteOp,
     Delivery,
     Entry,
@@ -141,11 +142,15 @@ class MemoryMesh(Mesh):
         # Check every expectation first, against the state as the batch would see it.
         shadow: dict[str, int] = {}
         for op in ops:
-            if isinstance(op, PutOp | DeleteOp):
+            if isinstance(op, PutOp | DeleteOp | CheckOp):
                 current = shadow.get(op.key)
                 if current is None:
                     found = self._data.get(op.key)
                     current = found[1] if found else 0
+                if isinstance(op, CheckOp):
+                    if op.version != current:
+                        raise VersionConflict(op.key, op.version, current)
+                    continue
                 if op.if_version is not None and op.if_version != current:
                     raise VersionConflict(op.key, op.if_version, current)
                 shadow[op.key] = current + 1 if isinstance(op, PutOp) else 0

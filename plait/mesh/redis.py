@@ -42,6 +42,7 @@ from plait.mesh._base import (
     TRIM_INTERVAL_S,
     AckOp,
     CancelOp,
+    CheckOp,
     DeleteOp,
     Delivery,
     Entry,
@@ -398,6 +399,9 @@ class RedisMesh(Mesh):
             elif isinstance(op, TakeOp):
                 keys.append(self._stream(op.topic))
                 args += ("T", op.group, op.consumer)
+            elif isinstance(op, CheckOp):
+                keys.append(self._kv + op.key)
+                args += ("K", op.key, op.version)
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))

@@ -211,7 +211,7 @@ class RunHost:
     async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
         """The executor environment of one run."""
         profiles = await self._profiles(sorted(_agents(spec)))
-        decisions = RunDecisions(self.board, rec.run_id)
+        decisions = RunDecisions(self.board, rec.run_id, self.mesh)
         return ExecEnv(
             agent=spec.agent,
             run_id=rec.run_id,
@@ -422,7 +422,7 @@ class RunHost:
             run_id=rec.run_id,
             node="budget",
             data={"usage": rec.usage.model_dump()},
-            notify=wake_notify(rec.run_id, "budget"),
+            notify=wake_notify(self.mesh, rec.run_id, "budget"),
             by=self.principal(rec.run_id),
         )
         return did

@@ -374,7 +374,7 @@ class _Wake:
             id=did,
             run_id=self.run_id,
             node=crashed.node,
-            notify=wake_notify(self.run_id, "decision"),
+            notify=wake_notify(self.mesh, self.run_id, "decision"),
             by=self.host.principal(self.run_id),
         )
         parked = rec.model_copy(deep=True)

@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from plait.actors import MAIL_KIND, MAILBOX_TOPIC, mail_data, tell_in
+from plait.actors import MAIL_KIND, mail_data, mailbox_of, tell_in
 from plait.decisions import Agent, Decision, DecisionBoard, Notify
 from plait.errors import DecisionClosed
 from plait.graphs.ports import Answer
@@ -79,10 +79,10 @@ def ended(tx: Transaction, rec: RunRecord, progress_kept_s: float = PROGRESS_KEP
         tell_in(tx, owner_id(parent), {"run": parent, "why": "child"})
 
 
-def wake_notify(run_id: str, why: str) -> Notify:
+def wake_notify(mesh: Mesh, run_id: str, why: str) -> Notify:
     """The event that wakes a run's owner when a decision closes."""
     return Notify(
-        topic=MAILBOX_TOPIC,
+        topic=mailbox_of(mesh, owner_id(run_id)),
         kind=MAIL_KIND,
         data=mail_data(owner_id(run_id), {"run": run_id, "why": why}),
     )
@@ -91,8 +91,9 @@ def wake_notify(run_id: str, why: str) -> Notify:
 class RunDecisions:
     """Human answers and tool approvals of one durable run, as decisions."""
 
-    def __init__(self, board: DecisionBoard, run_id: RunId) -> None:
+    def __init__(self, board: DecisionBoard, run_id: RunId, mesh: Mesh) -> None:
         self.board = board
+        self.mesh = mesh
         self.run_id = run_id
         self.principal = Agent(owner_id(run_id))
 
@@ -119,7 +120,7 @@ class RunDecisions:
             default=default,
             run_id=self.run_id,
             node=key,
-            notify=wake_notify(self.run_id, "decision"),
+            notify=wake_notify(self.mesh, self.run_id, "decision"),
             by=self.principal,
         )
         return _answer_or_wait(decision, key, "human", ask, options)
@@ -139,7 +140,7 @@ class RunDecisions:
             run_id=self.run_id,
             node=key,
             data={"tool": tool, "args": args},
-            notify=wake_notify(self.run_id, "approval"),
+            notify=wake_notify(self.mesh, self.run_id, "approval"),
             by=self.principal,
         )
         answer = _answer_or_wait(decision, key, "approval", ask, ["approve", "reject"])

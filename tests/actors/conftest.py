@@ -11,10 +11,13 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from plait.actors import ActorRuntime, Handler, LocalRuntime
+from plait.actors import ActorRuntime, Handler, LeasedRuntime, LocalRuntime
 from plait.mesh import Mesh
 
-RUNTIMES = ["local"]
+RUNTIMES = ["local", "leased"]
+
+LEASE_S = 1.0
+"""Leases in tests: short, so a dead runtime's partitions move fast."""
 
 MakeRuntime = Callable[..., ActorRuntime]
 """``make(handlers=..., host=None, services=None, visibility_timeout_ms=300,
@@ -43,6 +46,17 @@ def make_runtime(runtime_name: str, mesh: Mesh) -> MakeRuntime:
         if runtime_name == "local":
             return LocalRuntime(
                 mesh,
+                handlers=handlers,
+                host=host,
+                services=services,
+                visibility_timeout_ms=visibility_timeout_ms,
+                max_attempts=max_attempts,
+                drain_timeout_s=drain_timeout_s,
+            )
+        if runtime_name == "leased":
+            return LeasedRuntime(
+                mesh,
+                lease_s=LEASE_S,
                 handlers=handlers,
                 host=host,
                 services=services,

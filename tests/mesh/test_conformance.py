@@ -269,6 +269,35 @@ async def test_transaction_conflict_writes_and_publishes_nothing(mesh: Mesh) -> 
     await sub.close()
 
 
+async def test_transaction_check_fences_the_batch(mesh: Mesh) -> None:
+    await mesh.put("epoch", "a")
+    tx = mesh.transact()
+    tx.check("epoch", 1)
+    tx.check("absent", 0)
+    tx.put("effect", 1)
+    tx.publish("fenced", "e", 1)
+    await tx.commit()
+    assert (await mesh.get("effect")) is not None
+    await mesh.put("epoch", "b")  # moved by someone else: version 2
+    sub = mesh.subscribe("fenced", "g", "c", start="begin")
+    assert (await next_within(sub, 2)) is not None
+    tx = mesh.transact()
+    tx.put("effect", 2)
+    tx.publish("fenced", "e", 2)
+    tx.check("epoch", 1)
+    with pytest.raises(VersionConflict) as caught:
+        await tx.commit()
+    assert (caught.value.key, caught.value.expected, caught.value.actual) == ("epoch", 1, 2)
+    effect = await mesh.get("effect")
+    assert effect is not None and (effect.value, effect.version) == (1, 1)
+    assert await next_within(sub, 0.5) is None
+    await sub.close()
+    check = mesh.transact()
+    check.check("absent", 1)
+    with pytest.raises(VersionConflict):
+        await check.commit()
+
+
 async def test_transaction_ack_is_atomic_with_writes(mesh: Mesh) -> None:
     await mesh.publish("work", "job", 1)  # before the group exists: not seen with "new"
     sub = mesh.subscribe("work", "workers", "w1", visibility_timeout_ms=400)

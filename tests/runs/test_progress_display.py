@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from plait.actors import MAIL_KIND, MAILBOX_TOPIC, mail_data
+from plait.actors import MAIL_KIND, mail_data, mailbox_of
 from plait.cli._common import err_console
 from plait.cli.runs import _progress_printer
 from plait.decisions import Human
@@ -109,7 +109,9 @@ async def test_a_cancelled_runs_progress_topic_goes_too(mesh: Mesh) -> None:
         # progress for less sweeps at that wake, so move the wake up to check it here.
         await anyio.sleep(0.5)
         await mesh.publish(
-            MAILBOX_TOPIC, MAIL_KIND, mail_data(owner_id(parked.run_id), {"run": parked.run_id})
+            mailbox_of(mesh, owner_id(parked.run_id)),
+            MAIL_KIND,
+            mail_data(owner_id(parked.run_id), {"run": parked.run_id}),
         )
         with anyio.fail_after(10):
             while await progress_events(mesh, parked.run_id):

@@ -1,0 +1,66 @@
+"""``plait cluster status``: the processes serving a mesh and the partitions they lease."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from plait.actors import ranges
+from plait.actors.leases import read_leases, read_members
+from plait.actors.partitions import load_partitions
+from plait.cli._common import MeshOption, existing_mesh, print_json, run
+from plait.cli._output import say
+from plait.mesh import open_mesh
+from plait.mesh._base import now_ms
+
+cluster_app = typer.Typer(help="The processes serving a mesh.", no_args_is_help=True)
+
+
+async def cluster_status(url: str) -> dict[str, Any]:
+    """What ``plait cluster status`` shows: members, and each partition's holder."""
+    async with open_mesh(url) as mesh:
+        count = await load_partitions(mesh)
+        members = await read_members(mesh)
+        leases = await read_leases(mesh)
+    now = now_ms()
+    held: dict[str, list[int]] = {}
+    for n, (lease, _) in sorted(leases.items()):
+        if lease.holder is not None and lease.expires_ms > now:
+            held.setdefault(lease.holder, []).append(n)
+    return {
+        "partitions": count,
+        "members": [
+            {
+                "host": m.host,
+                "pid": m.pid,
+                "serves": m.serves,
+                "held": held.get(m.host, []),
+                "in_flight": m.in_flight,
+            }
+            for m in sorted(members, key=lambda m: m.host)
+        ],
+        "unheld": [n for n in range(count) if not any(n in h for h in held.values())],
+    }
+
+
+@cluster_app.command("status")
+def status_cmd(
+    mesh: MeshOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List serving processes, the partitions each holds, and their messages in flight."""
+    found = run(lambda: cluster_status(existing_mesh(mesh)))
+    if as_json:
+        print_json(found)
+        return
+    count = found["partitions"]
+    for m in found["members"]:
+        say(
+            f"{m['host']}  pid {m['pid']}  serves {m['serves']}  holding {len(m['held'])} of "
+            f"{count} partitions: {ranges(m['held'])}  in flight {m['in_flight']}"
+        )
+    if not found["members"]:
+        say("no process is serving this mesh: start `plait worker`")
+    if found["unheld"]:
+        say(f"unheld partitions: {ranges(found['unheld'])}")

@@ -1,0 +1,76 @@
+"""Partitions and leases: the count is fixed per mesh, runtimes split the partitions
+fairly, a joiner gets its share, a leaver's partitions move, and a runtime that lost its
+partition commits nothing (its acks are fenced by the epoch)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+import pytest
+
+from plait.actors import LeasedRuntime, load_partitions, partition_of
+from plait.actors.leases import EPOCH_PREFIX
+from plait.actors.partitions import mailbox_of, partition_of_topic
+from plait.errors import PartitionCountMismatch
+from plait.mesh import Mesh
+
+from .conftest import LEASE_S
+from .kinds import BEHAVE, EFFECT_PREFIX, KIND, LogReader
+
+pytestmark = pytest.mark.anyio
+
+COUNT = 8
+
+
+def leased(mesh: Mesh, host: str) -> LeasedRuntime:
+    return LeasedRuntime(
+        mesh, host=host, lease_s=LEASE_S, partitions=COUNT, handlers={KIND: BEHAVE},
+        visibility_timeout_ms=300, drain_timeout_s=2.0,
+    )  # fmt: skip
+
+
+async def until_split(runtimes: Sequence[LeasedRuntime], sizes: list[int]) -> None:
+    with anyio.fail_after(10):
+        while True:
+            held = [rt.serving for rt in runtimes]
+            union = set().union(*held)
+            if sorted(len(h) for h in held) == sizes and len(union) == COUNT:
+                return
+            await anyio.sleep(0.05)
+
+
+async def test_the_partition_count_is_fixed_per_mesh(mesh: Mesh) -> None:
+    assert await load_partitions(mesh, COUNT) == COUNT
+    with pytest.raises(PartitionCountMismatch, match="has 8 mailbox partitions, not 16"):
+        await load_partitions(mesh, 16)
+    assert await load_partitions(mesh) == COUNT
+    topic = mailbox_of(mesh, "run:grun_1")
+    assert topic == f"actors.mailbox.{{{partition_of('run:grun_1', COUNT)}}}"
+    assert partition_of_topic(topic) == partition_of("run:grun_1__child.1", COUNT)
+
+
+async def test_runtimes_split_a_joiner_gets_its_share_a_leaver_is_replaced(mesh: Mesh) -> None:
+    one, two, three = leased(mesh, "a"), leased(mesh, "b"), leased(mesh, "c")
+    async with one, two:
+        await until_split([one, two], [4, 4])
+        assert one.serving.isdisjoint(two.serving)
+        async with three:
+            await until_split([one, two, three], [2, 3, 3])
+        await until_split([one, two], [4, 4])
+
+
+async def test_a_runtime_that_lost_its_partition_commits_nothing(mesh: Mesh) -> None:
+    log = LogReader(mesh)
+    try:
+        async with leased(mesh, "a") as rt:
+            await rt.create("f", KIND)
+            await until_split([rt], [COUNT])
+            # Another runtime took the partition (its epoch moved): this one is fenced.
+            await mesh.put(EPOCH_PREFIX + str(partition_of("f", COUNT)), {"holder": "b"})
+            await rt.tell("f", {"n": "fenced", "ack_then_raise": True})
+            await log.count("start", 1)
+            await log.quiet(1.0)
+            assert await mesh.get(EFFECT_PREFIX + "f") is None
+    finally:
+        await log.close()
