@@ -21,6 +21,7 @@ from plait.graphs import (
 )
 from plait.mesh import Entry, Mesh, open_mesh
 from plait.models import Model, ScriptedModel, load_model
+from plait.programs import program
 from plait.runs import RunHost, RunRecord, Runs
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "load_graph",
     "load_model",
     "open_mesh",
+    "program",
     "resume_graph",
     "run_graph",
     "validate_graph",

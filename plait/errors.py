@@ -35,6 +35,11 @@ same call may succeed if simply tried again.
     ├── ActorError
     │   ├── ActorNotFound (LookupError)
     │   └── PartitionCountMismatch
+    ├── ProgramError
+    │   ├── ProgramNotFound (LookupError)     no registered callable or saved text by that ref
+    │   ├── ProgramNotPromoted                a required promotion is missing
+    │   ├── ProgramInputInvalid (ValueError)  the input breaks the program's input model
+    │   └── CapabilityMissing (PermissionError) the caller was not given this capability
     ├── RunError
     │   ├── RunNotFound (LookupError)
     │   ├── RunNotWaiting                     resume of a run that waits on nothing
@@ -349,6 +354,45 @@ class AuditChainBroken(RunError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.run_id, self.seq, self.reason))
+
+
+# -- programs -----------------------------------------------------------------------
+
+
+class ProgramError(PlaitError):
+    """A program could not be saved, found, promoted or run."""
+
+
+class ProgramNotFound(ProgramError, LookupError):
+    """No registered callable, import path or saved program answers to this ref."""
+
+
+class ProgramNotPromoted(ProgramError):
+    """A promoted version was required and this one is not promoted.
+
+    Attributes:
+        name: the saved program.
+        version: the version that would have to be promoted.
+    """
+
+    def __init__(self, name: str, version: int) -> None:
+        self.name = name
+        self.version = version
+        super().__init__(
+            f"program {name!r} version {version} is not promoted: a person promotes it with "
+            f"`plait programs promote {name} --version {version}`"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.name, self.version))
+
+
+class ProgramInputInvalid(ProgramError, ValueError):
+    """A program's input does not validate against its declared input model."""
+
+
+class CapabilityMissing(ProgramError, PermissionError):
+    """Program code used a capability its caller was not given."""
 
 
 # -- decisions ----------------------------------------------------------------------

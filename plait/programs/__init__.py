@@ -1,0 +1,68 @@
+"""Programs: async Python callables and saved program texts, run with capabilities.
+
+A program is an ``async def`` registered by name (:func:`program`) or referred to by
+import path (``pkg.module:fn``), or a saved program text whose body may ``await`` and
+``return`` at top level, stored in the mesh with an immutable version and sha256
+(:mod:`plait.programs.store`). Promotion is a human act (:func:`promote`).
+:meth:`ProgramsCapability.run` runs one nested with the caller's capabilities, never
+more, spending from the caller's budget.
+"""
+
+from __future__ import annotations
+
+from plait.programs.budget import SharedBudget
+from plait.programs.capabilities import (
+    AgentsCapability,
+    DecisionsCapability,
+    MeshCapability,
+    Missing,
+    Payload,
+    ToolsCapability,
+)
+from plait.programs.registry import CallableProgram, describe, find_callable, program
+from plait.programs.runner import (
+    Grants,
+    ProgramsCapability,
+    grant_all,
+    resolve_saved,
+    run_program,
+    run_source,
+)
+from plait.programs.store import (
+    ProgramSummary,
+    Promotion,
+    StoredProgram,
+    get_program,
+    list_programs,
+    promote,
+    save_program,
+)
+from plait.programs.text import compile_text
+
+__all__ = [
+    "AgentsCapability",
+    "CallableProgram",
+    "DecisionsCapability",
+    "Grants",
+    "MeshCapability",
+    "Missing",
+    "Payload",
+    "ProgramSummary",
+    "ProgramsCapability",
+    "Promotion",
+    "SharedBudget",
+    "StoredProgram",
+    "ToolsCapability",
+    "compile_text",
+    "describe",
+    "find_callable",
+    "get_program",
+    "grant_all",
+    "list_programs",
+    "program",
+    "promote",
+    "resolve_saved",
+    "run_program",
+    "run_source",
+    "save_program",
+]

@@ -1,0 +1,279 @@
+"""What program code sees: capability objects with exactly their methods.
+
+Each capability is a small object whose only public names are its methods; what it
+acts through (the mesh, a decision board, the tool registry) is held privately and is
+never a surface that can answer a decision, promote a program or drive a run. A program
+run nested through :class:`ProgramsCapability` gets the same capabilities as its
+caller, never more: a capability its caller lacks is a :class:`Missing` there too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+from plait.decisions import Agent, DecisionBoard, DecisionId, DecisionKind
+from plait.errors import CapabilityMissing, ToolNotPermitted
+from plait.ids import RUN_ID_PREFIX
+from plait.mesh import Mesh
+from plait.profiles import AgentProfile
+from plait.programs.budget import SharedBudget
+from plait.tools import ToolContext, ToolRegistry, check_allowed, gate
+
+PROTECTED_PREFIXES = ("programs/", "decisions/", "agents/", "graphs/", "tokens/", "serving/")
+"""Key prefixes program code may read but never write: promotions, decisions, profiles,
+graphs, API tokens and worker heartbeats belong to the services that own them."""
+
+Approver = Callable[[str, dict[str, Any]], Awaitable[bool]]
+"""Asks for approval of one tool call ``(tool, args)``: True to run it, False to refuse;
+raises when no one can be asked now."""
+
+
+class MeshCapability:
+    """The mesh as program code sees it: read, write with CAS, publish, scan, ``self()``."""
+
+    __slots__ = ("__me", "__mesh")
+
+    def __init__(self, mesh: Mesh, me: Mapping[str, Any]) -> None:
+        self.__mesh = mesh
+        self.__me = dict(me)
+
+    async def get(self, key: str) -> dict[str, Any] | None:
+        """``{key, value, version}`` at ``key``, or None if it does not exist."""
+        entry = await self.__mesh.get(key)
+        return (
+            None if entry is None else {"key": key, "value": entry.value, "version": entry.version}
+        )
+
+    async def put(self, key: str, value: Any, if_version: int | None = None) -> dict[str, Any]:
+        """Write ``value`` at ``key``; ``if_version`` 0 only creates, N only overwrites N.
+
+        Raises:
+            VersionConflict: ``if_version`` did not hold: someone else wrote first.
+            CapabilityMissing: ``key`` belongs to a service, not to programs.
+        """
+        _writable(key)
+        entry = await self.__mesh.put(key, value, if_version=if_version)
+        return {"key": key, "version": entry.version}
+
+    async def publish(
+        self, topic: str, kind: str, data: Any = None, after_ms: int = 0, key: str | None = None
+    ) -> str:
+        """Publish an event; ``after_ms`` delays it, a ``key`` replaces a pending one."""
+        return await self.__mesh.publish(topic, kind, data, after_ms=after_ms, key=key)
+
+    async def scan(self, prefix: str) -> list[dict[str, Any]]:
+        """Every ``{key, value, version}`` under ``prefix``, in key order."""
+        return [
+            {"key": e.key, "value": e.value, "version": e.version}
+            async for e in self.__mesh.scan(prefix)
+        ]
+
+    async def self(self) -> dict[str, Any]:
+        """Who runs this program: ``{id, run, node}`` (None where it does not apply)."""
+        return dict(self.__me)
+
+
+class DecisionsCapability:
+    """Raise a decision and wait for it; never answer one (only a person does).
+
+    ``raise`` is a Python keyword: call ``decisions.raise_(...)``, or ``getattr(decisions,
+    "raise")``, or ``tools.call("decisions.raise", {...})`` as the seed programs do.
+    """
+
+    __slots__ = ("__board", "__by")
+
+    def __init__(self, board: DecisionBoard, by: str) -> None:
+        self.__board = board
+        self.__by = Agent(by)
+
+    async def raise_(
+        self,
+        title: str,
+        input: DecisionKind = "confirm",
+        options: list[str] | None = None,
+        id: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Raise a decision (``input``: confirm, choice or text); a stable ``id`` raises once."""
+        decision = await self.__board.raise_(
+            title, input, options, id=DecisionId(id) if id else None, data=data, by=self.__by
+        )
+        return decision.model_dump(mode="json")
+
+    async def wait(self, id: str, timeout_ms: int = 60_000) -> dict[str, Any]:
+        """The decision once it is closed, or still ``open`` after ``timeout_ms``."""
+        decision = await self.__board.wait(DecisionId(id), timeout_ms / 1000)
+        return decision.model_dump(mode="json")
+
+
+setattr(DecisionsCapability, "raise", DecisionsCapability.raise_)
+
+
+class ToolsCapability:
+    """Call a tool by name, gated as any tool call of the agent is; ``bash`` for short."""
+
+    __slots__ = (
+        "__approve",
+        "__budget",
+        "__context",
+        "__decisions",
+        "__profile",
+        "__registry",
+        "__trusted",
+    )
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        profile: AgentProfile,
+        context: ToolContext,
+        budget: SharedBudget,
+        *,
+        approve: Approver | None = None,
+        decisions: DecisionsCapability | None = None,
+        trusted: bool = True,
+    ) -> None:
+        self.__registry = registry
+        self.__profile = profile
+        self.__context = context
+        self.__budget = budget
+        self.__approve = approve
+        self.__decisions: DecisionsCapability | Missing = (
+            decisions if decisions is not None else Missing("decisions")
+        )
+        self.__trusted = trusted
+
+    async def call(self, ref: str, args: Mapping[str, Any] | None = None) -> Any:
+        """Call tool ``ref`` with ``args``; ``decisions.raise`` and ``decisions.wait`` too.
+
+        Raises:
+            ToolNotPermitted: the agent does not have the tool, or it needs a person's
+                approval and none was given.
+            CapabilityMissing: a ``decisions.*`` ref without the decisions capability.
+        """
+        args = dict(args or {})
+        if ref in ("decisions.raise", "decisions.wait"):
+            method = self.__decisions.raise_ if ref.endswith("raise") else self.__decisions.wait
+            return await method(**args)
+        self.__budget.step(self.__context.node or "program", f"tool call {ref!r}")
+        tool = check_allowed(ref, self.__profile, registry=self.__registry)
+        args = self.__registry.validate_args(ref, args)
+        decision = gate(tool, trusted=self.__trusted, pre_approved=self.__profile.pre_approved)
+        if decision == "needs_approval":
+            if self.__approve is None or not await self.__approve(ref, args):
+                raise ToolNotPermitted(
+                    f"tool {ref!r} needs a person's approval and has none here: pre-approve "
+                    f"it for agent {self.__profile.name!r}, or approve tools up front"
+                )
+        return await self.__registry.call(ref, args, self.__context)
+
+    def _without_decisions(self) -> ToolsCapability:
+        """This capability with its ``decisions.*`` refs refused (for a narrowed caller)."""
+        return ToolsCapability(
+            self.__registry,
+            self.__profile,
+            self.__context,
+            self.__budget,
+            approve=self.__approve,
+            trusted=self.__trusted,
+        )
+
+    async def bash(self, command: str, timeout_s: float | None = None) -> dict[str, Any]:
+        """Run ``command`` with the ``bash`` tool: ``{ok, exit_code, stdout, stderr}``."""
+        args: dict[str, Any] = {"command": command}
+        if timeout_s is not None:
+            args["timeout_s"] = timeout_s
+        result = await self.call("bash", args)
+        return {
+            "ok": result.get("exit_code") == 0 and not result.get("timed_out"),
+            "exit_code": result.get("exit_code"),
+            "stdout": result.get("stdout", ""),
+            "stderr": result.get("stderr", ""),
+        }
+
+
+class AgentsCapability:
+    """Agent actors: create, tell, run a task. Not available yet in this build."""
+
+    __slots__ = ()
+
+    async def create(self, name: str, **options: Any) -> dict[str, Any]:
+        """Create a durable agent actor (not available yet)."""
+        raise _no_agents()
+
+    async def tell(self, id: str, message: str) -> None:
+        """Send an agent actor a message (not available yet)."""
+        raise _no_agents()
+
+    async def run(self, task: str, **options: Any) -> dict[str, Any]:
+        """Run one task on an agent: ``{status, text}`` (not available yet)."""
+        raise _no_agents()
+
+
+class Missing:
+    """A capability the caller was not given: every use of it is refused."""
+
+    __slots__ = ("__name",)
+
+    def __init__(self, name: str) -> None:
+        self.__name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        raise CapabilityMissing(
+            f"this program was run without the {self.__name} capability, so "
+            f"{self.__name}.{attr} is not available to it (nor to programs it runs)"
+        )
+
+
+class Payload(Mapping[str, Any]):
+    """A program's input, read-only: ``payload["target"]`` or ``payload.target``."""
+
+    __slots__ = ("__data",)
+
+    def __init__(self, data: Any) -> None:
+        self.__data = dict(data) if isinstance(data, Mapping) else {"input": data}
+
+    def __getitem__(self, key: str) -> Any:
+        return self.__data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.__data)
+
+    def __len__(self) -> int:
+        return len(self.__data)
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.__data[key]
+        except KeyError:
+            raise AttributeError(
+                f"the payload has no {key!r} (it has: {', '.join(self)})"
+            ) from None
+
+
+def _writable(key: str) -> None:
+    if key.startswith(PROTECTED_PREFIXES) or key.startswith("runs/" + RUN_ID_PREFIX):
+        raise CapabilityMissing(
+            f"program code may not write {key!r}: that key belongs to a plait service "
+            "(write under a key of your own, such as runs/<your run>/graph)"
+        )
+
+
+def _no_agents() -> CapabilityMissing:
+    return CapabilityMissing(
+        "agent actors are not available yet: agents.create, agents.tell and agents.run "
+        "come with the agent actors; use tools or programs.run meanwhile"
+    )
+
+
+__all__ = [
+    "PROTECTED_PREFIXES",
+    "AgentsCapability",
+    "Approver",
+    "DecisionsCapability",
+    "MeshCapability",
+    "Missing",
+    "Payload",
+    "ToolsCapability",
+]
