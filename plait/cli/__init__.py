@@ -23,6 +23,7 @@ from plait.cli.cluster import cluster_app
 from plait.cli.decisions import decisions_app
 from plait.cli.graph import graph_app
 from plait.cli.mesh import mesh_app
+from plait.cli.programs import exec_cmd, programs_app
 from plait.cli.serve import serve_cmd
 from plait.cli.tokens import tokens_app
 from plait.cli.worker import worker_cmd
@@ -91,6 +92,8 @@ app.add_typer(decisions_app, name="decisions")
 app.add_typer(agents_app, name="agents")
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(programs_app, name="programs")
+app.command("exec")(exec_cmd)
 app.command("worker")(worker_cmd)
 app.command("serve")(serve_cmd)
 
