@@ -25,6 +25,7 @@ from plait.cli._serving import known_tools
 from plait.errors import GraphNotFound, GraphValidationError
 from plait.graphs.loader import MAX_FILE_BYTES, load_graph_file
 from plait.graphs.mermaid import to_mermaid
+from plait.graphs.nodes.program import program_problems
 from plait.graphs.problems import Problem
 from plait.graphs.spec import GraphSpec, graph_json_schema
 from plait.graphs.store import (
@@ -63,6 +64,9 @@ async def _check(mesh: Mesh, file: Path) -> ValidationReport:
     report = validate_graph(
         data, agents=agents, tool_is_known=known.__contains__, tool_schema=tool_schema
     )
+    if report.spec is not None:
+        saved = await program_problems(mesh, iter(report.spec.nodes))
+        report.problems.extend(Problem.of(p) for p in saved)
     agent, name = data.get("agent", "assistant"), data.get("name")
     if isinstance(agent, str) and isinstance(name, str) and name:
         report.problems.extend(Problem.of(p) for p in name_problems(agent, name))

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from plait.errors import ConfigError
 from plait.graphs.state import Waiting
+from plait.mesh import Mesh
 from plait.models import Message, Model, load_model
 from plait.profiles import DEFAULT_ASSISTANT, AgentProfile
 from plait.tools import ToolContext, ToolRegistry, default_registry
@@ -160,6 +161,8 @@ class ExecEnv:
             agent profile's ``workspace`` relative to it.
         prices: dollars per million input and output tokens by model name.
         protected: files tools never touch (the mesh's own).
+        mesh: the mesh program nodes act on and read saved programs from; None gives
+            them no mesh and decisions capabilities (registered programs still run).
     """
 
     agent: str = DEFAULT_ASSISTANT.name
@@ -174,6 +177,7 @@ class ExecEnv:
     cwd: Path = field(default_factory=Path.cwd)
     prices: Mapping[str, tuple[float, float]] | None = None
     protected: tuple[Path, ...] = ()
+    mesh: Mesh | None = None
     _models: dict[str, Model] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

@@ -30,6 +30,7 @@ from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, RunStatus, RunUsage, Waiting
 from plait.graphs.trajectory import StepUsage, TrajectoryStep
 from plait.ids import SESSION_RUN_ID_PREFIX, new_id, new_run_id
+from plait.mesh import Mesh
 from plait.models import Message, Model, load_model
 from plait.profiles import AgentProfile
 from plait.tools import ToolRegistry, default_registry
@@ -74,6 +75,8 @@ class _Setup:
     on_step: Callable[[TrajectoryStep], None] | None
     once: Mapping[tuple[str, int], str] = field(default_factory=dict)
     """Answers to one visit each, given when a parked run resumed."""
+    mesh: Mesh | None = None
+    """What program nodes act on and read saved programs from."""
 
 
 @dataclass
@@ -106,6 +109,7 @@ async def run_graph(
     on_step: Callable[[TrajectoryStep], None] | None = None,
     run_id: str | None = None,
     input_untrusted: bool = False,
+    mesh: Mesh | None = None,
 ) -> GraphRun:
     """Run a graph in this process until it is done, failed or waiting on a person.
 
@@ -125,6 +129,7 @@ async def run_graph(
         run_id: the run's id (default: a fresh one).
         input_untrusted: the input came from outside (an uploaded document): what
             reads it is tainted and loses its pre-approved tools.
+        mesh: the mesh program nodes get as capabilities and read saved programs from.
     """
     setup = _Setup(
         spec=graph if isinstance(graph, GraphSpec) else load_graph(graph),
@@ -137,6 +142,7 @@ async def run_graph(
         max_concurrency=max_concurrency,
         cwd=cwd or Path.cwd(),
         on_step=on_step,
+        mesh=mesh,
     )
     run_id = run_id or new_run_id(SESSION_RUN_ID_PREFIX)
     session = _session(setup, run_id, {}, [])
@@ -251,6 +257,7 @@ def _session(
         approvals=answered,
         histories=memory,
         cwd=setup.cwd,
+        mesh=setup.mesh,
     )
     session = _Session(setup, compile_graph(setup.spec), env, memory, list(trajectory))
     env.subgraphs = _subgraph_runner(session)

@@ -20,6 +20,7 @@ from plait.graphs.nodes import (
     fan_out,
     human,
     parallel,
+    program,
     subgraph,
     tool,
     verifier,
@@ -39,6 +40,7 @@ KINDS: Mapping[str, NodeKind[Any]] = {
         fan_out.KIND,
         fan_in.KIND,
         subgraph.KIND,
+        program.KIND,
     )
 }
 """Every node kind by its canonical type, in the order the file format documents them."""

@@ -1,0 +1,121 @@
+"""The ``program`` kind: one run of a program with the run's capabilities.
+
+``{"id": "fetch", "type": "program", "ref": "graph-fetch", "input": {...},
+"require_promoted": true}``: the ref is a registered program, an import path
+(``pkg.module:fn``) or a saved program (``name`` or ``name@version``); string values of
+``input`` are templates. A registered or imported ref is checked when the graph is
+validated; a saved one when it is imported into a mesh (:func:`program_problems`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from plait.errors import ProgramError, ToolNotPermitted
+from plait.graphs.nodes.base import (
+    Checks,
+    IndeterminatePolicy,
+    NodeBase,
+    NodeKind,
+    TemplateField,
+    Visit,
+    quoted,
+    strings,
+)
+from plait.graphs.ports import ExecEnv
+from plait.graphs.result import NodeResult
+from plait.graphs.state import RunState, Waiting
+from plait.graphs.template import TemplateContext, render_value
+from plait.mesh import Mesh
+from plait.programs import find_callable, grant_all, resolve_saved, run_program
+
+
+class ProgramNode(NodeBase):
+    """One run of a program; its result is the node's output."""
+
+    type: Literal["program"]
+    ref: str
+    input: Any = "{{input}}"
+    require_promoted: bool = True
+
+
+async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -> NodeResult:
+    node = v.node
+    assert isinstance(node, ProgramNode)
+    profile = env.profile(None)
+
+    async def approve(tool: str, args: dict[str, Any]) -> bool:
+        verdict = await env.approvals.approve(key=v.key, visit=v.visit, tool=tool, args=args)
+        if isinstance(verdict, Waiting):
+            raise ToolNotPermitted(
+                f"node {v.key!r}: program {node.ref!r} calls {tool!r}, which needs approval; "
+                f"pre-approve it for agent {profile.name!r} (a program cannot park mid-run)"
+            )
+        return verdict
+
+    grants = grant_all(
+        env.mesh,
+        tools=env.tools,
+        profile=profile,
+        context=env.tool_context(v.key, profile),
+        approve=approve,
+        trusted=v.trusted,
+        me={"id": None, "run": env.run_id, "node": v.key},
+        by=v.key,
+    )
+    value = render_value(node.input, ctx, node=v.key)
+    out = await run_program(node.ref, value, grants, require_promoted=node.require_promoted)
+    return NodeResult(value=out)
+
+
+def _templates(node: ProgramNode) -> Iterator[TemplateField]:
+    for path, text in strings(node.input, ".input"):
+        yield path, text, False
+
+
+def _validate(node: ProgramNode, path: str, checks: Checks) -> None:
+    try:
+        found = find_callable(node.ref)
+    except ProgramError as exc:
+        checks.problem(f"{path}.ref", str(exc))
+        return
+    if found is None and ":" not in node.ref and not node.ref.strip():
+        checks.problem(f"{path}.ref", "a program ref may not be empty")
+
+
+async def program_problems(mesh: Mesh, nodes: Iterator[NodeBase]) -> list[str]:
+    """Why the saved programs the program nodes name cannot run (empty if they can).
+
+    A ref that is neither registered nor an import path must be a saved program in
+    ``mesh``, and a promoted version where the node requires one.
+    """
+    problems: list[str] = []
+    for index, node in enumerate(nodes):
+        if not isinstance(node, ProgramNode):
+            continue
+        try:
+            if find_callable(node.ref) is None:
+                await resolve_saved(node.ref, mesh, require_promoted=node.require_promoted)
+        except ProgramError as exc:
+            problems.append(f"nodes[{index}].ref: program {quoted(node.ref)}: {exc}")
+    return problems
+
+
+def _on_indeterminate(node: ProgramNode, tool_is_read_only: bool) -> IndeterminatePolicy:
+    # A program may have had effects: a person decides whether it runs again.
+    return "escalate"
+
+
+KIND = NodeKind(
+    type="program",
+    spec=ProgramNode,
+    execute=_execute,
+    shape=("[[", "]]"),
+    templates=_templates,
+    validate=_validate,
+    on_indeterminate=_on_indeterminate,
+)
+"""The program kind."""
+
+__all__ = ["KIND", "ProgramNode", "program_problems"]
