@@ -121,6 +121,7 @@ def test_type_aliases_and_kind_are_accepted() -> None:
         "fan_out",
         "fan_in",
         "subgraph",
+        "program",
     }
 
 
