@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from plait.actors import ActorRecord, actor_key, tell_in
+from plait.actors import ActorRecord, actor_key, load_partitions, tell_in
 from plait.decisions import DecisionDesk, Human, Principal, require_human
 from plait.errors import (
     ConfigError,
@@ -112,6 +112,8 @@ class Runs:
         """
         if model is not None:
             check_model_spec(model)
+        # Mail goes to the owner's partition: a process that hosts no runtime must read P.
+        await load_partitions(self.mesh)
         stored = await get_graph(self.mesh, agent, name, version)
         run_id = run_id or new_run_id()
         state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
@@ -318,6 +320,7 @@ class Runs:
     async def cancel(self, run_id: RunId, *, by: Principal) -> RunRecord:
         """Cancel a run: nothing of it runs again."""
         require_human(by, "cancel a run")
+        await load_partitions(self.mesh)  # its end mails the owner (see start)
         while True:
             entry = await self.mesh.get(record_key(run_id))
             if entry is None:
@@ -383,6 +386,7 @@ class Runs:
                 )
             if not float(amount) > 0:
                 raise ConfigError(f"a budget raise must be positive, got {name}={amount!r}")
+        await load_partitions(self.mesh)  # the raise mails the owner (see start)
         while True:
             entry = await self.mesh.get(record_key(run_id))
             if entry is None:
