@@ -128,15 +128,19 @@ def start_runs(url: str, graph: str, inputs: list[str], model: str | None = None
 
 def all_terminal(url: str, run_ids: list[str], timeout: float = 20.0) -> list[RunRecord]:
     """Wait until every run has ended; their records."""
-    return poll(lambda: (found := records(url, run_ids)) and all(r.terminal for r in found)
-                and found, timeout=timeout)  # fmt: skip
+
+    def ended() -> list[RunRecord] | None:
+        found = records(url, run_ids)
+        return found if all(r.terminal for r in found) else None
+
+    return poll(ended, timeout=timeout)
 
 
 def committers(url: str, run_id: str) -> dict[tuple[str, int], str]:
     """Who committed each (node, visit) of the run (its host id)."""
 
     async def read(mesh: Mesh) -> dict[tuple[str, int], str]:
-        events = await read_events(mesh, run_id)  # type: ignore[arg-type]
+        events = await read_events(mesh, run_id)
         return {(e.node, e.visit): e.actor for e in events if e.type == "node.committed"}  # type: ignore[misc]
 
     return with_mesh(url, read)
@@ -318,7 +322,9 @@ def test_a_foreground_run_serves_its_own_run_then_a_worker_takes_over(
     cli: Cli, tmp_path: Path
 ) -> None:
     model = tmp_path / "long.model.json"
-    model.write_text(json.dumps({"rules": [{"node": s, "text": s, "delay_ms": 800} for s in STEPS]}))
+    model.write_text(
+        json.dumps({"rules": [{"node": s, "text": s, "delay_ms": 800} for s in STEPS]})
+    )
     with_mesh(cli.mesh_url, lambda mesh: store(mesh, LONG_CHAIN))
     cli("graph", "import", str(CHAIN))
     queued = cli("graph", "run", "assistant", "slow-chain", "--model", CHAIN_MODEL,
@@ -440,7 +446,9 @@ async def test_three_workers_serve_asking_runs_each_visit_once(
             with anyio.fail_after(20):
                 while not all(w.holdings() and sum(w.holds(n) for n in (2, 3)) for w in workers):
                     await anyio.sleep(0.05)
-            ids = [(await runs.start("assistant", "sign", f"item <{i}>")).run_id for i in range(RUNS)]
+            ids = [
+                (await runs.start("assistant", "sign", f"item <{i}>")).run_id for i in range(RUNS)
+            ]
             answered: set[str] = set()
             with anyio.fail_after(45):
                 while True:
