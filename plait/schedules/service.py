@@ -9,7 +9,6 @@ operator acts: a human only.
 from __future__ import annotations
 
 import builtins
-import os
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,6 +17,7 @@ from plait.actors import ActorRecord, actor_key, tell_in
 from plait.decisions import Principal, require_human
 from plait.errors import ConfigError, ScheduleNotFound, VersionConflict
 from plait.graphs.store import get_graph
+from plait.ids import new_id
 from plait.mesh import Entry, Mesh, Transaction, skip_corrupt, skip_unreadable
 from plait.models import check_model_spec
 from plait.schedules.clock import WALL_CLOCK, Clock
@@ -102,7 +102,7 @@ class Schedules:
         await get_graph(self.mesh, agent, name)
         now = self.clock.now()
         schedule = Schedule(
-            id=f"{SCHEDULE_ID_PREFIX}{os.urandom(5).hex()}",
+            id=new_id(SCHEDULE_ID_PREFIX),
             agent=agent,
             name=name,
             cron=cron,
