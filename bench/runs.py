@@ -1,8 +1,8 @@
 """Durable runs: transitions per second, Redis round trips per transition, resume latency.
 
-Every run is served by a :class:`~plait.actors.LocalRuntime` with a run host in this
-process and answered by an instant scripted model, so the figures are plait's own cost
-per node: claim, execute, commit, wake. The run loop is ``draft -> verify -> (fail:
+Every run is served by this process, built with :func:`plait.runs.serve`, and answered
+by an instant scripted model, so the figures are plait's own cost per node: claim,
+execute, commit, wake. The run loop is ``draft -> verify -> (fail:
 draft | pass: publish)`` with a verifier that fails a fixed number of times.
 
 - ``runs_sqlite_transitions``: node transitions per second of one run at a time on a
@@ -42,7 +42,7 @@ import redis.asyncio.connection as redis_connection
 from _common import Figure, best_of, parse_args, redis_mesh_url, redis_scratch, report
 from _langgraph_loop import SYNCHRONOUS_NAMES, LangGraphLoop
 
-from plait.actors import LocalRuntime, tune_gc_for_serving
+from plait.actors import tune_gc_for_serving
 from plait.decisions import Human
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
@@ -50,7 +50,8 @@ from plait.mesh import Mesh, open_mesh
 from plait.mesh import _redis_scripts as redis_scripts
 from plait.mesh.sqlite import SqliteMesh
 from plait.models.scripted import ScriptedModel
-from plait.runs import RunHost, RunRecord, Runs
+from plait.runs import RunRecord, Runs, serve
+from plait.runs.store import RunStore
 
 BENCH = "runs"
 FAILS = 48  # 49 drafts, 49 verdicts and a publish: 99 transitions, within the step cap
@@ -94,15 +95,15 @@ def scripted(fails: int) -> ScriptedModel:
     )
 
 
-class Watch(RunHost):
-    """A run host that tells when runs settle and when nodes are claimed.
+class Watch(RunStore):
+    """A run host's store that tells when runs settle and when nodes are claimed.
 
-    It learns both from the records it writes (:meth:`RunHost.remember`), so waiting
-    for a run adds no mesh traffic to what is measured.
+    It learns both from the records the host commits (:meth:`RunStore.remember`), so
+    waiting for a run adds no mesh traffic to what is measured.
     """
 
-    def __init__(self, runtime: LocalRuntime, *, model: ScriptedModel) -> None:
-        super().__init__(runtime, model=model)
+    def __init__(self, mesh: Mesh) -> None:
+        super().__init__(mesh)
         self.latest: dict[str, RunRecord] = {}
         self.claimed: dict[tuple[str, str], float] = {}
         self.changed: dict[str, asyncio.Event] = {}
@@ -150,8 +151,9 @@ async def hosted(mesh: Mesh, fails: int, *graphs: dict[str, Any]) -> AsyncIterat
     """Import ``graphs`` and serve runs on ``mesh`` in this process for the block."""
     for graph in graphs:
         await import_graph(mesh, load_graph(graph))
-    async with LocalRuntime(mesh) as runtime:
-        yield Watch(runtime, model=scripted(fails))
+    watch = Watch(mesh)
+    async with serve(mesh, model=scripted(fails), store=watch, beat=False):
+        yield watch
 
 
 async def run_once(runs: Runs, host: Watch, graph: str = "loop") -> RunRecord:

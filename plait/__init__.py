@@ -2,7 +2,7 @@
 
 - :func:`open_mesh` — versioned state with CAS, durable topics, transactions.
 - :func:`run_graph` / :func:`resume_graph` — run a graph in this process.
-- :class:`Runs` — durable runs, served by :class:`LocalRuntime` actors.
+- :class:`Runs` — durable runs; :func:`serve` builds a process that serves them.
 - :class:`DecisionBoard` / :class:`DecisionDesk` — decisions people answer.
 """
 
@@ -22,7 +22,7 @@ from plait.graphs import (
 from plait.mesh import Entry, Mesh, open_mesh
 from plait.models import Model, ScriptedModel, load_model
 from plait.programs import program
-from plait.runs import RunHost, RunRecord, Runs
+from plait.runs import RunHost, RunRecord, Runs, serve
 
 __all__ = [
     "Agent",
@@ -48,5 +48,6 @@ __all__ = [
     "program",
     "resume_graph",
     "run_graph",
+    "serve",
     "validate_graph",
 ]

@@ -7,6 +7,7 @@ settles, and says that nothing else is served.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,10 +19,11 @@ import anyio
 from plait.actors import LeasedRuntime, LocalRuntime, tune_gc_for_serving
 from plait.cli._output import say
 from plait.mesh import Mesh
-from plait.runs import RunHost, RunRecord
+from plait.runs import RunRecord, serve
+from plait.runs.env import graph_needs
 from plait.runs.record import owner_id
-from plait.runs.serving import NO_WORKER, heartbeat, live_heartbeats, missing_tools, workers
-from plait.tools import ToolRegistry, serving_registry
+from plait.runs.serving import NO_WORKER, live_heartbeats, missing_tools, workers
+from plait.tools import ToolRegistry, default_registry, serving_registry
 
 T = TypeVar("T")
 
@@ -46,20 +48,18 @@ async def serving_run(mesh: Mesh, rec: RunRecord) -> AsyncIterator[LocalRuntime 
         yield None
         return
     tune_gc_for_serving()
-    # Leases only its run's partition, and releases it to a worker that starts.
-    runtime = LeasedRuntime(mesh, family=owner_id(rec.run_id))
-    host = RunHost(runtime, only_run=rec.run_id)  # installed before the first message
     say(f"{NO_WORKER} (this command serves run {rec.run_id} only, until it settles)", stderr=True)
-    async with runtime, heartbeat(mesh, runtime.host, tools=host.tools.names(), run_id=rec.run_id):
-        yield runtime
+    # Leases only its run's partition, and releases it to a worker that starts.
+    leased = functools.partial(LeasedRuntime, family=owner_id(rec.run_id))
+    async with serve(mesh, runtime=leased, only_run=rec.run_id) as serving:
+        yield serving.runtime
 
 
 async def tools_nobody_offers(mesh: Mesh, rec: RunRecord) -> list[str]:
     """The tools ``rec``'s graph names that no live worker offers all of (with none, that
     this process does not offer): while any is missing, no node of the run runs."""
-    probe = RunHost(LocalRuntime(mesh))
-    needed = await probe.needed_tools(rec)
-    offers = [w.tools for w in await workers(mesh)] or [probe.tools.names()]
+    needed = await graph_needs(mesh, rec)
+    offers = [w.tools for w in await workers(mesh)] or [default_registry().names()]
     return min((missing_tools(needed, offered) for offered in offers), key=len)
 
 

@@ -17,8 +17,7 @@ from plait.cli._serving import env_tools
 from plait.errors import ConfigError
 from plait.mesh import Mesh, open_mesh, redact_url
 from plait.models import load_model
-from plait.runs import RunHost
-from plait.runs.serving import heartbeat
+from plait.runs import serve
 from plait.tools import ToolRegistry, serving_registry
 
 MISSING = "plait serve needs the serve extra: pip install 'plait[serve]'"
@@ -30,10 +29,9 @@ async def _hosting(
 ) -> AsyncIterator[LeasedRuntime]:
     """Serve every run on the mesh in this process, as ``plait worker`` does."""
     tune_gc_for_serving()
-    runtime = LeasedRuntime(mesh)
-    RunHost(runtime, model=load_model(model) if model else None, tools=registry)
-    async with runtime, heartbeat(mesh, runtime.host, tools=registry.names()):
-        yield runtime
+    default = load_model(model) if model else None
+    async with serve(mesh, runtime=LeasedRuntime, model=default, tools=registry) as s:
+        yield s.runtime
 
 
 def serve_cmd(

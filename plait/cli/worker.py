@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 from typing import Annotated
 
@@ -13,8 +14,7 @@ from plait.cli._common import MeshOption, err_console, fail, run
 from plait.errors import ConfigError
 from plait.mesh import open_mesh
 from plait.models import load_model
-from plait.runs import RunHost
-from plait.runs.serving import heartbeat
+from plait.runs import serve
 from plait.tools import serving_registry
 
 
@@ -93,17 +93,19 @@ def worker_cmd(
                     highlight=False,
                 )
 
-            runtime = LeasedRuntime(
-                m,
-                lease_s=lease_s,
-                partitions=partitions,
-                on_change=held,
-                visibility_timeout_ms=int(visibility_timeout * 1000),
-                drain_timeout_s=drain_timeout,
+            leased = functools.partial(
+                LeasedRuntime, lease_s=lease_s, partitions=partitions, on_change=held
             )
-            RunHost(runtime, model=default_model, tools=registry)
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async with runtime, heartbeat(m, runtime.host, tools=registry.names()):
+                async with serve(
+                    m,
+                    runtime=leased,
+                    model=default_model,
+                    tools=registry,
+                    visibility_timeout_ms=int(visibility_timeout * 1000),
+                    drain_timeout_s=drain_timeout,
+                ) as serving:
+                    runtime = serving.runtime
                     err_console.print(
                         f"worker {runtime.host} serving {m.url} with tools "
                         + ", ".join(registry.names()),

@@ -1,15 +1,40 @@
-"""Durable runs: the run record, the owner actor (one node per message), the service.
+"""Durable runs: a graph's run that survives process and host restarts.
 
-:class:`Runs` starts and manages runs; :func:`serve` hosts their owners in this
-process. See :mod:`plait.runs.owner` for how one transition commits.
+The room is a line, each module importing only those before it:
+
+- :mod:`~plait.runs.record` — the run record and where a run's data lives;
+- :mod:`~plait.runs.store` — reads (records, pinned specs, output values);
+- :mod:`~plait.runs.commit` — :class:`RunCommit`, the one writer of run transitions;
+- :mod:`~plait.runs.start` — starting a run, and a subgraph node's child run;
+- :mod:`~plait.runs.owner` — the run owner actor: read → engine → execute → commit;
+- :mod:`~plait.runs.service` — :class:`Runs`, the human API: start, watch, answer,
+  cancel, raise a budget, list, prune, inspect;
+- :mod:`~plait.runs.serve` — :func:`serve`, which builds a serving process (an actor
+  runtime, its :class:`RunHost`, its heartbeat) with its tools and model given
+  explicitly.
+
+The engine (:mod:`plait.graphs.engine`) decides every state change; this room reads,
+executes and commits.
 """
 
 from __future__ import annotations
 
 from plait.runs.audit import AuditEvent
+from plait.runs.commit import RunCommit
 from plait.runs.host import RunHost
 from plait.runs.owner import OWNER_KIND
 from plait.runs.record import RunRecord, RunSummary
+from plait.runs.serve import Serving, serve
 from plait.runs.service import Runs
 
-__all__ = ["OWNER_KIND", "AuditEvent", "RunHost", "RunRecord", "RunSummary", "Runs"]
+__all__ = [
+    "OWNER_KIND",
+    "AuditEvent",
+    "RunCommit",
+    "RunHost",
+    "RunRecord",
+    "RunSummary",
+    "Runs",
+    "Serving",
+    "serve",
+]

@@ -21,6 +21,9 @@ from pydantic import BaseModel
 from plait.graphs.state import RunState, RunStatus
 from plait.ids import RUN_ID_PREFIX, ActorId, RunId
 
+OWNER_KIND = "plait.runs.owner:handle"
+"""The actor kind of run owners."""
+
 PROGRESS_KEPT_S = 600.0
 """How long a finished run's progress topic is kept (its audit chain stays for good)."""
 
@@ -141,6 +144,7 @@ def load(value: Any) -> RunRecord:
 
 
 __all__ = [
+    "OWNER_KIND",
     "PROGRESS_KEPT_S",
     "RUN_ID_PREFIX",
     "RunRecord",

@@ -7,8 +7,6 @@ A run's record, outputs, conversations and audit chain stay until a person prune
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from plait.actors import actor_key
 from plait.decisions.store import PREFIX as DECISIONS_PREFIX
 from plait.graphs.state import TERMINAL
@@ -24,14 +22,13 @@ from plait.runs.record import (
     tick_key,
 )
 
-if TYPE_CHECKING:
-    from plait.runs.service import Runs
-
 _BATCH = 256
 """Keys deleted per transaction."""
 
 
-async def prune(runs: Runs, *, ended_before: float, dry_run: bool = False) -> list[RunSummary]:
+async def prune(
+    mesh: Mesh, runs: list[RunSummary], *, ended_before: float, dry_run: bool = False
+) -> list[RunSummary]:
     """Delete the runs that ended (done, failed, cancelled) before ``ended_before``.
 
     Everything of each goes: its record and listing, outputs, conversations, audit
@@ -41,17 +38,17 @@ async def prune(runs: Runs, *, ended_before: float, dry_run: bool = False) -> li
     next one.
 
     Args:
-        runs: the runs service of the mesh.
+        mesh: the mesh of the runs.
+        runs: the runs listed on it (:meth:`plait.runs.Runs.list`), newest first.
         ended_before: epoch seconds; runs whose last change is older are deleted.
         dry_run: only say which runs would be deleted.
 
     Returns:
         The summaries of the runs deleted (or that would be), newest first.
     """
-    mesh = runs.mesh
     doomed = [
         s
-        for s in await runs.list()
+        for s in runs
         if s.status in TERMINAL
         and s.updated_at < ended_before
         and not await _parent_waits(mesh, s.run_id)

@@ -2,9 +2,9 @@
 
 Everything goes through the mesh, so a run started in one process can be inspected,
 resumed and finished from another. Starting a run writes its record, its owner actor,
-its first audit event and its first wake in one transaction; some process hosting a
-:class:`~plait.actors.LocalRuntime` (``plait worker``, or ``plait graph run`` itself)
-then serves it.
+its first audit event and its first wake in one transaction; some process built by
+:func:`plait.runs.serve` (``plait worker``, or ``plait graph run`` itself) then serves
+it. This is the surface people use; the run owners never build it.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import anyio
 from pydantic import ValidationError
 
-from plait.actors import ActorRecord, actor_key, load_partitions, tell_in
+from plait.actors import load_partitions
 from plait.decisions import DecisionDesk, Human, Principal, require_human
 from plait.errors import (
     ConfigError,
@@ -35,32 +34,17 @@ from plait.errors import (
 )
 from plait.graphs import engine
 from plait.graphs.state import Waiting
-from plait.graphs.store import get_graph
 from plait.graphs.trajectory import StepDecision, StepUsage, ToolCall, TrajectoryStep
-from plait.ids import DecisionId, RunId, new_id, new_run_id
+from plait.ids import DecisionId, RunId, new_id
 from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
-from plait.models import check_model_spec
-from plait.models.scripted import pin_model_spec
 from plait.runs import audit, retention
-from plait.runs.owner import OWNER_KIND, listing_status
-from plait.runs.ports import ended, history_part_key
-from plait.runs.record import (
-    RunRecord,
-    RunSummary,
-    as_record,
-    dump,
-    events_topic,
-    index_key,
-    load,
-    owner_id,
-    record_key,
-    summary_of,
-)
+from plait.runs.commit import RunCommit, listing_status
+from plait.runs.ports import history_part_key
+from plait.runs.record import RunRecord, RunSummary, as_record, events_topic
+from plait.runs.start import OWNER_CONCURRENCY, start_run
+from plait.runs.store import read_record, run_output
 
 log = logging.getLogger("plait.runs")
-
-OWNER_CONCURRENCY = 8
-"""How many wakes of one run (fan-out instances) may run at once."""
 
 BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
 """The limits a person may raise."""
@@ -110,69 +94,30 @@ class Runs:
             ConfigError: ``model`` is a spec that cannot work (see
                 :func:`~plait.models.check_model_spec`); nothing is written.
         """
-        if model is not None:
-            check_model_spec(model)
-        # Mail goes to the owner's partition: a process that hosts no runtime must read P.
-        await load_partitions(self.mesh)
-        stored = await get_graph(self.mesh, agent, name, version)
-        run_id = run_id or new_run_id()
-        state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
-        where = Path.cwd() / (workspace if workspace is not None else "")
-        model = pin_model_spec(model)
-        rec = RunRecord(**state.model_dump(), model=model, workspace=str(where))
-        rec.input_tainted = input_untrusted
-        detail: dict[str, Any] = {"input": input, "graph": rec.graph.model_dump(), "model": model}
-        if input_untrusted:
-            detail["input_untrusted"] = True
-        owner = ActorRecord(
-            id=owner_id(run_id),
-            kind=OWNER_KIND,
-            topics=[events_topic(run_id)],
-            config={"max_concurrency": OWNER_CONCURRENCY},
-            created_at=rec.created_at,
+        return await start_run(
+            self.mesh,
+            agent,
+            name,
+            input,
+            version=version,
+            model=model,
+            run_id=run_id,
+            parent=parent,
+            input_untrusted=input_untrusted,
+            workspace=workspace,
         )
-        tx = self.mesh.transact()
-        audit.append(
-            tx,
-            rec,
-            audit.AuditEvent(
-                seq=0,
-                type="run.started",
-                detail=detail,
-                at=rec.created_at,
-            ),
-        )
-        wake = tell_in(tx, owner.id, {"run": run_id, "why": "start"})
-        # The entry node is claimed for the first wake, as every commit claims the next.
-        claimed, attempt = engine.claim(
-            stored.spec, rec, rec.ready[0], nonce=new_id(), now=time.time(), wake=wake
-        )
-        if attempt is not None:
-            rec = as_record(claimed)
-            tx.publish(
-                events_topic(run_id),
-                "progress",
-                {
-                    "node": None,
-                    "status": rec.status,
-                    "started": [
-                        {"node": attempt.node, "visit": attempt.visit, "at": attempt.started_at}
-                    ],
-                    "audit_seq": rec.audit_seq,
-                },
-            )
-        tx.put(record_key(run_id), dump(rec), if_version=0)
-        tx.put(index_key(run_id), summary_of(rec).model_dump())
-        tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
-        await tx.commit()
-        return rec
 
     async def get(self, run_id: RunId) -> RunRecord:
         """A run's record."""
-        entry = await self.mesh.get(record_key(run_id))
-        if entry is None:
+        rec, _ = await self._read(run_id)
+        return rec
+
+    async def _read(self, run_id: RunId) -> tuple[RunRecord, int]:
+        """A run's record and its version; RunNotFound if there is none."""
+        rec, version = await read_record(self.mesh, run_id)
+        if rec is None:
             raise RunNotFound(f"no run {run_id!r} in {self.mesh.url}")
-        return load(entry.value)
+        return rec, version
 
     async def list(
         self, *, agent: str | None = None, status: str | None = None
@@ -277,11 +222,11 @@ class Runs:
         seen = {rec.run_id}
         while rec.waiting is not None and rec.waiting.child is not None:
             child = rec.waiting.child
-            entry = await self.mesh.get(record_key(child))
-            if entry is None or child in seen:
+            found, _ = await read_record(self.mesh, child)
+            if found is None or child in seen:
                 return None
             seen.add(child)
-            rec = load(entry.value)
+            rec = found
         if rec.waiting is None or rec.terminal:
             return None
         return rec, rec.waiting
@@ -303,15 +248,8 @@ class Runs:
                 f"run {run_id} waits on a budget raise: raise it with "
                 f"plait graph raise-budget {run_id} --steps N"
             )
-        options = waiting.options
-        if waiting.kind == "approval":
-            lowered = answer.strip().lower()
-            answer = (
-                "approve"
-                if lowered in ("yes", "y", "approve", "approved")
-                else ("reject" if lowered in ("no", "n", "reject", "rejected") else answer)
-            )
-        if options:
+        answer = engine.answer_for(waiting, answer)
+        if waiting.options:
             await self.desk.answer(waiting.decision_id, option=answer, by=by)
         else:
             await self.desk.answer(waiting.decision_id, text=answer, by=by)
@@ -322,34 +260,13 @@ class Runs:
         require_human(by, "cancel a run")
         await load_partitions(self.mesh)  # its end mails the owner (see start)
         while True:
-            entry = await self.mesh.get(record_key(run_id))
-            if entry is None:
-                raise RunNotFound(f"no run {run_id!r} in {self.mesh.url}")
-            rec = load(entry.value)
-            if rec.terminal:
+            rec, version = await self._read(run_id)
+            new = engine.cancel_run(rec, now=time.time())
+            if new is None:
                 return rec
-            new = as_record(engine.cancel(rec, now=time.time()))
-            tx = self.mesh.transact()
-            audit.append(
-                tx,
-                new,
-                audit.AuditEvent(seq=0, type="run.cancelled", actor=by.name, at=time.time()),
-            )
-            tx.put(record_key(run_id), dump(new), if_version=entry.version)
-            tx.put(index_key(run_id), summary_of(new).model_dump())
-            tx.publish(
-                events_topic(run_id),
-                "progress",
-                {
-                    "node": None,
-                    "status": "cancelled",
-                    "ended_detail": "cancelled",
-                    "audit_seq": new.audit_seq,
-                },
-            )
-            ended(tx, new)
+            cancelled = as_record(new)
             try:
-                await tx.commit()
+                await RunCommit(self.mesh).cancel(cancelled, version, by=by.name)
             except VersionConflict:
                 continue
             if rec.waiting is not None and rec.waiting.decision_id is not None:
@@ -359,7 +276,7 @@ class Runs:
             if rec.waiting is not None and rec.waiting.child is not None:
                 with contextlib.suppress(RunNotFound):  # its subgraph's run goes too
                     await self.cancel(rec.waiting.child, by=by)
-            return new
+            return cancelled
 
     async def raise_budget(
         self, run_id: RunId, extra: dict[str, float], *, by: Principal
@@ -388,33 +305,12 @@ class Runs:
                 raise ConfigError(f"a budget raise must be positive, got {name}={amount!r}")
         await load_partitions(self.mesh)  # the raise mails the owner (see start)
         while True:
-            entry = await self.mesh.get(record_key(run_id))
-            if entry is None:
-                raise RunNotFound(f"no run {run_id!r} in {self.mesh.url}")
-            rec = load(entry.value)
+            rec, version = await self._read(run_id)
             if rec.terminal:
                 raise RunError(f"run {run_id} is {rec.status}: its budget can no longer be raised")
-            new = as_record(engine.raise_budget(rec, extra, now=time.time()))
-            if rec.waiting is not None and rec.waiting.kind != "budget":
-                # A raise answers no question: the run keeps waiting on its person.
-                new.waiting, new.status = rec.waiting, rec.status
-            tx = self.mesh.transact()
-            audit.append(
-                tx,
-                new,
-                audit.AuditEvent(
-                    seq=0,
-                    type="budget.raised",
-                    actor=human.name,
-                    detail={"extra": extra},
-                    at=time.time(),
-                ),
-            )
-            tx.put(record_key(run_id), dump(new), if_version=entry.version)
-            tx.put(index_key(run_id), summary_of(new).model_dump())
-            tell_in(tx, owner_id(run_id), {"run": run_id, "why": "budget"})
+            new = as_record(engine.budget_raised(rec, extra, now=time.time()))
             try:
-                await tx.commit()
+                await RunCommit(self.mesh).raise_budget(new, version, extra, by=human.name)
             except VersionConflict:
                 continue
             waiting = rec.waiting
@@ -428,7 +324,9 @@ class Runs:
         self, *, ended_before: float, dry_run: bool = False
     ) -> builtins.list[RunSummary]:
         """Delete the runs that ended before ``ended_before``; see :func:`retention.prune`."""
-        return await retention.prune(self, ended_before=ended_before, dry_run=dry_run)
+        return await retention.prune(
+            self.mesh, await self.list(), ended_before=ended_before, dry_run=dry_run
+        )
 
     async def trajectory(self, run_id: RunId) -> builtins.list[TrajectoryStep]:
         """Committed visits in commit order, then any visit parked on a person.
@@ -516,13 +414,7 @@ class Runs:
 
     async def output(self, rec: RunRecord) -> Any:
         """The output of a finished run."""
-        if rec.status != "done" or rec.output_node is None:
-            return None
-        out = rec.outputs.get(rec.output_node)
-        if out is None or out.ref is None:
-            return None if out is None else out.value
-        entry = await self.mesh.get(out.ref)
-        return entry.value.get("value") if entry is not None else None
+        return await run_output(self.mesh, rec)
 
     async def verify(self, run_id: RunId) -> int:
         """Verify a run's audit chain; the number of events it holds."""

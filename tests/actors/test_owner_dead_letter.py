@@ -12,12 +12,12 @@ from typing import Any
 import anyio
 import pytest
 
-from plait.actors import DEAD_LETTER_TOPIC, LocalRuntime
+from plait.actors import DEAD_LETTER_TOPIC
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
 from plait.mesh import Mesh
 from plait.profiles import AgentProfile, put_profile
-from plait.runs import RunHost, Runs
+from plait.runs import Runs, serve
 from plait.tools import ToolContext, ToolRegistry, tool
 
 pytestmark = pytest.mark.anyio
@@ -48,9 +48,14 @@ async def test_a_dead_lettered_wake_fails_its_run(mesh: Mesh) -> None:
     await import_graph(mesh, load_graph(GRAPH))
     runs = Runs(mesh)
     calls: list[str] = []
-    dying = LocalRuntime(mesh, visibility_timeout_ms=300, drain_timeout_s=0.01, max_attempts=1)
-    RunHost(dying, tools=hanging_charge(calls))
-    async with dying:
+    async with serve(
+        mesh,
+        tools=hanging_charge(calls),
+        visibility_timeout_ms=300,
+        drain_timeout_s=0.01,
+        max_attempts=1,
+        beat=False,
+    ):
         run_id = (await runs.start("assistant", "pay", "x")).run_id
         with anyio.fail_after(10):
             while not calls:  # the charge is under way when its host dies
@@ -59,9 +64,13 @@ async def test_a_dead_lettered_wake_fails_its_run(mesh: Mesh) -> None:
 
     dead = mesh.subscribe(DEAD_LETTER_TOPIC, "audit", "c", start="begin")
     try:
-        serving = LocalRuntime(mesh, visibility_timeout_ms=300, max_attempts=1)
-        RunHost(serving, tools=hanging_charge(calls))
-        async with serving:
+        async with serve(
+            mesh,
+            tools=hanging_charge(calls),
+            visibility_timeout_ms=300,
+            max_attempts=1,
+            beat=False,
+        ):
             rec = await runs.wait(run_id, timeout=10)
             with anyio.fail_after(10):
                 letter = await dead.__anext__()

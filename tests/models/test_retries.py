@@ -13,13 +13,12 @@ from typing import Any
 import anyio
 import pytest
 
-from plait.actors import LocalRuntime
 from plait.graphs import run_graph
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
 from plait.mesh import Mesh
 from plait.models import OpenAIModel
-from plait.runs import RunHost, Runs
+from plait.runs import Runs, serve
 
 from .wire_servers import OpenAIWireServer
 
@@ -47,9 +46,7 @@ async def durable(server: OpenAIWireServer, spec: dict[str, Any], mesh: Mesh) ->
     await import_graph(mesh, load_graph(spec))
     runs = Runs(mesh)
     model = OpenAIModel("gpt-test", base_url=server.base_url)
-    runtime = LocalRuntime(mesh, visibility_timeout_ms=2_000)
-    RunHost(runtime, model=model)
-    async with model, runtime:
+    async with model, serve(mesh, model=model, visibility_timeout_ms=2_000, beat=False):
         rec = await runs.wait((await runs.start("assistant", spec["name"], "x")).run_id, timeout=20)
         output = await runs.output(rec)
     await runs.verify(rec.run_id)

@@ -1,8 +1,7 @@
 """Helpers for durable-run tests: graphs, an in-process host, the CLI as a process.
 
-In-process tests host one :class:`~plait.actors.LocalRuntime` with a
-:class:`~plait.runs.RunHost` (the same pair ``plait graph run`` and ``plait worker``
-host) over a mesh of each backend; subprocess tests run ``.venv/bin/plait`` against a
+In-process tests serve runs with :func:`plait.runs.serve` (as ``plait graph run`` and
+``plait worker`` do) over a mesh of each backend; subprocess tests run ``.venv/bin/plait`` against a
 SQLite file in the test's own directory.
 """
 
@@ -27,7 +26,7 @@ from plait.graphs.trajectory import TrajectoryStep
 from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
-from plait.runs import RunHost, RunRecord, Runs
+from plait.runs import RunHost, RunRecord, Runs, serve
 from plait.tools import ToolRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,19 +66,22 @@ async def hosting(
     drain_timeout_s: float = 5.0,
     tools: ToolRegistry | None = None,
 ) -> AsyncIterator[tuple[LocalRuntime, RunHost]]:
-    """Serve runs in this process: a runtime and its run host, installed before it starts.
+    """Serve runs in this process (no heartbeat): its runtime and run host.
 
     With a short ``drain_timeout_s``, leaving the block cancels the handlers still
     running, leaving their messages unacked: as if the host had died mid-node.
     """
-    runtime = LocalRuntime(
-        mesh, visibility_timeout_ms=visibility_timeout_ms, drain_timeout_s=drain_timeout_s
-    )
-    host = RunHost(
-        runtime, model=model, tick_ms=tick_ms, tools=tools, progress_kept_s=progress_kept_s
-    )
-    async with runtime:
-        yield runtime, host
+    async with serve(
+        mesh,
+        model=model,
+        tools=tools,
+        tick_ms=tick_ms,
+        progress_kept_s=progress_kept_s,
+        visibility_timeout_ms=visibility_timeout_ms,
+        drain_timeout_s=drain_timeout_s,
+        beat=False,
+    ) as serving:
+        yield serving.runtime, serving.host
 
 
 async def settle(runs: Runs, run_id: str, timeout: float = 10.0, **kw: Any) -> RunRecord:

@@ -1,0 +1,448 @@
+"""RunCommit: the one writer of run transitions.
+
+Every change of a run record — start, claim, step, park, resume, cancel, budget raise,
+end — is one mesh transaction composed here, and nowhere else: the output under its own
+key, the audit events, the record CAS, the listing summary when the listed status
+moves, the next wakes (each claiming its node), the fallback tick or the end-of-run
+wake, the progress event and the ack of the wake handled. All or none: a crash can
+never leave a record without its event or a run without its next wake.
+
+What changes is decided before (by :mod:`plait.graphs.engine`); a commit only writes it.
+A record moved by someone else meanwhile raises ``VersionConflict`` and writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from plait.actors import ActorRecord, Mail, actor_key, tell_in
+from plait.decisions import DecisionBoard
+from plait.errors import DecisionNotFound, RunError, VersionConflict
+from plait.graphs import engine
+from plait.graphs.engine import NodeResult
+from plait.graphs.spec import GraphSpec
+from plait.graphs.state import Attempt
+from plait.ids import new_id
+from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
+from plait.runs import audit
+from plait.runs.audit import output_digest
+from plait.runs.ports import ended, store_history
+from plait.runs.record import (
+    PROGRESS_KEPT_S,
+    RunRecord,
+    as_record,
+    dump,
+    events_topic,
+    index_key,
+    output_key,
+    owner_id,
+    record_key,
+    summary_of,
+    tick_key,
+)
+from plait.runs.store import Lru, RunStore
+
+TICK_MAX_MS = 3_600_000
+"""The longest a parked run's fallback tick backs off to (its answer wakes it at once)."""
+
+_TAKE_AT_MOST = 4
+
+
+class OwnWakes(Protocol):
+    """How the serving runtime takes the wakes a commit sends to runs it serves.
+
+    ``take_in`` adds the take of up to ``count`` mailbox messages to ``tx`` (False if
+    it added none); ``deliver`` hands what the committed takes found to the runtime.
+    """
+
+    def take_in(self, tx: Transaction, count: int) -> bool:
+        """See :meth:`plait.actors.ActorRuntime.take_mail_in`."""
+
+    def deliver(self, deliveries: list[Delivery]) -> None:
+        """See :meth:`plait.actors.ActorRuntime.handle_taken`."""
+
+
+def listing_status(status: str) -> str:
+    """The status shown in listings: ``ready`` and ``running`` are both ``running``."""
+    return "running" if status in ("ready", "running") else status
+
+
+def claim(
+    spec: GraphSpec, rec: RunRecord, key: str, wake: str, host: str = ""
+) -> tuple[RunRecord, Attempt | None]:
+    """``rec`` with ``key`` claimed for ``wake`` (see :func:`plait.graphs.engine.claim`)."""
+    claimed, attempt = engine.claim(
+        spec, rec, key, nonce=new_id(), now=time.time(), host=host, wake=wake
+    )
+    return as_record(claimed), attempt
+
+
+class RunCommit:
+    """Writes run transitions to ``mesh`` (see the module docstring).
+
+    Args:
+        mesh: the mesh holding the runs.
+        store: the serving process's reads, told each record it commits (None for a
+            process that only manages runs).
+        board: where a parked run's decision is read, for its tick's time.
+        actor: who the audit events of steps name (the serving runtime's host id).
+        tick_ms: how often a parked run re-checks its decision as a fallback.
+        progress_kept_s: how long a finished run's progress topic is kept.
+    """
+
+    def __init__(
+        self,
+        mesh: Mesh,
+        *,
+        store: RunStore | None = None,
+        board: DecisionBoard | None = None,
+        actor: str | None = None,
+        tick_ms: int = 60_000,
+        progress_kept_s: float = PROGRESS_KEPT_S,
+    ) -> None:
+        self.mesh = mesh
+        self.store = store
+        self.board = board or DecisionBoard(mesh)
+        self.actor = actor
+        self.tick_ms = tick_ms
+        self.progress_kept_s = progress_kept_s
+
+    # -- what a person or a parent run starts or changes -------------------------------
+
+    async def start(
+        self, spec: GraphSpec, rec: RunRecord, owner: ActorRecord, detail: dict[str, Any]
+    ) -> RunRecord:
+        """Write a new run: its record, listing, owner actor, first audit event and first
+        wake, which claims the entry node as every commit claims the next. A run id
+        already taken raises VersionConflict."""
+        tx = self.mesh.transact()
+        audit.append(
+            tx, rec, audit.AuditEvent(seq=0, type="run.started", detail=detail, at=rec.created_at)
+        )
+        wake = tell_in(tx, owner.id, {"run": rec.run_id, "why": "start"})
+        claimed, attempt = claim(spec, rec, rec.ready[0], wake)
+        if attempt is not None:
+            rec = claimed
+            tx.publish(
+                events_topic(rec.run_id),
+                "progress",
+                {
+                    "node": None,
+                    "status": rec.status,
+                    "started": [_started(attempt)],
+                    "audit_seq": rec.audit_seq,
+                },
+            )
+        tx.put(record_key(rec.run_id), dump(rec), if_version=0)
+        tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
+        tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
+        await tx.commit()
+        return rec
+
+    async def cancel(self, new: RunRecord, version: int, *, by: str) -> None:
+        """Write a run's cancellation (``new``, from :func:`engine.cancel`)."""
+        tx = self.mesh.transact()
+        event = audit.AuditEvent(seq=0, type="run.cancelled", actor=by, at=time.time())
+        audit.append(tx, new, event)
+        tx.put(record_key(new.run_id), dump(new), if_version=version)
+        tx.put(index_key(new.run_id), summary_of(new).model_dump())
+        tx.publish(
+            events_topic(new.run_id),
+            "progress",
+            {
+                "node": None,
+                "status": "cancelled",
+                "ended_detail": "cancelled",
+                "audit_seq": new.audit_seq,
+            },
+        )
+        ended(tx, new)
+        await tx.commit()
+
+    async def raise_budget(
+        self, new: RunRecord, version: int, extra: dict[str, float], *, by: str
+    ) -> None:
+        """Write a person's budget raise (``new``) and wake the run's owner."""
+        tx = self.mesh.transact()
+        audit.append(
+            tx,
+            new,
+            audit.AuditEvent(
+                seq=0, type="budget.raised", actor=by, detail={"extra": extra}, at=time.time()
+            ),
+        )
+        tx.put(record_key(new.run_id), dump(new), if_version=version)
+        tx.put(index_key(new.run_id), summary_of(new).model_dump())
+        tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "budget"})
+        await tx.commit()
+
+    # -- what a run's owner writes -----------------------------------------------------
+
+    async def park(self, rec: RunRecord, mail: Mail, step: int) -> None:
+        """Stay parked: schedule the fallback tick (backed off ``step`` times) and ack."""
+        tx = self.mesh.transact()
+        await self._tick(tx, rec, step)
+        mail.ack_in(tx)
+        await tx.commit()
+
+    async def claim(
+        self,
+        claimed: RunRecord,
+        version: int,
+        attempt: Attempt,
+        resumed: list[dict[str, Any]],
+    ) -> None:
+        """Write a claim of ``attempt`` (the run resumed first, if ``resumed`` says how)."""
+        tx = self.mesh.transact()
+        for event in resumed:
+            audit.append_fields(tx, claimed, **self._audit_fields(event, None, {}))
+        tx.put(record_key(claimed.run_id), dump(claimed), if_version=version)
+        tx.publish(
+            events_topic(claimed.run_id),
+            "started",
+            {
+                "node": attempt.node,
+                "visit": attempt.visit,
+                "status": "running",
+                "at": attempt.started_at,
+                "audit_seq": claimed.audit_seq,
+            },
+        )
+        if resumed:
+            tx.put(index_key(claimed.run_id), summary_of(claimed).model_dump())
+        await self._commit(tx, claimed, version)
+
+    async def step(
+        self,
+        spec: GraphSpec | None,
+        before: RunRecord,
+        new: RunRecord,
+        version: int,
+        events: list[dict[str, Any]],
+        mail: Mail,
+        *,
+        key: str | None = None,
+        result: NodeResult | None = None,
+        wakes: OwnWakes | None = None,
+    ) -> None:
+        """Write one transition from ``before`` (at ``version``) to ``new`` and ack
+        ``mail``: a visit's commit, a park, a resume, an escalation or the run's end.
+
+        Each node that may run next gets a wake, claimed for it in this same commit
+        (``spec`` may be None only for a transition that leaves nothing to run);
+        ``wakes``, if given, takes up to a few of them straight back for this runtime.
+        Raises VersionConflict (nothing written, ``mail`` not acked) if the record moved.
+        """
+        tx = self.mesh.transact()
+        # A shallow copy owning its outputs dict: audit appends set scalars on it, and
+        # _store_outputs replaces entries that may be shared with the state it came from.
+        new = new.model_copy(update={"outputs": dict(new.outputs)})
+        digests: dict[str, str] = {}
+        outputs = self._store_outputs(tx, new, key, result, digests)
+        # Outputs written with no event of their own (a fan-out target's aggregate) are
+        # pinned by the first event, so every pointer in the record is in the chain.
+        named = {e.get("node") for e in events if e["type"] == "node.committed"}
+        also = {
+            name: {"ref": ref, "sha256": digests[name]}
+            for name, ref in outputs.items()
+            if name not in named
+        }
+        for index, event in enumerate(events):
+            node = event.get("node")
+            if event["type"] == "node.committed" and node in digests:
+                event = {**event, "output_sha256": digests[node]}
+            if also and index == 0:
+                event = {**event, "outputs": also}
+            audit.append_fields(tx, new, **self._audit_fields(event, result, outputs))
+        started: list[dict[str, Any]] = []
+        new = self._claim_next(tx, spec, new, started)
+        # The runtime takes the wakes this commit sends (up to a few), and handles them
+        # without reading them back from the mesh.
+        took = (
+            bool(started)
+            and wakes is not None
+            and wakes.take_in(tx, min(len(started), _TAKE_AT_MOST))
+        )
+        tx.put(record_key(new.run_id), dump(new), if_version=version)
+        history: tuple[str, tuple[int, list[Any]]] | None = None
+        if result is not None and result.history is not None and key is not None:
+            visit = new.visits.get(key) or (new.attempts[key].visit if key in new.attempts else 1)
+            cache = self.store.histories if self.store is not None else Lru()
+            history = store_history(tx, cache, new.run_id, key, visit, result.history)
+        if new.waiting is not None:
+            await self._tick(tx, new)
+        elif new.terminal:
+            ended(tx, new, self.progress_kept_s)
+        if listing_status(new.status) != listing_status(before.status):
+            tx.put(index_key(new.run_id), summary_of(new).model_dump())
+        tx.publish(
+            events_topic(new.run_id), "progress", _progress(new, key, result, events, started)
+        )
+        mail.ack_in(tx)
+        try:
+            committed = await self._commit(tx, new, version)
+        except VersionConflict:
+            mail.acked = False  # nothing of the transaction landed, its ack neither
+            raise
+        if history is not None and self.store is not None:
+            self.store.histories[history[0]] = history[1]
+        if took and committed.taken and wakes is not None:
+            wakes.deliver(committed.taken)
+
+    # -- the parts of a commit ---------------------------------------------------------
+
+    def _claim_next(
+        self,
+        tx: Transaction,
+        spec: GraphSpec | None,
+        new: RunRecord,
+        started: list[dict[str, Any]],
+    ) -> RunRecord:
+        """Send one wake per node that may run next, each node claimed for its wake.
+
+        The claim rides in this commit, so the wake's handler runs its node at once
+        instead of writing a claim of its own. A wake arriving a second time finds its
+        attempt unfinished: its first handler died, and the node's policy decides.
+        Each claimed visit is added to ``started`` (for the progress event).
+        """
+        keys = engine.claimable(new)
+        if keys and spec is None:
+            raise RunError(f"run {new.run_id}: a commit that claims nodes needs their graph")
+        for key in keys:
+            assert spec is not None
+            # A retry after a transient error waits its backoff in the mailbox, not in
+            # a task: the wake that runs it is delivered later.
+            delay_ms = int(engine.retry_delay_s(spec, new, key) * 1000)
+            why = "retry" if delay_ms else "next"
+            wake = tell_in(
+                tx, owner_id(new.run_id), {"run": new.run_id, "why": why}, after_ms=delay_ms
+            )
+            claimed, attempt = claim(spec, new, key, wake, self.actor or "")
+            if attempt is None:
+                continue  # a budget is spent: the plain wake's handler says so
+            new = claimed
+            if not delay_ms:
+                started.append(_started(attempt))
+        return new
+
+    def _store_outputs(
+        self,
+        tx: Transaction,
+        new: RunRecord,
+        key: str | None,
+        result: NodeResult | None,
+        digests: dict[str, str],
+    ) -> dict[str, str]:
+        """Move the values of this transition's outputs under their own keys in ``tx``.
+
+        ``new`` must own its ``outputs`` dict; its entries are replaced, never changed
+        in place, since they may be shared with older states. Returns the output key
+        written per node; ``digests`` receives each written payload's sha256 per node.
+        """
+        refs: dict[str, str] = {}
+        outputs = new.outputs
+        for name, out in list(outputs.items()):
+            if out.value is None and name != key:
+                continue
+            if out.seq == new.seq and out.ref is None:
+                ref = output_key(new.run_id, name, out.visit)
+                payload: dict[str, Any] = {"value": out.value}
+                if name == key and result is not None:
+                    payload.update(prompt=result.prompt, error=result.error)
+                tx.put(ref, payload)
+                digests[name] = output_digest(payload)
+                if self.store is not None:
+                    self.store.values[ref] = out.value
+                refs[name] = ref
+                outputs[name] = out.model_copy(update={"value": None, "ref": ref})
+        return refs
+
+    async def _tick(self, tx: Transaction, rec: RunRecord, step: int = 0) -> None:
+        """Schedule the fallback re-check: one per run (stable key), ``tick_ms`` doubled
+        ``step`` times (at most TICK_MAX_MS), at the decision's expiry if sooner."""
+        base = self.tick_ms
+        after_ms = min(base * 2 ** min(step, 32), max(base, TICK_MAX_MS))
+        if rec.waiting is not None and rec.waiting.decision_id is not None:
+            try:
+                expires = (await self.board.get(rec.waiting.decision_id)).expires_at
+            except DecisionNotFound:
+                expires = None
+            if expires is not None:
+                after_ms = max(10, min(after_ms, int((expires - time.time()) * 1000) + 50))
+        tell_in(
+            tx,
+            owner_id(rec.run_id),
+            {"run": rec.run_id, "why": "tick", "backoff": step},
+            after_ms=after_ms,
+            key=tick_key(rec.run_id),
+        )
+
+    async def _commit(self, tx: Transaction, new: RunRecord, version: int) -> TransactionResult:
+        """Commit ``tx`` writing ``new`` over ``version``, then tell the store.
+
+        Only a committed record is remembered: a record cached before its commit landed
+        could be taken for the different record another host commits under the same
+        version number.
+        """
+        result = await tx.commit()
+        if self.store is not None:
+            self.store.remember(new, version + 1)
+        return result
+
+    def _audit_fields(
+        self, event: dict[str, Any], result: NodeResult | None, outputs: dict[str, str]
+    ) -> dict[str, Any]:
+        """The audit event of an engine event, as :func:`audit.append_fields` takes it."""
+        node = event.get("node")
+        detail = {
+            k: v
+            for k, v in event.items()
+            if k not in ("type", "node", "visit", "verdict", "error", "usage", "seq")
+        }
+        return {
+            "type": event["type"],
+            "node": node,
+            "visit": event.get("visit"),
+            "verdict": event.get("verdict"),
+            "error": event.get("error"),
+            "usage": event.get("usage") or {},
+            "output_ref": outputs.get(node or ""),
+            "detail": detail,
+            "actor": self.actor,
+            "at": time.time(),
+        }
+
+
+def _started(attempt: Attempt) -> dict[str, Any]:
+    """A visit a commit started, as its progress event lists it."""
+    return {"node": attempt.node, "visit": attempt.visit, "at": attempt.started_at}
+
+
+def _progress(
+    new: RunRecord,
+    key: str | None,
+    result: NodeResult | None,
+    events: list[dict[str, Any]],
+    started: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The progress event of a step: the visit it committed, the run's status, the
+    visits it started (``started``: node, visit and epoch seconds of each), and the
+    record's ``audit_seq`` after it (which orders a run's events for a watcher)."""
+    committed = next((e for e in events if e["type"] == "node.committed"), None)
+    return {
+        "node": key,
+        "visit": committed["visit"] if committed else None,
+        "status": new.status,
+        "error": result.error if result else None,
+        "verdict": result.verdict if result else None,
+        "elapsed": (result.ended_at - result.started_at) if result else None,
+        "critique": result.value if result is not None and result.verdict else None,
+        "ended_detail": new.ended_detail,
+        "waiting": new.waiting.model_dump() if new.waiting else None,
+        "started": started,
+        "audit_seq": new.audit_seq,
+    }
+
+
+__all__ = ["TICK_MAX_MS", "OwnWakes", "RunCommit", "claim", "listing_status"]
