@@ -86,7 +86,7 @@ async def test_a_runtime_without_a_run_host_serves_no_run(
         async with LocalRuntime(mesh, visibility_timeout_ms=200, drain_timeout_s=1.0):
 
             async def refused() -> bool:
-                return any("has no run host" in r.getMessage() for r in caplog.records)
+                return any("needs a RunHost" in r.getMessage() for r in caplog.records)
 
             await eventually(refused)
     rec = await runs.get(started.run_id)
@@ -94,6 +94,7 @@ async def test_a_runtime_without_a_run_host_serves_no_run(
     entry = await mesh.get(record_key(started.run_id))
     assert entry is not None and entry.version == 1
     # The same run, served by a process built with serve(), runs to its end.
-    async with serve(mesh, model=ScriptedModel([{"text": "ok"}]), beat=False):
+    model = ScriptedModel([{"text": "ok"}])
+    async with serve(mesh, model=model, visibility_timeout_ms=200, beat=False):
         done = await settle(runs, started.run_id)
     assert done.status == "done"
