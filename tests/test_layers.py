@@ -51,12 +51,7 @@ FOUNDATION = {"plait.errors", "plait.ids"}
 SURFACE = "plait"
 """The package's public surface, above every layer."""
 
-KNOWN_CYCLES: list[tuple[str, str]] = [
-    ("plait.runs.host", "plait.runs.service"),
-    ("plait.runs.owner", "plait.runs"),
-    ("plait.runs.service", "plait.runs"),
-    ("plait.runs.service", "plait.runs.retention"),
-]
+KNOWN_CYCLES: list[tuple[str, str]] = []
 """Import edges ``(importer, imported)`` that close a cycle being removed elsewhere."""
 
 

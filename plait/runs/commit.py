@@ -25,8 +25,7 @@ from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Attempt
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
-from plait.runs import audit
-from plait.runs.audit import output_digest
+from plait.runs.audit import AuditEvent, append, append_fields, output_digest
 from plait.runs.ports import ended, store_history
 from plait.runs.record import (
     PROGRESS_KEPT_S,
@@ -117,9 +116,7 @@ class RunCommit:
         wake, which claims the entry node as every commit claims the next. A run id
         already taken raises VersionConflict."""
         tx = self.mesh.transact()
-        audit.append(
-            tx, rec, audit.AuditEvent(seq=0, type="run.started", detail=detail, at=rec.created_at)
-        )
+        append(tx, rec, AuditEvent(seq=0, type="run.started", detail=detail, at=rec.created_at))
         wake = tell_in(tx, owner.id, {"run": rec.run_id, "why": "start"})
         claimed, attempt = claim(spec, rec, rec.ready[0], wake)
         if attempt is not None:
@@ -143,8 +140,8 @@ class RunCommit:
     async def cancel(self, new: RunRecord, version: int, *, by: str) -> None:
         """Write a run's cancellation (``new``, from :func:`engine.cancel`)."""
         tx = self.mesh.transact()
-        event = audit.AuditEvent(seq=0, type="run.cancelled", actor=by, at=time.time())
-        audit.append(tx, new, event)
+        event = AuditEvent(seq=0, type="run.cancelled", actor=by, at=time.time())
+        append(tx, new, event)
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         tx.put(index_key(new.run_id), summary_of(new).model_dump())
         tx.publish(
@@ -165,10 +162,10 @@ class RunCommit:
     ) -> None:
         """Write a person's budget raise (``new``) and wake the run's owner."""
         tx = self.mesh.transact()
-        audit.append(
+        append(
             tx,
             new,
-            audit.AuditEvent(
+            AuditEvent(
                 seq=0, type="budget.raised", actor=by, detail={"extra": extra}, at=time.time()
             ),
         )
@@ -196,7 +193,7 @@ class RunCommit:
         """Write a claim of ``attempt`` (the run resumed first, if ``resumed`` says how)."""
         tx = self.mesh.transact()
         for event in resumed:
-            audit.append_fields(tx, claimed, **self._audit_fields(event, None, {}))
+            append_fields(tx, claimed, **self._audit_fields(event, None, {}))
         tx.put(record_key(claimed.run_id), dump(claimed), if_version=version)
         tx.publish(
             events_topic(claimed.run_id),
@@ -254,7 +251,7 @@ class RunCommit:
                 event = {**event, "output_sha256": digests[node]}
             if also and index == 0:
                 event = {**event, "outputs": also}
-            audit.append_fields(tx, new, **self._audit_fields(event, result, outputs))
+            append_fields(tx, new, **self._audit_fields(event, result, outputs))
         started: list[dict[str, Any]] = []
         new = self._claim_next(tx, spec, new, started)
         # The runtime takes the wakes this commit sends (up to a few), and handles them
@@ -393,7 +390,7 @@ class RunCommit:
     def _audit_fields(
         self, event: dict[str, Any], result: NodeResult | None, outputs: dict[str, str]
     ) -> dict[str, Any]:
-        """The audit event of an engine event, as :func:`audit.append_fields` takes it."""
+        """The audit event of an engine event, as :func:`append_fields` takes it."""
         node = event.get("node")
         detail = {
             k: v

@@ -37,10 +37,12 @@ from plait.graphs.state import Waiting
 from plait.graphs.trajectory import StepDecision, StepUsage, ToolCall, TrajectoryStep
 from plait.ids import DecisionId, RunId, new_id
 from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
-from plait.runs import audit, retention
+from plait.runs.audit import read_events
+from plait.runs.audit import verify as verify_chain
 from plait.runs.commit import RunCommit, listing_status
 from plait.runs.ports import history_part_key
 from plait.runs.record import RunRecord, RunSummary, as_record, events_topic
+from plait.runs.retention import prune as prune_runs
 from plait.runs.start import OWNER_CONCURRENCY, start_run
 from plait.runs.store import read_record, run_output
 
@@ -323,8 +325,8 @@ class Runs:
     async def prune(
         self, *, ended_before: float, dry_run: bool = False
     ) -> builtins.list[RunSummary]:
-        """Delete the runs that ended before ``ended_before``; see :func:`retention.prune`."""
-        return await retention.prune(
+        """Delete the runs that ended before ``ended_before``; see :func:`prune_runs`."""
+        return await prune_runs(
             self.mesh, await self.list(), ended_before=ended_before, dry_run=dry_run
         )
 
@@ -334,7 +336,7 @@ class Runs:
         Each step carries its status (``done``, ``failed`` or ``waiting``), the tool
         calls the visit made and the decision it raised (see :class:`TrajectoryStep`).
         """
-        events = await audit.read_events(self.mesh, run_id)
+        events = await read_events(self.mesh, run_id)
         asked = {
             (e.node, e.visit): (e.detail.get("decision_id"), e.detail.get("ask"))
             for e in events
@@ -418,7 +420,7 @@ class Runs:
 
     async def verify(self, run_id: RunId) -> int:
         """Verify a run's audit chain; the number of events it holds."""
-        return await audit.verify(self.mesh, await self.get(run_id))
+        return await verify_chain(self.mesh, await self.get(run_id))
 
 
 __all__ = ["BUDGET_LIMITS", "LISTING_STATUSES", "OWNER_CONCURRENCY", "Runs"]
