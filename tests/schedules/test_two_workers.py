@@ -4,6 +4,7 @@ run and one delivery, none is skipped. Real SQLite and Redis meshes, two LocalRu
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ import pytest
 from plait.actors import LocalRuntime
 from plait.mesh import open_mesh
 from plait.models.scripted import ScriptedModel
-from plait.runs import RunHost, Runs
+from plait.runs import Runs, serve
 from plait.schedules import SCHEDULE_KIND, Schedules
 from plait.schedules.actor import handler
 from plait.schedules.cron import fires_after
@@ -43,13 +44,18 @@ def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
 @asynccontextmanager
 async def worker(url: str, clock: FastClock) -> AsyncIterator[LocalRuntime]:
     """A worker of its own: its own mesh connection, runtime and run host."""
-    async with open_mesh(url) as mesh:
-        runtime = LocalRuntime(
-            mesh, handlers={SCHEDULE_KIND: handler(clock)}, visibility_timeout_ms=2_000
-        )
-        RunHost(runtime, model=ScriptedModel(RULES))
-        async with runtime:
-            yield runtime
+    schedules = functools.partial(LocalRuntime, handlers={SCHEDULE_KIND: handler(clock)})
+    async with (
+        open_mesh(url) as mesh,
+        serve(
+            mesh,
+            runtime=schedules,
+            model=ScriptedModel(RULES),
+            visibility_timeout_ms=2_000,
+            beat=False,
+        ) as serving,
+    ):
+        yield serving.runtime
 
 
 async def test_two_workers_fire_each_hour_of_a_week_exactly_once(
