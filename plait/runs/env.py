@@ -79,6 +79,7 @@ class RunEnvironment:
             subgraphs=child_runner(self.mesh, rec, workspace),
             cwd=workspace,
             protected=self.mesh.local_files,
+            mesh=self.mesh,
         )
 
     def workspace(self, rec: RunRecord) -> Path:

@@ -79,3 +79,16 @@ async def test_a_program_node_runs_durably_with_the_same_trajectory(mesh: Mesh) 
         assert await runs.output(done) == in_session.output
         durable = await runs.trajectory(rec.run_id)
     assert commits(durable) == commits(in_session.trajectory)
+
+
+async def test_a_saved_program_runs_durably(mesh: Mesh) -> None:
+    """A durable run's program nodes read saved programs from the run's mesh."""
+    await save_program(mesh, "shout", "return {'text': payload.name.upper()}")
+    await promote(mesh, "shout", 1, by=Human("ana"))
+    await store(mesh, graph("shout"))
+    async with hosting(mesh):
+        runs = Runs(mesh)
+        rec = await runs.start("assistant", "greeting", input="ana")
+        done = await settle(runs, rec.run_id)
+        assert done.status == "done", done.error
+        assert await runs.output(done) == {"text": "hello ANA hello ANA"}
