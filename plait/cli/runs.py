@@ -177,6 +177,10 @@ class _Progress:
         if visit is None and waiting.get("node") == node:  # parked on a person
             mark = styled("  ⏸ ", "yellow")
             took, visit = "", began
+        elif isinstance(event.get("retry_in"), float | int):  # a transient error
+            mark = styled("  ↻ ", "yellow")
+            took = f" {took.strip()}, again in {event['retry_in']:.1f}s" if took else ""
+            status = "retrying"
         elif event.get("error"):
             mark = styled("  ✗ ", "red")
         else:

@@ -427,6 +427,7 @@ def _progress(
     visits it started (``started``: node, visit and epoch seconds of each), and the
     record's ``audit_seq`` after it (which orders a run's events for a watcher)."""
     committed = next((e for e in events if e["type"] == "node.committed"), None)
+    retrying = next((e for e in events if e["type"] == "node.retrying"), None)
     return {
         "node": key,
         "visit": committed["visit"] if committed else None,
@@ -439,6 +440,7 @@ def _progress(
         "waiting": new.waiting.model_dump() if new.waiting else None,
         "started": started,
         "audit_seq": new.audit_seq,
+        "retry_in": retrying["delay_s"] if retrying else None,
     }
 
 

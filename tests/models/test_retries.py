@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from plait.cli.runs import _progress_printer
 from plait.graphs import run_graph
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
@@ -119,3 +120,27 @@ async def test_timeout_s_bounds_each_model_call_and_a_timeout_is_retried(
         got = await runner(openai_server, graph(timeout_s=0.2))
     assert (got["status"], got["output"], got["retries"]) == ("done", "quick", 1)
     assert len(openai_server.requests) == 2
+
+
+async def test_the_progress_of_a_retry_says_when_it_goes_again(
+    openai_server: OpenAIWireServer, mesh: Mesh, capsys: pytest.CaptureFixture[str]
+) -> None:
+    openai_server.reply_error(429, "Slow down.", "rate_limit_exceeded")
+    openai_server.reply_text("at last")
+    spec = graph()
+    await import_graph(mesh, load_graph(spec))
+    runs = Runs(mesh)
+    model = OpenAIModel("gpt-test", base_url=openai_server.base_url)
+    events: list[dict[str, Any]] = []
+    async with model, serve(mesh, model=model, visibility_timeout_ms=2_000, beat=False):
+        started = await runs.start("assistant", spec["name"], "x")
+        rec = await runs.wait(started.run_id, timeout=20, on_progress=events.append)
+    assert rec.status == "done"
+    retried = [e for e in events if e.get("retry_in") is not None]
+    assert [e["node"] for e in retried] == ["a"] and retried[0]["error"]
+    with _progress_printer(True) as show:
+        for event in events:
+            show(event)
+    shown = capsys.readouterr().err
+    assert "↻ a" in shown and "again in" in shown and "retrying" in shown
+    assert "✗" not in shown
