@@ -54,48 +54,31 @@ _MESH_HELP = (
     "Mesh URL: memory://, sqlite:///PATH or redis://HOST:PORT/DB (default: PLAIT_MESH, "
     "else mesh.db in PLAIT_HOME, else in the nearest .plait/ at or above this directory)."
 )
-MeshOption = Annotated[
-    str | None,
-    typer.Option(
-        "--mesh",
-        envvar="PLAIT_MESH",
-        metavar="URL",
-        help=_MESH_HELP,
-        show_default=False,
-        callback=existing_mesh,
-    ),
-]
-"""The ``--mesh`` option of a command that needs a mesh to exist."""
 
-CreatingMeshOption = Annotated[
-    str | None,
-    typer.Option(
+
+def _mesh_option(callback: Callable[[str | None], str]) -> Any:
+    """The ``--mesh`` option, resolved by ``callback`` (which says what a missing mesh means)."""
+    return typer.Option(
         "--mesh",
         envvar="PLAIT_MESH",
         metavar="URL",
         help=_MESH_HELP,
         show_default=False,
-        callback=creating_mesh,
-    ),
-]
-"""The ``--mesh`` option of a command that creates the default mesh if there is none."""
+        callback=callback,
+    )
 
 
 def _mesh_or_memory(url: str | None) -> str:
     return existing_mesh(url) if url or find_mesh() else "memory://"
 
 
-ReadingMeshOption = Annotated[
-    str | None,
-    typer.Option(
-        "--mesh",
-        envvar="PLAIT_MESH",
-        metavar="URL",
-        help=_MESH_HELP,
-        show_default=False,
-        callback=_mesh_or_memory,
-    ),
-]
+MeshOption = Annotated[str | None, _mesh_option(existing_mesh)]
+"""The ``--mesh`` option of a command that needs a mesh to exist."""
+
+CreatingMeshOption = Annotated[str | None, _mesh_option(creating_mesh)]
+"""The ``--mesh`` option of a command that creates the default mesh if there is none."""
+
+ReadingMeshOption = Annotated[str | None, _mesh_option(_mesh_or_memory)]
 """The ``--mesh`` option of a command that works without one (on an empty memory mesh)."""
 
 
