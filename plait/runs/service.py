@@ -48,6 +48,9 @@ from plait.runs.store import read_record, run_output
 
 log = logging.getLogger("plait.runs")
 
+SETTLED_READ_S = 5.0
+"""How long a watch of a settled run reads on for the progress event that settled it."""
+
 BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
 """The limits a person may raise."""
 
@@ -193,8 +196,10 @@ class Runs:
                         if settled and (on_progress is None or shown_end):
                             return rec
                         # Settled: the commit that settled it published its progress event
-                        # with it, so show what is still unread before returning.
-                        with anyio.move_on_after(0.2 if settled else 0.5):
+                        # with it, so show what is still unread before returning. Reading
+                        # stops at that event; the bound only covers a commit that
+                        # published none (a loaded machine can take a while to deliver).
+                        with anyio.move_on_after(SETTLED_READ_S if settled else 0.5):
                             async for delivery in sub:
                                 await delivery.ack()
                                 news = delivery.data.get("audit_seq", shown_after + 1) > shown_after
