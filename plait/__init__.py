@@ -2,6 +2,7 @@
 
 - :func:`open_mesh` — versioned state with CAS, durable topics, transactions.
 - :func:`run_graph` / :func:`resume_graph` — run a graph in this process.
+- :class:`Graph` — a graph written in Python, nodes as async functions.
 - :class:`Runs` — durable runs; :func:`serve` builds a process that serves them.
 - :class:`DecisionBoard` / :class:`DecisionDesk` — decisions people answer.
 """
@@ -12,6 +13,7 @@ from plait.actors import LocalRuntime
 from plait.decisions import Agent, Decision, DecisionBoard, DecisionDesk, Human
 from plait.errors import PlaitError, VersionConflict
 from plait.graphs import (
+    Graph,
     GraphRun,
     GraphSpec,
     load_graph,
@@ -30,6 +32,7 @@ __all__ = [
     "DecisionBoard",
     "DecisionDesk",
     "Entry",
+    "Graph",
     "GraphRun",
     "GraphSpec",
     "Human",

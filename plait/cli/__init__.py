@@ -9,6 +9,8 @@ below imports the CLI.
 
 from __future__ import annotations
 
+import os
+import sys
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _installed
 from typing import Annotated, Any
@@ -100,6 +102,10 @@ app.command("serve")(serve_cmd)
 
 def main() -> None:
     """Entry point of the ``plait`` console script."""
+    # As under `python -m`, the working directory's modules import (the function nodes
+    # of a Python graph, a worker's --tools), after the installed packages.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     app()
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +25,7 @@ from plait.cli._common import (
 from plait.cli._output import Output, OutputOption, mode, rows
 from plait.cli._serving import known_tools
 from plait.errors import GraphNotFound, GraphValidationError
+from plait.graphs.builder import Graph
 from plait.graphs.loader import MAX_FILE_BYTES, load_graph_file
 from plait.graphs.mermaid import to_mermaid
 from plait.graphs.nodes.program import program_problems
@@ -43,16 +46,27 @@ from plait.profiles import list_profiles
 graph_app = typer.Typer(help="Validate, import and inspect graphs.", no_args_is_help=True)
 
 FileArgument = Annotated[
-    Path, typer.Argument(metavar="FILE", help="A graph file (.json, .yaml or .yml).")
+    Path,
+    typer.Argument(
+        metavar="FILE",
+        help="A graph file (.json, .yaml or .yml), or a Python graph as pkg.module:NAME.",
+    ),
 ]
+
+_PYTHON_REF = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 async def _check(mesh: Mesh, file: Path) -> ValidationReport:
     """Load and validate ``file`` against the mesh's agents and the tools offered: the
     built-in ones, those of ``PLAIT_TOOLS`` and those of the live workers."""
+    built: Graph | None = None
     try:
-        data = load_graph_file(file)
+        if _is_python_ref(file):
+            built = _python_graph(str(file))
+            data = built.data()
+        else:
+            data = load_graph_file(file)
     except GraphValidationError as exc:
         return ValidationReport(None, [Problem.of(p) for p in exc.problems])
     agents = {profile.name: profile for profile in await list_profiles(mesh)}
@@ -61,9 +75,18 @@ async def _check(mesh: Mesh, file: Path) -> ValidationReport:
     def tool_schema(tool: str) -> dict[str, Any] | None:
         return registry.get(tool).parameters if tool in registry else None
 
-    report = validate_graph(
-        data, agents=agents, tool_is_known=known.__contains__, tool_schema=tool_schema
-    )
+    checks: dict[str, Any] = {
+        "agents": agents,
+        "tool_is_known": known.__contains__,
+        "tool_schema": tool_schema,
+    }
+    if built is not None:
+        try:
+            report = ValidationReport(built.compile(durable=True, **checks))
+        except GraphValidationError as exc:
+            report = ValidationReport(None, [Problem.of(p) for p in exc.problems])
+    else:
+        report = validate_graph(data, **checks)
     if report.spec is not None:
         saved = await program_problems(mesh, iter(report.spec.nodes))
         report.problems.extend(Problem.of(p) for p in saved)
@@ -73,10 +96,40 @@ async def _check(mesh: Mesh, file: Path) -> ValidationReport:
     return report
 
 
+def _is_python_ref(file: Path) -> bool:
+    """Whether FILE names a Python graph (``pkg.module:NAME``) rather than a file."""
+    return not file.exists() and _PYTHON_REF.fullmatch(str(file)) is not None
+
+
+def _python_graph(ref: str) -> Graph:
+    """The :class:`~plait.graphs.builder.Graph` at ``pkg.module:NAME``, imported as
+    ``python -m`` would (the working directory importable, after installed packages).
+
+    Raises:
+        GraphValidationError: the module does not import, or NAME is not a Graph.
+    """
+    module_name, _, attr = ref.partition(":")
+    if str(Path.cwd()) not in sys.path:
+        sys.path.append(str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any error of the user's module is a problem to report
+        raise GraphValidationError(
+            [f"(file): cannot import {module_name}: {type(exc).__name__}: {exc}"], ref
+        ) from None
+    found = getattr(module, attr, None)
+    if not isinstance(found, Graph):
+        what = "nothing" if found is None else type(found).__name__
+        raise GraphValidationError(
+            [f"(file): {module_name}.{attr} is {what}, not a plait.Graph"], ref
+        )
+    return found
+
+
 def _source(file: Path) -> str | None:
     """The file's text for locating problems (None if it cannot be read as text)."""
     try:
-        if file.stat().st_size > MAX_FILE_BYTES:
+        if _is_python_ref(file) or file.stat().st_size > MAX_FILE_BYTES:
             return None
         return file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

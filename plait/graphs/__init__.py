@@ -7,12 +7,14 @@ the compiled graph (:mod:`~plait.graphs.compiled`, built once per stored version
 pure step engine (:mod:`~plait.graphs.engine`: compiled graph, run state and node result
 in, new state and typed :mod:`~plait.graphs.events` out), the executors that do a
 visit's I/O through small ports (:mod:`~plait.graphs.ports`), the graph store and the
-in-session runner: :func:`run_graph` runs a graph in this process. Durable runs
+in-session runner: :func:`run_graph` runs a graph in this process; :class:`Graph`
+writes one in Python (:mod:`~plait.graphs.builder`). Durable runs
 (:mod:`plait.runs`, the layer above) drive the same engine one node per mailbox message.
 """
 
 from __future__ import annotations
 
+from plait.graphs.builder import Graph
 from plait.graphs.loader import load_graph, load_graph_file
 from plait.graphs.session import GraphRun, TrajectoryStep, resume_graph, run_graph
 from plait.graphs.spec import Budget, Edge, GraphSpec, Node, graph_json_schema
@@ -22,6 +24,7 @@ from plait.graphs.validate import ValidationReport, validate_graph
 __all__ = [
     "Budget",
     "Edge",
+    "Graph",
     "GraphRun",
     "GraphSpec",
     "Node",

@@ -53,6 +53,15 @@ class CallableProgram:
 _REGISTERED: dict[str, CallableProgram] = {}
 
 
+def register(found: CallableProgram) -> None:
+    """Register ``found`` under its ``ref`` (a name, or the import path it answers to).
+
+    A graph builder registers its function nodes under their import paths, so a worker
+    importing the module finds each node's adapter rather than the bare function.
+    """
+    _REGISTERED[found.ref] = found
+
+
 def program(
     name: str,
     *,
@@ -127,6 +136,10 @@ def import_program(ref: str) -> CallableProgram:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ProgramNotFound(f"program {ref!r}: cannot import {module_name}: {exc}") from None
+    # Importing the module may register the ref itself (a graph builder's node does).
+    found = registered(ref)
+    if found is not None:
+        return found
     for part in qualname.split("."):
         target = getattr(target, part, None)
         if target is None:
@@ -157,5 +170,6 @@ __all__ = [
     "find_callable",
     "import_program",
     "program",
+    "register",
     "registered",
 ]

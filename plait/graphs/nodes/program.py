@@ -3,14 +3,18 @@
 ``{"id": "fetch", "type": "program", "ref": "graph-fetch", "input": {...},
 "require_promoted": true}``: the ref is a registered program, an import path
 (``pkg.module:fn``) or a saved program (``name`` or ``name@version``); string values of
-``input`` are templates. A registered or imported ref is checked when the graph is
+``input`` are templates. With ``verdicts`` the program decides the route: it returns
+one of their words (a Python-decided edge), and the flow goes where that word leads.
+A registered or imported ref is checked when the graph is
 validated; a saved one when it is imported into a mesh (:func:`program_problems`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
+
+from pydantic import Field
 
 from plait.errors import ProgramError, ToolNotPermitted
 from plait.graphs.nodes.base import (
@@ -18,6 +22,7 @@ from plait.graphs.nodes.base import (
     IndeterminatePolicy,
     NodeBase,
     NodeKind,
+    Route,
     TemplateField,
     Visit,
     quoted,
@@ -32,12 +37,20 @@ from plait.programs import find_callable, grant_all, resolve_saved, run_program
 
 
 class ProgramNode(NodeBase):
-    """One run of a program; its result is the node's output."""
+    """One run of a program; its result is the node's output.
+
+    Attributes:
+        ref: a registered program, an import path or a saved program.
+        input: the program's input; its strings are templates.
+        require_promoted: a saved program must be a promoted version.
+        verdicts: word -> the node to run next; the program returns the word.
+    """
 
     type: Literal["program"]
     ref: str
     input: Any = "{{input}}"
     require_promoted: bool = True
+    verdicts: dict[str, str] = Field(default_factory=dict)
 
 
 async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -> NodeResult:
@@ -66,7 +79,15 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
     )
     value = render_value(node.input, ctx, node=v.key)
     out = await run_program(node.ref, value, grants, require_promoted=node.require_promoted)
-    return NodeResult(value=out)
+    if not node.verdicts:
+        return NodeResult(value=out)
+    if isinstance(out, str) and out in node.verdicts:
+        return NodeResult(value=out, verdict=out)
+    return NodeResult(
+        value=out,
+        error=f"program {node.ref!r} returned {out!r}, not one of {sorted(node.verdicts)}",
+        detail="no_valid_verdict",
+    )
 
 
 def _templates(node: ProgramNode) -> Iterator[TemplateField]:
@@ -75,6 +96,9 @@ def _templates(node: ProgramNode) -> Iterator[TemplateField]:
 
 
 def _validate(node: ProgramNode, path: str, checks: Checks) -> None:
+    for word in node.verdicts:
+        if not word or any(c.isspace() for c in word):
+            checks.problem(f"{path}.verdicts.{word}", "a verdict is a single word")
     try:
         found = find_callable(node.ref)
     except ProgramError as exc:
@@ -102,6 +126,17 @@ async def program_problems(mesh: Mesh, nodes: Iterator[NodeBase]) -> list[str]:
     return problems
 
 
+def _routes(node: ProgramNode) -> Iterator[Route]:
+    for word, target in node.verdicts.items():
+        yield Route(target, word)
+
+
+def _next_nodes(node: ProgramNode, result: NodeResult, successors: Sequence[str]) -> Sequence[str]:
+    if result.verdict is not None:
+        return [node.verdicts[result.verdict]]
+    return successors
+
+
 def _on_indeterminate(node: ProgramNode, tool_is_read_only: bool) -> IndeterminatePolicy:
     # A program may have had effects: a person decides whether it runs again.
     return "escalate"
@@ -114,6 +149,8 @@ KIND = NodeKind(
     shape=("[[", "]]"),
     templates=_templates,
     validate=_validate,
+    routes=_routes,
+    next_nodes=_next_nodes,
     on_indeterminate=_on_indeterminate,
 )
 """The program kind."""
