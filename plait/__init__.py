@@ -23,7 +23,7 @@ from plait.graphs import (
 )
 from plait.mesh import Entry, Mesh, open_mesh
 from plait.models import Model, ScriptedModel, load_model
-from plait.programs import program
+from plait.programs import gather, program
 from plait.runs import RunHost, RunRecord, Runs, serve
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "Runs",
     "ScriptedModel",
     "VersionConflict",
+    "gather",
     "load_graph",
     "load_model",
     "open_mesh",

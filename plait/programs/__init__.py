@@ -5,7 +5,8 @@ import path (``pkg.module:fn``), or a saved program text whose body may ``await`
 ``return`` at top level, stored in the mesh with an immutable version and sha256
 (:mod:`plait.programs.store`). Promotion is a human act (:func:`promote`).
 :meth:`ProgramsCapability.run` runs one nested with the caller's capabilities, never
-more, spending from the caller's budget.
+more, spending from the caller's budget. :func:`gather` awaits calls at once, bounded,
+failing fast when asked.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from plait.programs.capabilities import (
     Payload,
     ToolsCapability,
 )
+from plait.programs.gather import gather
 from plait.programs.registry import CallableProgram, describe, find_callable, program
 from plait.programs.runner import (
     Grants,
@@ -56,6 +58,7 @@ __all__ = [
     "compile_text",
     "describe",
     "find_callable",
+    "gather",
     "get_program",
     "grant_all",
     "list_programs",
