@@ -1,0 +1,1 @@
+"""A small package the review example type-checks and tests."""
