@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
 
 import plait
@@ -12,12 +13,13 @@ from plait.decisions import Human
 from plait.errors import GraphValidationError
 from plait.graphs import load_graph
 from plait.graphs.store import import_graph
+from plait.ids import RunId
 from plait.mesh import Mesh, open_mesh
 from plait.runs import Runs
 from tests.runs.helpers import EXAMPLES, Cli, commits, hosting, settle
 
 from . import builder_graphs
-from .builder_graphs import CALLS, release
+from .builder_graphs import CALLS, HELD, release
 
 pytestmark = pytest.mark.anyio
 
@@ -119,6 +121,48 @@ async def test_durably_parked_at_the_human_node_across_a_restart(mesh: Mesh) -> 
     assert CALLS[key] == [*ran_before, "ship"]  # the passed nodes did not run again
     assert commits(durable) == commits(in_session.trajectory)
     assert [s.verdict for s in durable] == [s.verdict for s in in_session.trajectory]
+
+
+def _fresh_attempt(calls: list[str], seen: int) -> bool:
+    """A node entered since ``seen`` calls on a fresh attempt (so it waits, held)."""
+    return len(calls) > seen and (len(calls) == 1 or calls[-1] != calls[-2])
+
+
+async def test_a_restart_between_each_pair_of_nodes(mesh: Mesh) -> None:
+    """Every function node is cut off at its start by a host stopping, then run on the
+    next host: each commits once, and the trajectory is the in-session one."""
+    key = f"held-{id(mesh)}-small"
+    HELD.add(key)
+    in_session = await release.resume(await release.run(f"peer-{key}", mesh=mesh), "yes")
+    await import_graph(mesh, release.compile(durable=True))
+    runs = Runs(mesh)
+    run_id: RunId | None = None
+    hosts = 0
+    answered = False
+    with anyio.fail_after(60):
+        while True:
+            seen = len(CALLS.get(key, []))
+            async with hosting(mesh, drain_timeout_s=0.01):
+                hosts += 1
+                if run_id is None:
+                    run_id = (await runs.start("assistant", "py-release", input=key)).run_id
+                while not _fresh_attempt(CALLS.get(key, []), seen):  # until a node waits
+                    rec = await runs.get(run_id)
+                    if rec.status in ("done", "failed", "cancelled"):
+                        break
+                    if rec.status == "waiting_human" and not answered:
+                        await runs.resume(run_id, "yes", by=Human("ana"))
+                        answered = True
+                    await anyio.sleep(0.02)
+            rec = await runs.get(run_id)
+            if rec.status in ("done", "failed", "cancelled"):
+                break
+    assert rec.status == "done", rec.error
+    assert CALLS[key] == [n for n in ["fetch", "check", "fix", "check", "ship"] for _ in (1, 2)]
+    assert hosts == 6  # one per function node visit, and the last finishing the run
+    durable = await runs.trajectory(run_id)
+    assert commits(durable) == commits(in_session.trajectory)
+    assert await runs.output(rec) == {"version": key, "approved": "yes"}
 
 
 GRAPH_MODULE = """
