@@ -13,7 +13,7 @@ from plait.decisions import Human
 from plait.errors import GraphValidationError
 from plait.graphs import load_graph
 from plait.graphs.store import import_graph
-from plait.ids import RunId
+from plait.ids import RunId, new_id
 from plait.mesh import Mesh, open_mesh
 from plait.runs import Runs
 from tests.runs.helpers import EXAMPLES, Cli, commits, hosting, settle
@@ -79,7 +79,7 @@ def test_every_problem_is_reported_at_once() -> None:
 
 
 async def test_in_session_the_graph_loops_parks_and_resumes(mesh: Mesh) -> None:
-    key = f"in-session-{id(mesh)}-small"
+    key = f"in-session-{new_id()}-small"
     run = await release.run(key, mesh=mesh)
     assert run.status == "waiting_human", run.error
     assert run.waiting is not None and run.waiting.ask == f"Release {key} with 3 files?"
@@ -101,8 +101,8 @@ async def test_in_session_the_graph_loops_parks_and_resumes(mesh: Mesh) -> None:
 
 
 async def test_durably_parked_at_the_human_node_across_a_restart(mesh: Mesh) -> None:
-    key = f"durable-{id(mesh)}-small"
-    in_session = await release.run(f"peer-{id(mesh)}-small", mesh=mesh)
+    key = f"durable-{new_id()}-small"
+    in_session = await release.run(f"peer-{new_id()}-small", mesh=mesh)
     in_session = await release.resume(in_session, "yes")
     await import_graph(mesh, release.compile(durable=True))
     runs = Runs(mesh)
@@ -131,7 +131,7 @@ def _fresh_attempt(calls: list[str], seen: int) -> bool:
 async def test_a_restart_between_each_pair_of_nodes(mesh: Mesh) -> None:
     """Every function node is cut off at its start by a host stopping, then run on the
     next host: each commits once, and the trajectory is the in-session one."""
-    key = f"held-{id(mesh)}-small"
+    key = f"held-{new_id()}-small"
     HELD.add(key)
     in_session = await release.resume(await release.run(f"peer-{key}", mesh=mesh), "yes")
     await import_graph(mesh, release.compile(durable=True))
