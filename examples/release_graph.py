@@ -6,7 +6,8 @@ run record's compare-and-swap, so the run survives a restart between any two nod
 answers. Function nodes are referenced by import path: a worker that imports this
 module runs them after any restart. ``release`` is idempotent — it looks for the
 release it would record before recording it, so an interrupted visit is verified, not
-repeated blindly — and its result names the run, its state key and the release key.
+repeated blindly — and its result names the run, its state key, the release key and,
+run durably, the actor that owns the run and the topic its progress is published on.
 
 From the repository root, on the embedded default (the scripted model writes the notes)::
 
@@ -27,8 +28,10 @@ import anyio
 from pydantic import BaseModel
 
 import plait
+from plait.ids import RUN_ID_PREFIX
 from plait.mesh import open_mesh
 from plait.programs import MeshCapability
+from plait.runs.record import events_topic, owner_id
 
 HERE = Path(__file__).resolve().parent
 
@@ -85,7 +88,10 @@ graph.human("approve", "Release {{fetch.version}}?\n\n{{notes}}", next="release"
 async def release(fetch: Fetched, notes: str, approve: str, mesh: MeshCapability) -> dict[str, Any]:
     """Record the release once, if a person said yes."""
     me = await mesh.self()
-    report = {"run": me["run"], "state": f"runs/{me['run']}", "version": fetch.version}
+    run = me["run"]
+    report = {"run": run, "state": f"runs/{run}", "version": fetch.version}
+    if run.startswith(RUN_ID_PREFIX):  # a durable run: an actor owns it (in-session: none)
+        report.update(actor=owner_id(run), topic=events_topic(run))
     if not approve.strip().lower().startswith("yes"):
         return {**report, "status": "rejected", "answer": approve}
     key = f"releases/{fetch.version}"

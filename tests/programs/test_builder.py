@@ -165,6 +165,24 @@ async def test_a_restart_between_each_pair_of_nodes(mesh: Mesh) -> None:
     assert await runs.output(rec) == {"version": key, "approved": "yes"}
 
 
+async def test_a_node_input_that_breaks_its_model_fails_the_run_naming_it() -> None:
+    g = plait.Graph("typed")
+
+    @g.node(next="use")
+    async def make(input: str) -> dict[str, str]:
+        return {"version": input}  # no "files": Fetched needs one
+
+    @g.node
+    async def use(make: builder_graphs.Fetched) -> int:
+        return make.files
+
+    run = await g.run("v1")
+    assert run.status == "failed"
+    assert run.error is not None and "make does not fit Fetched" in run.error
+    assert "files" in run.error
+    assert [s.node for s in run.trajectory] == ["make", "use"]
+
+
 GRAPH_MODULE = """
 from typing import Any, Literal
 import plait
@@ -188,6 +206,8 @@ def test_cli_imports_a_python_graph_and_runs_it_durably(tmp_path: Path) -> None:
     (tmp_path / "none.model.yaml").write_text("rules: []\n")  # no node calls a model
     cli = Cli(tmp_path)
     cli.env["PLAIT_MODEL"] = "scripted:none.model.yaml"
+    checked = cli("graph", "validate", "tiny_graphs:graph")
+    assert "tiny_graphs:graph: ok (assistant/tiny version 1)" in checked.stdout
     imported = cli("graph", "import", "tiny_graphs:graph")
     assert "imported assistant/tiny version 1" in imported.stdout
     bad = cli("graph", "import", "tiny_graphs:nothing", ok=False)
