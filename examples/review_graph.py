@@ -34,7 +34,9 @@ async def checks(input: str, tools: ToolsCapability) -> dict[str, Any]:
     python, target = shlex.quote(sys.executable), shlex.quote(input)
     types, tests = await plait.gather(
         tools.bash(f"{python} -m mypy --strict --cache-dir=/dev/null {target}", timeout_s=120),
-        tools.bash(f"{python} -m pytest -q -p no:cacheprovider {target}", timeout_s=120),
+        tools.bash(
+            f"{python} -m pytest -q -p no:cacheprovider -o addopts= {target}", timeout_s=120
+        ),
         limit=2,
         fail_fast=False,
     )
