@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from plait.errors import ProgramError, ToolNotPermitted
 from plait.graphs.nodes.base import (
@@ -51,6 +51,15 @@ class ProgramNode(NodeBase):
     input: Any = "{{input}}"
     require_promoted: bool = True
     verdicts: dict[str, str] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_verdicts(self, dump: SerializerFunctionWrapHandler) -> Any:
+        # Left out when empty, so a program node's canonical JSON (and the sha256 a
+        # stored graph is pinned by) is what it was before nodes could route.
+        data = dump(self)
+        if isinstance(data, dict) and not data.get("verdicts"):
+            data.pop("verdicts", None)
+        return data
 
 
 async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -> NodeResult:
