@@ -28,6 +28,7 @@ LINE = [
     "store",
     "commit",
     "start",
+    "rerun",
     "env",
     "asks",
     "host",

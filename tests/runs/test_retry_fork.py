@@ -1,0 +1,216 @@
+"""Retry and fork of runs.
+
+- a failed run retried goes on from the node that failed, on its pinned graph version,
+  keeping every committed visit (none runs again), with a ``run.retried`` audit event;
+- a run that did not fail is refused;
+- a fork from a middle visit runs only what comes after it, on the same version, and
+  its audit chain verifies and names the parent's event;
+- a fork at a visit that is not there names the visits there are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plait.decisions import Human
+from plait.errors import RunNotRetryable, VisitNotFound
+from plait.mesh import Mesh
+from plait.models.scripted import ScriptedModel
+from plait.runs import Runs
+from plait.runs.audit import read_events
+
+from .helpers import agent_chain, commits, hosting, settle, store
+
+pytestmark = pytest.mark.anyio
+
+ANA = Human("ana")
+
+
+def _calls(model: ScriptedModel, run_id: str) -> list[tuple[str, int]]:
+    return [(c.context.node, c.context.visit) for c in model.calls if c.context.run_id == run_id]
+
+
+async def test_retry_goes_on_from_the_failed_node_keeping_committed_visits(mesh: Mesh) -> None:
+    await store(mesh, agent_chain("chain", ["a", "b", "c"]))
+    model = ScriptedModel(
+        [
+            {"node": "b", "visit": 1, "error": "the model fell over"},
+            {"node": "b", "text": "b on its second visit"},
+            {"node": "c", "match": "b on its second visit", "text": "c read the retry"},
+            {"text": "ok"},
+        ]
+    )
+    runs = Runs(mesh)
+    async with hosting(mesh, model):
+        started = await runs.start("assistant", "chain", "x")
+        failed = await settle(runs, started.run_id)
+        assert (failed.status, failed.error_node, failed.error_visit) == ("failed", "b", 1)
+        # A new version stored meanwhile changes nothing: the retry stays on its own.
+        await store(mesh, {**agent_chain("chain", ["a", "b", "c"]), "version": 2})
+        retried = await runs.retry(started.run_id, by=ANA)
+        assert retried.status == "running" and retried.graph == failed.graph
+        done = await settle(runs, started.run_id)
+    assert done.status == "done", done.error
+    assert await runs.output(done) == "c read the retry"
+    steps = await runs.trajectory(started.run_id)
+    assert commits(steps) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
+    assert [s.status for s in steps] == ["done", "failed", "done", "done"]
+    assert _calls(model, started.run_id) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
+    events = await read_events(mesh, started.run_id)
+    kinds = [e.type for e in events]
+    assert kinds.index("run.failed") < kinds.index("run.retried") < kinds.index("run.done")
+    event = next(e for e in events if e.type == "run.retried")
+    assert event.actor == "ana"
+    assert event.detail["nodes"] == ["b"]
+    assert event.detail["failed"]["node"] == "b"
+    assert "the model fell over" in event.detail["failed"]["error"]
+    assert await runs.verify(started.run_id) == len(events)
+
+
+async def test_retry_refuses_a_run_that_did_not_fail(mesh: Mesh) -> None:
+    await store(mesh, agent_chain("chain", ["a"]))
+    runs = Runs(mesh)
+    async with hosting(mesh, ScriptedModel([{"text": "ok"}])):
+        done = await settle(runs, (await runs.start("assistant", "chain", "x")).run_id)
+    with pytest.raises(RunNotRetryable, match=r"is done: only a failed run can be retried"):
+        await runs.retry(done.run_id, by=ANA)
+    assert (await runs.get(done.run_id)).audit_seq == done.audit_seq  # nothing written
+
+
+async def test_retry_of_a_failed_fan_out_instance_runs_only_what_had_not_committed(
+    mesh: Mesh,
+) -> None:
+    graph = {
+        "name": "fan",
+        "agent": "assistant",
+        "entry": "split",
+        "nodes": [
+            {
+                "id": "split",
+                "type": "fan_out",
+                "specs": [{"kind": "broadcast", "target_node_id": "work", "count": 3}],
+            },
+            {"id": "work", "type": "agent", "prompt": "Work on {{input}}", "next": "join"},
+            {"id": "join", "type": "fan_in", "next": "sum"},
+            {"id": "sum", "type": "agent", "prompt": "Sum up {{join}}"},
+        ],
+    }
+    await store(mesh, graph)
+    failing: dict[str, Any] = {"node": "work[1]", "visit": 1, "error": "instance 1 broke"}
+    model = ScriptedModel([failing, {"node": "sum", "text": "summed"}, {"text": "worked"}])
+    runs = Runs(mesh)
+    async with hosting(mesh, model):
+        started = await runs.start("assistant", "fan", "x")
+        failed = await settle(runs, started.run_id)
+        assert failed.status == "failed" and failed.error_node == "work[1]"
+        before = {key for key, out in failed.outputs.items() if out.error is None}
+        await runs.retry(started.run_id, by=ANA)
+        done = await settle(runs, started.run_id)
+    assert done.status == "done", done.error
+    assert await runs.output(done) == "summed"
+    calls = _calls(model, started.run_id)
+    instances = [c.context.instance for c in model.calls if c.context.run_id == started.run_id]
+    # An instance that had committed before the failure never ran again.
+    for key in before - {"split"}:
+        assert instances.count(key) == 1, (key, calls)
+    assert instances.count("work[1]") == 2
+    await runs.verify(started.run_id)
+
+
+async def test_fork_from_a_middle_visit_runs_only_what_comes_after(mesh: Mesh) -> None:
+    await store(mesh, agent_chain("chain", ["a", "b", "c"]))
+    model = ScriptedModel(
+        [
+            {"node": "a", "text": "a's output"},
+            {"node": "b", "match": "a's output", "text": "b's output"},
+            {"node": "c", "match": "b's output", "text": "c's output"},
+        ]
+    )
+    runs = Runs(mesh)
+    async with hosting(mesh, model):
+        parent = await settle(runs, (await runs.start("assistant", "chain", "x")).run_id)
+        assert parent.status == "done"
+        await store(mesh, {**agent_chain("chain", ["a", "b", "c"]), "version": 2})
+        fork = await runs.fork(parent.run_id, "a:1", by=ANA, input="another input")
+        assert fork.run_id != parent.run_id and fork.graph == parent.graph
+        done = await settle(runs, fork.run_id)
+    assert done.status == "done", done.error
+    assert await runs.output(done) == "c's output"
+    assert _calls(model, fork.run_id) == [("b", 1), ("c", 1)]
+    assert commits(await runs.trajectory(fork.run_id)) == [("b", 1), ("c", 1)]
+    assert done.input == "another input"
+    # The fork spent what its parent had up to there, then its own visits.
+    assert done.usage.steps == 3
+    events = await read_events(mesh, fork.run_id)
+    first = events[0]
+    assert first.type == "run.forked" and first.actor == "ana"
+    parent_events = await read_events(mesh, parent.run_id)
+    at = next(e for e in parent_events if e.type == "node.committed" and e.node == "a")
+    assert first.detail["parent"] == {
+        "run_id": parent.run_id,
+        "seq": at.seq,
+        "hash": at.hash,
+        "node": "a",
+        "visit": 1,
+    }
+    assert await runs.verify(fork.run_id) == len(events)
+    assert await runs.verify(parent.run_id) == len(parent_events)  # the parent untouched
+
+
+async def test_fork_inside_a_revise_loop_keeps_the_visit_numbers(mesh: Mesh) -> None:
+    graph = {
+        "name": "loop",
+        "agent": "assistant",
+        "entry": "write",
+        "nodes": [
+            {"id": "write", "type": "agent", "prompt": "Write {{input}} {{check?}}",
+             "next": "check"},
+            {
+                "id": "check",
+                "type": "verifier",
+                "prompt": "Check {{write}}",
+                "verdicts": {"revise": "write", "pass": "ship"},
+            },
+            {"id": "ship", "type": "agent", "prompt": "Ship {{write}}"},
+        ],
+    }  # fmt: skip
+    await store(mesh, graph)
+    model = ScriptedModel(
+        [
+            {"node": "check", "visit": 1, "text": "too short. revise"},
+            {"node": "check", "text": "fine. pass"},
+            {"node": "write", "visit": 1, "text": "draft one"},
+            {"node": "write", "text": "draft two"},
+            {"node": "ship", "text": "shipped"},
+        ]
+    )
+    runs = Runs(mesh)
+    async with hosting(mesh, model):
+        parent = await settle(runs, (await runs.start("assistant", "loop", "x")).run_id)
+        assert commits(await runs.trajectory(parent.run_id)) == [
+            ("write", 1), ("check", 1), ("write", 2), ("check", 2), ("ship", 1)
+        ]  # fmt: skip
+        fork = await runs.fork(parent.run_id, "check:1", by=ANA)
+        done = await settle(runs, fork.run_id)
+    assert done.status == "done", done.error
+    assert _calls(model, fork.run_id) == [("write", 2), ("check", 2), ("ship", 1)]
+    await runs.verify(fork.run_id)
+
+
+async def test_fork_at_a_visit_that_is_not_there_lists_those_that_are(mesh: Mesh) -> None:
+    await store(mesh, agent_chain("chain", ["a", "b"]))
+    runs = Runs(mesh)
+    async with hosting(mesh, ScriptedModel([{"text": "ok"}])):
+        parent = await settle(runs, (await runs.start("assistant", "chain", "x")).run_id)
+    for at, says in (
+        ("nope", "is no committed visit"),
+        ("a:2", "is no committed visit"),
+        ("b", "leaves nothing to run"),
+    ):
+        with pytest.raises(VisitNotFound, match=says) as caught:
+            await runs.fork(parent.run_id, at, by=ANA)
+        assert caught.value.committed == ["a:1"]
+        assert "the visits to fork at are: a:1" in str(caught.value)
+    assert len(await runs.list()) == 1  # nothing started
