@@ -95,6 +95,12 @@ async def replay(
     state.budget_extra = dict(_UNLIMITED)
     visits = []
     for event in events:
+        if event.type == RETRIED:  # the failed run went on with these nodes
+            state = _reopened(state, list(event.detail.get("nodes") or []))
+            continue
+        if event.type == FORKED:  # a fork's chain starts from the state it pins
+            state = await _forked_from(mesh, state, event)
+            continue
         if event.type != "node.committed" or event.node is None:
             continue
         key = event.node
@@ -116,6 +122,47 @@ async def replay(
         state, _ = engine.complete(spec, state, key, result, now=event.at)
         visits.append(ReplayedVisit(event, state))
     return visits
+
+
+def _reopened(state: RunState, ready: list[str]) -> RunState:
+    """``state`` gone on again with ``ready``, as a retry does."""
+    return state.model_copy(
+        update={
+            "status": "ready",
+            "ready": ready,
+            "attempts": {},
+            "waiting": None,
+            "retrying": {},
+            "ended_detail": None,
+            "error": None,
+            "error_node": None,
+            "error_visit": None,
+        }
+    )
+
+
+_FORK_STATE = {"ready", "visits", "outputs", "fanouts", "output_node", "seq"}
+"""What a fork's first event pins of the state it starts from (what routing reads)."""
+
+
+async def _forked_from(mesh: Mesh, state: RunState, event: AuditEvent) -> RunState:
+    """The state a fork started from, as its ``run.forked`` event pins it, with the
+    output values read back from the refs it pins."""
+    pinned = RunState.model_validate(
+        {**state.model_dump(include={"run_id", "graph"}), **(event.detail.get("state") or {})}
+    )
+    outputs = {}
+    for name, out in pinned.outputs.items():
+        stored = await mesh.get(out.ref) if out.ref else None
+        value = stored.value.get("value") if stored is not None else out.value
+        outputs[name] = out.model_copy(update={"value": value, "ref": None})
+    return state.model_copy(
+        update={
+            **{name: getattr(pinned, name) for name in _FORK_STATE},
+            "outputs": outputs,
+            "input": event.detail.get("input"),
+        }
+    )
 
 
 def _map_items(node: Any, state: RunState) -> dict[str, list[Any]]:
@@ -357,6 +404,7 @@ async def fork_run(
         "model": rec.model,
         "steps": usage.steps,
         "outputs": pins,
+        "state": fork.model_dump(mode="json", include=_FORK_STATE),
     }
     if fork.input_tainted:
         detail["input_untrusted"] = True

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +23,7 @@ from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
 from plait.runs.audit import read_events
 
-from .helpers import agent_chain, commits, hosting, settle, store
-
-pytestmark = pytest.mark.anyio
+from .helpers import Cli, agent_chain, commits, hosting, settle, store
 
 ANA = Human("ana")
 
@@ -32,6 +32,7 @@ def _calls(model: ScriptedModel, run_id: str) -> list[tuple[str, int]]:
     return [(c.context.node, c.context.visit) for c in model.calls if c.context.run_id == run_id]
 
 
+@pytest.mark.anyio
 async def test_retry_goes_on_from_the_failed_node_keeping_committed_visits(mesh: Mesh) -> None:
     await store(mesh, agent_chain("chain", ["a", "b", "c"]))
     model = ScriptedModel(
@@ -69,6 +70,7 @@ async def test_retry_goes_on_from_the_failed_node_keeping_committed_visits(mesh:
     assert await runs.verify(started.run_id) == len(events)
 
 
+@pytest.mark.anyio
 async def test_retry_refuses_a_run_that_did_not_fail(mesh: Mesh) -> None:
     await store(mesh, agent_chain("chain", ["a"]))
     runs = Runs(mesh)
@@ -79,6 +81,7 @@ async def test_retry_refuses_a_run_that_did_not_fail(mesh: Mesh) -> None:
     assert (await runs.get(done.run_id)).audit_seq == done.audit_seq  # nothing written
 
 
+@pytest.mark.anyio
 async def test_retry_of_a_failed_fan_out_instance_runs_only_what_had_not_committed(
     mesh: Mesh,
 ) -> None:
@@ -119,6 +122,7 @@ async def test_retry_of_a_failed_fan_out_instance_runs_only_what_had_not_committ
     await runs.verify(started.run_id)
 
 
+@pytest.mark.anyio
 async def test_fork_from_a_middle_visit_runs_only_what_comes_after(mesh: Mesh) -> None:
     await store(mesh, agent_chain("chain", ["a", "b", "c"]))
     model = ScriptedModel(
@@ -158,7 +162,16 @@ async def test_fork_from_a_middle_visit_runs_only_what_comes_after(mesh: Mesh) -
     assert await runs.verify(fork.run_id) == len(events)
     assert await runs.verify(parent.run_id) == len(parent_events)  # the parent untouched
 
+    # A fork's own chain starts from the state its first event pins: it forks again.
+    async with hosting(mesh, model):
+        again = await settle(runs, (await runs.fork(fork.run_id, "b", by=ANA)).run_id)
+    assert again.status == "done" and await runs.output(again) == "c's output"
+    assert _calls(model, again.run_id) == [("c", 1)]
+    assert again.input == "another input" and again.usage.steps == 3
+    await runs.verify(again.run_id)
 
+
+@pytest.mark.anyio
 async def test_fork_inside_a_revise_loop_keeps_the_visit_numbers(mesh: Mesh) -> None:
     graph = {
         "name": "loop",
@@ -199,6 +212,7 @@ async def test_fork_inside_a_revise_loop_keeps_the_visit_numbers(mesh: Mesh) -> 
     await runs.verify(fork.run_id)
 
 
+@pytest.mark.anyio
 async def test_fork_at_a_visit_that_is_not_there_lists_those_that_are(mesh: Mesh) -> None:
     await store(mesh, agent_chain("chain", ["a", "b"]))
     runs = Runs(mesh)
@@ -214,3 +228,40 @@ async def test_fork_at_a_visit_that_is_not_there_lists_those_that_are(mesh: Mesh
         assert caught.value.committed == ["a:1"]
         assert "the visits to fork at are: a:1" in str(caught.value)
     assert len(await runs.list()) == 1  # nothing started
+
+
+# -- the CLI, as real processes ------------------------------------------------------------
+
+
+def test_graph_retry_and_fork_through_the_cli(cli: Cli, tmp_path: Path) -> None:
+    graph = tmp_path / "chain.json"
+    graph.write_text(json.dumps(agent_chain("chain", ["a", "b", "c"])))
+    script = tmp_path / "model.json"
+    rules = [{"node": "b", "visit": 1, "error": "b fell over"}, {"text": "ok"}]
+    script.write_text(json.dumps(rules))
+    cli("graph", "import", str(graph))
+    failed = cli(
+        "graph", "run", "assistant", "chain", "--model", f"scripted:{script}", "--json", ok=False
+    )
+    assert failed.returncode == 1
+    run_id = json.loads(failed.stdout)["run_id"]
+
+    retried = cli.json("graph", "retry", run_id)
+    assert retried["status"] == "done" and retried["output"] == "ok"
+    again = cli("graph", "retry", run_id, ok=False)
+    assert again.returncode == 1
+    assert f"run {run_id} is done: only a failed run can be retried" in again.stderr
+    assert "Traceback" not in again.stderr
+    shown = cli.json("graph", "inspect", run_id, "--verify")
+    assert shown["verified"] is True
+    assert commits(shown["trajectory"]) == [("a", 1), ("b", 1), ("b", 2), ("c", 1)]
+
+    forked = cli.json("graph", "fork", run_id, "--at", "b:2", "--input", "new")
+    assert forked["status"] == "done" and forked["run_id"] != run_id
+    fork_shown = cli.json("graph", "inspect", forked["run_id"], "--verify")
+    assert fork_shown["verified"] is True
+    assert commits(fork_shown["trajectory"]) == [("c", 1)]
+
+    bad = cli("graph", "fork", run_id, "--at", "nope", ok=False)
+    assert bad.returncode == 2, bad.stderr
+    assert "the visits to fork at are: a:1, b:2" in bad.stderr
