@@ -265,3 +265,27 @@ def test_graph_retry_and_fork_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     bad = cli("graph", "fork", run_id, "--at", "nope", ok=False)
     assert bad.returncode == 2, bad.stderr
     assert "the visits to fork at are: a:1, b:2" in bad.stderr
+
+
+@pytest.mark.anyio
+async def test_a_failed_fork_is_retried_from_its_own_chain(mesh: Mesh) -> None:
+    graph = agent_chain("chain", ["a", "b", "c"], c={"prompt": "Go on from {{b}} {{input}}"})
+    await store(mesh, graph)
+    model = ScriptedModel(
+        [
+            {"node": "c", "visit": 1, "match": "for the fork", "error": "c broke in the fork"},
+            {"text": "ok"},
+        ]
+    )
+    runs = Runs(mesh)
+    async with hosting(mesh, model):
+        parent = await settle(runs, (await runs.start("assistant", "chain", "x")).run_id)
+        fork = await runs.fork(parent.run_id, "a", by=ANA, input="for the fork")
+        failed = await settle(runs, fork.run_id)
+        assert failed.status == "failed" and failed.error_node == "c"
+        await store(mesh, agent_chain("chain", ["a", "b"]) | {"version": 2})
+        await runs.retry(fork.run_id, by=ANA)
+        done = await settle(runs, fork.run_id)
+    assert done.status == "done", done.error
+    assert _calls(model, fork.run_id) == [("b", 1), ("c", 1), ("c", 2)]
+    assert await runs.verify(fork.run_id) == len(await read_events(mesh, fork.run_id))
