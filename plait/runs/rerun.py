@@ -82,14 +82,27 @@ class ReplayedVisit:
         return f"{self.event.node}:{self.event.visit}"
 
 
-async def replay(
-    mesh: Mesh, spec: GraphSpec, rec: RunRecord, events: list[AuditEvent]
-) -> list[ReplayedVisit]:
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """What a replay walked through.
+
+    Attributes:
+        visits: each committed visit with the state right after it, in commit order.
+        state: the state after the last event replayed (a fork's starting state when
+            its chain has committed nothing yet).
+    """
+
+    visits: list[ReplayedVisit]
+    state: RunState
+
+
+async def replay(mesh: Mesh, spec: GraphSpec, rec: RunRecord, events: list[AuditEvent]) -> Replay:
     """Walk the engine again over the visits ``events`` commit, in their order.
 
     Each visit is claimed and completed with what its event and its stored output
     say (value, verdict, error, usage, times), so routing, fan-outs and joins come out
-    as they did. Returns each committed visit with the state after it.
+    as they did; a ``run.retried`` event reopens the run, and a fork's ``run.forked``
+    event sets the state it started from.
     """
     state = engine.start(spec, rec.run_id, rec.input, now=rec.created_at, parent=rec.parent)
     state.budget_extra = dict(_UNLIMITED)
@@ -121,7 +134,7 @@ async def replay(
         )
         state, _ = engine.complete(spec, state, key, result, now=event.at)
         visits.append(ReplayedVisit(event, state))
-    return visits
+    return Replay(visits, state)
 
 
 def _reopened(state: RunState, ready: list[str]) -> RunState:
@@ -294,9 +307,7 @@ async def _to_run_again(mesh: Mesh, spec: GraphSpec, rec: RunRecord) -> list[str
             ),
             cut,
         )
-    visits = await replay(mesh, spec, rec, events[:cut])
-    state = visits[-1].state if visits else engine.start(spec, rec.run_id, rec.input, now=0)
-    pending = [*engine.claimable(state)]
+    pending = engine.claimable((await replay(mesh, spec, rec, events[:cut])).state)
     if rec.error_node is None:
         return pending
     return [rec.error_node, *(key for key in pending if key != rec.error_node)]
@@ -337,7 +348,7 @@ async def fork_run(
         raise RunNotFound(f"no run {run_id!r} in {mesh.url}")
     spec = await RunStore(mesh).spec(rec)
     events = await read_events(mesh, run_id)
-    visits = await replay(mesh, spec, rec, events)
+    visits = (await replay(mesh, spec, rec, events)).visits
     forkable = [v for v in visits if engine.claimable(v.state)]
     valid = [v.name for v in forkable]
     target = _find(run_id, at, visits, valid)
@@ -443,4 +454,13 @@ def _find(run_id: str, at: str, visits: list[ReplayedVisit], valid: list[str]) -
     return found[-1]
 
 
-__all__ = ["KEEP_INPUT", "Keep", "ReplayedVisit", "fork_run", "replay", "retry_run", "spent"]
+__all__ = [
+    "KEEP_INPUT",
+    "Keep",
+    "Replay",
+    "ReplayedVisit",
+    "fork_run",
+    "replay",
+    "retry_run",
+    "spent",
+]
