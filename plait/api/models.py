@@ -7,6 +7,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from plait.runs.record import RunSummary
+from plait.runs.rerun import ForkOrigin
 from plait.runs.service import LISTING_STATUSES
 
 
@@ -103,6 +104,9 @@ class RunView(BaseModel):
     usage: dict[str, float]
     output: Any = None
     parent: str | None = None
+    forked_from: ForkOrigin | None = Field(
+        default=None, description="For a fork: the parent's audit event it starts after."
+    )
 
 
 class Verified(BaseModel):

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from plait.actors import ActorRecord, load_partitions
 from plait.errors import RunNotFound, RunNotRetryable, TemplateError, VersionConflict, VisitNotFound
 from plait.graphs import engine
@@ -43,6 +45,7 @@ from plait.runs.ports import history_part_key
 from plait.runs.record import (
     OWNER_KIND,
     RunRecord,
+    audit_key,
     events_topic,
     history_key,
     output_key,
@@ -441,6 +444,32 @@ async def fork_run(
     return await RunCommit(mesh).reopen(spec, fork, 0, event, owner=owner, puts=puts)
 
 
+class ForkOrigin(BaseModel):
+    """Where a fork started: its parent's event, as its first audit event names it.
+
+    Attributes:
+        run_id: the parent run.
+        seq: the parent's audit event the fork starts after.
+        hash: that event's hash.
+        node: the node of the visit it committed.
+        visit: that visit.
+    """
+
+    run_id: str
+    seq: int
+    hash: str
+    node: str | None = None
+    visit: int | None = None
+
+
+async def fork_origin(mesh: Mesh, run_id: str) -> ForkOrigin | None:
+    """Where run ``run_id`` was forked from (None for a run that is no fork)."""
+    entry = await mesh.get(audit_key(run_id, 1))
+    value = entry.value if entry is not None and isinstance(entry.value, dict) else {}
+    parent = value.get("detail", {}).get("parent") if value.get("type") == FORKED else None
+    return ForkOrigin.model_validate(parent) if isinstance(parent, dict) else None
+
+
 def _find(run_id: str, at: str, visits: list[ReplayedVisit], valid: list[str]) -> ReplayedVisit:
     """The committed visit ``at`` names: ``node:visit``, or a node's last visit."""
     node, _, number = at.rpartition(":")
@@ -456,9 +485,11 @@ def _find(run_id: str, at: str, visits: list[ReplayedVisit], valid: list[str]) -
 
 __all__ = [
     "KEEP_INPUT",
+    "ForkOrigin",
     "Keep",
     "Replay",
     "ReplayedVisit",
+    "fork_origin",
     "fork_run",
     "replay",
     "retry_run",

@@ -42,7 +42,7 @@ from plait.runs.audit import verify as verify_chain
 from plait.runs.commit import RunCommit, listing_status
 from plait.runs.ports import history_part_key
 from plait.runs.record import RunRecord, RunSummary, as_record, events_topic
-from plait.runs.rerun import KEEP_INPUT, fork_run, retry_run
+from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retry_run
 from plait.runs.retention import prune as prune_runs
 from plait.runs.start import OWNER_CONCURRENCY, start_run
 from plait.runs.store import read_record, run_output
@@ -331,6 +331,10 @@ class Runs:
         return await fork_run(
             self.mesh, run_id, at, input=input, input_untrusted=input_untrusted, by=by.name
         )
+
+    async def forked_from(self, run_id: RunId) -> ForkOrigin | None:
+        """Where a run was forked from: its parent's event (None if it is no fork)."""
+        return await fork_origin(self.mesh, run_id)
 
     async def raise_budget(
         self, run_id: RunId, extra: dict[str, float], *, by: Principal

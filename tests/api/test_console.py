@@ -144,6 +144,7 @@ def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
             expect(page.locator("#run-status")).to_have_text("done", timeout=15_000)
             expect(page.locator("#run-output")).to_have_text("b of the fork")
             expect(page.locator("#timeline li")).to_have_count(1)
+            expect(page.locator("#run-origin")).to_contain_text(f"forked from {run_id} after a:1")
             fork_id = page.locator("#run-title").text_content()
             page.screenshot(path=str(ARTIFACTS / "console-run-forked.png"), full_page=True)
 

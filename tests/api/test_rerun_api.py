@@ -66,6 +66,9 @@ async def test_retry_and_fork_over_http(mesh: Mesh) -> None:
         assert forked.status_code == 201, forked.text
         fork_id = forked.json()["run_id"]
         assert forked.json()["sha256"] == done["sha256"]
+        origin = forked.json()["forked_from"]
+        assert (origin["run_id"], origin["node"], origin["visit"]) == (run_id, "b", 2)
+        assert done["forked_from"] is None
         assert (await _until(client, fork_id, "done"))["output"] == "c after the fork"
         verified = (await client.get(f"/api/runs/{fork_id}/verify")).json()
         assert verified["verified"] is True, verified

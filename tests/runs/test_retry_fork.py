@@ -260,6 +260,9 @@ def test_graph_retry_and_fork_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     assert forked["status"] == "done" and forked["run_id"] != run_id
     fork_shown = cli.json("graph", "inspect", forked["run_id"], "--verify")
     assert fork_shown["verified"] is True
+    assert fork_shown["forked_from"]["run_id"] == run_id
+    assert (fork_shown["forked_from"]["node"], fork_shown["forked_from"]["visit"]) == ("b", 2)
+    assert f"forked from {run_id} after b:2" in cli("graph", "inspect", forked["run_id"]).stdout
     assert commits(fork_shown["trajectory"]) == [("c", 1)]
 
     bad = cli("graph", "fork", run_id, "--at", "nope", ok=False)

@@ -58,6 +58,7 @@ async def run_view(runs: Runs, rec: RunRecord) -> RunView:
         usage=rec.usage.model_dump(),
         output=await runs.output(rec),
         parent=rec.parent,
+        forked_from=await runs.forked_from(rec.run_id),
     )
 
 

@@ -294,6 +294,16 @@ async function loadRun(runId) {
     view.agent + "/" + view.graph + " v" + view.version + " · ", status,
     view.ended_detail ? " · " + view.ended_detail : "",
   );
+  const origin = $("run-origin");
+  origin.replaceChildren();
+  if (view.forked_from) {
+    const from = view.forked_from;
+    const link = el("a", from.run_id);
+    link.href = "#/run/" + encodeURIComponent(from.run_id);
+    origin.append("forked from ", link, " after " + from.node + ":" + from.visit +
+      " (event " + from.seq + ", " + from.hash.slice(0, 12) + ")");
+  }
+  origin.hidden = !view.forked_from;
   renderGraph(graphText.mermaid, view.current);
   renderTimeline(steps);
   renderActions(view, steps);
