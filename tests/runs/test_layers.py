@@ -26,6 +26,7 @@ LINE = [
     "serving",
     "retention",
     "store",
+    "replay",
     "commit",
     "start",
     "rerun",
