@@ -22,6 +22,8 @@ from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
 from plait.runs.audit import read_events
+from plait.runs.replay import replay
+from plait.runs.store import RunStore
 
 from .helpers import Cli, agent_chain, commits, hosting, settle, store
 
@@ -293,3 +295,68 @@ async def test_a_failed_fork_is_retried_from_its_own_chain(mesh: Mesh) -> None:
     assert done.status == "done", done.error
     assert _calls(model, fork.run_id) == [("c", 1), ("c", 2)]
     assert await runs.verify(fork.run_id) == len(await read_events(mesh, fork.run_id))
+
+
+def _map_graph() -> dict[str, Any]:
+    """begin -> researcher -> fan (map over its urls) ~> fetch[i] -> join -> end."""
+    return {
+        "name": "mapped",
+        "agent": "assistant",
+        "budget": 50,
+        "nodes": [
+            {"id": "begin", "kind": "begin"},
+            {"id": "researcher", "kind": "agent", "prompt": "List {{input}}",
+             "response_format": {"type": "object"}},
+            {"id": "fan", "kind": "fan_out", "specs": [{"kind": "map", "target_node_id": "fetch",
+             "source_node_id": "researcher", "source_path": "found.urls"}]},
+            {"id": "fetch", "kind": "agent", "prompt": "Fetch {{item}}"},
+            {"id": "join", "kind": "fan_in"},
+            {"id": "end", "kind": "end"},
+        ],
+        "edges": [
+            {"source": "begin", "target": "researcher"},
+            {"source": "researcher", "target": "fan"},
+            {"source": "fetch", "target": "join"},
+            {"source": "join", "target": "end"},
+        ],
+    }  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_replay_walks_a_finished_run_to_its_record_and_forks_inside_a_map(
+    mesh: Mesh,
+) -> None:
+    await store(mesh, _map_graph())
+    listing = json.dumps({"found": {"urls": ["u0", "u1", "u2"]}})
+    model = ScriptedModel(
+        [
+            {"node": "researcher", "text": listing},
+            {"node": "fetch", "match": "Fetch u0", "text": "page 0", "delay_ms": 1},
+            {"node": "fetch", "match": "Fetch u1", "text": "page 1", "delay_ms": 30},
+            {"node": "fetch", "match": "Fetch u2", "text": "page 2", "delay_ms": 60},
+        ]
+    )
+    runs = Runs(mesh)
+    async with hosting(mesh, model):
+        parent = await settle(runs, (await runs.start("assistant", "mapped", "x")).run_id)
+        assert parent.status == "done", parent.error
+        events = await read_events(mesh, parent.run_id)
+        spec = await RunStore(mesh).spec(parent)
+        state = (await replay(mesh, spec, parent, events)).state
+        assert (state.status, state.ready, state.output_node) == ("done", [], parent.output_node)
+        assert state.visits == parent.visits
+        assert {k: (o.visit, o.seq, o.error) for k, o in state.outputs.items()} == {
+            k: (o.visit, o.seq, o.error) for k, o in parent.outputs.items()
+        }
+        assert state.fanouts == parent.fanouts  # the map's items included
+
+        first = next(e for e in events if e.type == "node.committed" and e.node == "fetch[0]")
+        fork = await runs.fork(parent.run_id, f"{first.node}:{first.visit}", by=ANA)
+        done = await settle(runs, fork.run_id)
+    assert done.status == "done", done.error
+    before = {e.node for e in events[: first.seq] if e.type == "node.committed"}
+    left = sorted(f"Fetch u{i}" for i in range(3) if f"fetch[{i}]" not in before)
+    prompts = sorted(c.context.prompt for c in model.calls if c.context.run_id == fork.run_id)
+    assert prompts == left and "Fetch u0" not in left  # the items of the instances left
+    assert await runs.output(done) == await runs.output(parent)
+    await runs.verify(fork.run_id)
