@@ -25,7 +25,7 @@ from plait.runs.audit import read_events
 from plait.runs.replay import replay
 from plait.runs.store import RunStore
 
-from .helpers import Cli, agent_chain, commits, hosting, settle, store
+from .helpers import ASKING_CHILD, Cli, agent_chain, commits, hosting, settle, store
 
 ANA = Human("ana")
 
@@ -360,3 +360,32 @@ async def test_replay_walks_a_finished_run_to_its_record_and_forks_inside_a_map(
     assert prompts == left and "Fetch u0" not in left  # the items of the instances left
     assert await runs.output(done) == await runs.output(parent)
     await runs.verify(fork.run_id)
+
+
+@pytest.mark.anyio
+async def test_a_fork_keeps_a_persons_answer_before_it_and_asks_its_own_after(
+    mesh: Mesh,
+) -> None:
+    await store(mesh, ASKING_CHILD)
+    model = ScriptedModel([{"node": "draft", "text": "the draft"}, {"text": "shipped"}])
+    runs = Runs(mesh)
+    async with hosting(mesh, model):
+        parked = await settle(runs, (await runs.start("assistant", "sign-off", "x")).run_id)
+        assert parked.status == "waiting_human"
+        await runs.resume(parked.run_id, "yes", by=ANA)
+        parent = await settle(runs, parked.run_id, since=parked)
+        assert parent.status == "done"
+
+        after = await settle(runs, (await runs.fork(parent.run_id, "approve", by=ANA)).run_id)
+        assert after.status == "done" and _calls(model, after.run_id) == [("ship", 1)]
+
+        before = await settle(runs, (await runs.fork(parent.run_id, "draft", by=ANA)).run_id)
+        assert before.status == "waiting_human"
+        assert before.waiting is not None and parked.waiting is not None
+        assert before.waiting.decision_id != parked.waiting.decision_id  # its own question
+        assert (await runs.desk.get(before.waiting.decision_id)).status == "open"
+        await runs.resume(before.run_id, "yes", by=ANA)
+        done = await settle(runs, before.run_id, since=before)
+    assert done.status == "done"
+    assert _calls(model, before.run_id) == [("ship", 1)]
+    await runs.verify(before.run_id)
