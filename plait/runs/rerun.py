@@ -81,7 +81,8 @@ async def retry_run(mesh: Mesh, run_id: RunId, *, by: str) -> RunRecord:
             raise RunNotRetryable(
                 run_id,
                 rec.status,
-                f"it failed on its budget ({rec.error}), not on a node: a retry would fail again",
+                f"it failed on its budget ({rec.error}), not on a node: a retry would "
+                "fail again (fork it from an earlier visit instead)",
             )
         spec = await RunStore(mesh).spec(rec)
         ready = await _to_run_again(mesh, spec, rec)
@@ -130,8 +131,10 @@ async def _to_run_again(mesh: Mesh, spec: GraphSpec, rec: RunRecord) -> list[str
         return [
             key
             for fanout in rec.fanouts.values()
-            for key in fanout.instances
-            if (out := rec.outputs.get(key)) is not None and out.error is not None
+            for key, plan in fanout.instances.items()
+            if fanout.policies.get(plan.target) == "drain_then_fail"
+            and (out := rec.outputs.get(key)) is not None
+            and out.error is not None
         ]
     events = await read_events(mesh, rec.run_id)
     cut = len(events)

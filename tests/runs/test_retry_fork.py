@@ -84,8 +84,20 @@ async def test_retry_refuses_a_run_that_did_not_fail(mesh: Mesh) -> None:
 
 
 @pytest.mark.anyio
+async def test_retry_refuses_a_run_that_failed_on_its_budget(mesh: Mesh) -> None:
+    await store(mesh, agent_chain("chain", ["a", "b"]) | {"budget": 1})
+    runs = Runs(mesh)
+    async with hosting(mesh, ScriptedModel([{"text": "ok"}])):
+        spent = await settle(runs, (await runs.start("assistant", "chain", "x")).run_id)
+    assert (spent.status, spent.ended_detail) == ("failed", "budget_exhausted")
+    with pytest.raises(RunNotRetryable, match="failed on its budget"):
+        await runs.retry(spent.run_id, by=ANA)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("on_failure", ["fail_fast", "drain_then_fail"])
 async def test_retry_of_a_failed_fan_out_instance_runs_only_what_had_not_committed(
-    mesh: Mesh,
+    mesh: Mesh, on_failure: str
 ) -> None:
     graph = {
         "name": "fan",
@@ -95,7 +107,14 @@ async def test_retry_of_a_failed_fan_out_instance_runs_only_what_had_not_committ
             {
                 "id": "split",
                 "type": "fan_out",
-                "specs": [{"kind": "broadcast", "target_node_id": "work", "count": 3}],
+                "specs": [
+                    {
+                        "kind": "broadcast",
+                        "target_node_id": "work",
+                        "count": 3,
+                        "on_failure": on_failure,
+                    }
+                ],
             },
             {"id": "work", "type": "agent", "prompt": "Work on {{input}}", "next": "join"},
             {"id": "join", "type": "fan_in", "next": "sum"},
@@ -109,7 +128,14 @@ async def test_retry_of_a_failed_fan_out_instance_runs_only_what_had_not_committ
     async with hosting(mesh, model):
         started = await runs.start("assistant", "fan", "x")
         failed = await settle(runs, started.run_id)
-        assert failed.status == "failed" and failed.error_node == "work[1]"
+        assert failed.status == "failed", failed
+        if on_failure == "fail_fast":
+            assert failed.error_node == "work[1]"
+        else:  # every sibling ended first
+            assert failed.ended_detail == "fanin_upstream_failed"
+            assert {k for k in failed.outputs if k.startswith("work[")} == {
+                "work[0]", "work[1]", "work[2]"
+            }  # fmt: skip
         before = {key for key, out in failed.outputs.items() if out.error is None}
         await runs.retry(started.run_id, by=ANA)
         done = await settle(runs, started.run_id)
