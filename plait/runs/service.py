@@ -295,8 +295,8 @@ class Runs:
 
         Raises:
             RunNotFound: there is no such run.
-            RunNotRetryable: it did not fail, or failed on its budget (raise nothing:
-                fork it from an earlier visit instead).
+            RunNotRetryable: it did not fail, or failed on its budget (a retry would
+                fail again; fork it from an earlier visit instead).
         """
         return await retry_run(self.mesh, run_id, by=by.name)
 
