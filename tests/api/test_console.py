@@ -7,7 +7,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import anyio
 import pytest
+
+from plait.errors import VersionConflict
+from plait.mesh import open_mesh
+from plait.schedules.model import Schedule, ScheduledRun, schedule_key
 
 from .helpers import HOSTILE, asking_graph, asking_rules
 from .server import serving
@@ -97,6 +102,24 @@ CHAIN_RULES = [
 ]
 
 
+async def _delivered(mesh_url: str, schedule_id: str, run_id: str) -> None:
+    """Record ``run_id`` as a run the schedule started whose delivery failed with
+    hostile text (as a webhook's answer may be), to see the page show it as text."""
+    async with open_mesh(mesh_url) as mesh:
+        while True:
+            entry = await mesh.get(schedule_key(schedule_id))
+            assert entry is not None
+            schedule = Schedule.model_validate(entry.value)
+            schedule.runs.append(
+                ScheduledRun(run_id=run_id, fire_at=0.0, status="undeliverable", last_error=HOSTILE)
+            )
+            try:
+                await mesh.put(entry.key, schedule.model_dump(), if_version=entry.version)
+                return
+            except VersionConflict:
+                continue
+
+
 def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     graph = {**CHAIN, "nodes": [CHAIN["nodes"][0], {**CHAIN["nodes"][1],
@@ -114,6 +137,7 @@ def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
         )  # fmt: skip
         assert schedule.status_code == 201, schedule.text
         schedule_id = schedule.json()["id"]
+        anyio.run(_delivered, served.mesh_url, schedule_id, run_id)
         with playwright_sync.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -154,6 +178,8 @@ def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
             expect(row).to_contain_text(HOSTILE, timeout=15_000)
             expect(row).to_contain_text("0 8 * * 1 (Europe/Berlin)")
             expect(row).to_contain_text("active")
+            expect(row.locator(f'a[href="#/run/{run_id}"]')).to_have_text(run_id)
+            expect(row).to_contain_text(f"undeliverable: {HOSTILE}")
             page.screenshot(path=str(ARTIFACTS / "console-schedules.png"), full_page=True)
             row.locator("button[data-act='pause']").click()
             expect(row).to_contain_text("paused")

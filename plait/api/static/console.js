@@ -327,6 +327,14 @@ async function loadSchedules() {
     toggle.addEventListener("click", () => toggleSchedule(schedule.id, toggle.dataset.act));
     const act = el("td");
     act.append(toggle);
+    const started = el("td");
+    for (const run of schedule.runs.slice(-3).reverse()) {
+      const link = el("a", run.run_id);
+      link.href = "#/run/" + encodeURIComponent(run.run_id);
+      const line = el("div", null, "delivery delivery-" + run.status);
+      line.append(link, " " + run.status + (run.last_error ? ": " + run.last_error : ""));
+      started.append(line);
+    }
     row.append(
       el("td", schedule.id),
       el("td", schedule.agent + "/" + schedule.name),
@@ -336,6 +344,7 @@ async function loadSchedules() {
       el("td", schedule.paused ? "paused" : "active", "state state-" + (schedule.paused ? "paused" : "active")),
       el("td", when(schedule.next_fire)),
       el("td", schedule.fired),
+      started,
       el("td", schedule.last_error || "", "error"),
       act,
     );
