@@ -43,6 +43,8 @@ same call may succeed if simply tried again.
     ├── RunError
     │   ├── RunNotFound (LookupError)
     │   ├── RunNotWaiting                     resume of a run that waits on nothing
+    │   ├── RunNotRetryable                   retry of a run that did not fail on a node
+    │   ├── VisitNotFound (LookupError)       fork at a visit the run never committed
     │   ├── BudgetExhausted                   a call inside a visit would pass the budget
     │   └── AuditChainBroken                  an audit event was edited, dropped or reordered
     ├── DecisionError
@@ -317,6 +319,47 @@ class RunNotFound(RunError, LookupError):
 
 class RunNotWaiting(RunError):
     """The run waits on no human answer, so there is nothing to resume."""
+
+
+class RunNotRetryable(RunError):
+    """A retry of a run that did not fail, or whose failure leaves nothing to run again.
+
+    Attributes:
+        run_id: the run.
+        status: its status.
+        reason: why it cannot be retried.
+    """
+
+    def __init__(self, run_id: str, status: str, reason: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.reason = reason
+        super().__init__(f"run {run_id} is {status}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id, self.status, self.reason))
+
+
+class VisitNotFound(RunError, LookupError):
+    """A fork's ``--at`` names no visit the run committed (or one nothing runs after).
+
+    Attributes:
+        run_id: the run.
+        visit: the visit asked for (``node`` or ``node:visit``).
+        committed: the visits a fork may start after, as ``node:visit``.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, run_id: str, visit: str, committed: list[str], reason: str) -> None:
+        self.run_id = run_id
+        self.visit = visit
+        self.committed = committed
+        self.reason = reason
+        valid = ", ".join(committed) if committed else "none"
+        super().__init__(f"run {run_id}: {visit!r} {reason}; the visits to fork at are: {valid}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id, self.visit, self.committed, self.reason))
 
 
 class BudgetExhausted(RunError):

@@ -7,6 +7,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from plait.runs.record import RunSummary
+from plait.runs.rerun import ForkOrigin
 from plait.runs.service import LISTING_STATUSES
 
 
@@ -36,6 +37,22 @@ class ResumeRun(BaseModel):
     """What to answer a waiting run (``approve`` / ``reject`` for an approval)."""
 
     answer: str = Field(description="The answer: an option or a text.")
+
+
+class ForkRun(BaseModel):
+    """Where to fork a run, and optionally a new input.
+
+    Without ``input`` the new run keeps its parent's input.
+    """
+
+    at: str = Field(
+        min_length=1,
+        description="The committed visit to start after: node:visit (or node for its last).",
+    )
+    input: Any = Field(default=None, description="The new run's input (default: the parent's).")
+    input_untrusted: bool = Field(
+        default=False, description="A new input is outside content: what reads it is tainted."
+    )
 
 
 class RaiseBudget(BaseModel):
@@ -87,43 +104,9 @@ class RunView(BaseModel):
     usage: dict[str, float]
     output: Any = None
     parent: str | None = None
-
-
-class ToolCall(BaseModel):
-    """A tool call a visit made, with its result."""
-
-    name: str | None = None
-    arguments: Any = None
-    result: Any = None
-
-
-class DecisionRef(BaseModel):
-    """The decision a visit raised, and who answered it."""
-
-    id: str
-    status: str
-    answer: str | None = None
-    by: str | None = None
-    label: str | None = None
-    at: float | None = None
-
-
-class Step(BaseModel):
-    """One visit of a run's trajectory."""
-
-    node: str | None
-    visit: int | None
-    status: str = Field(description="done, failed or waiting.")
-    prompt: Any = None
-    output: Any = None
-    verdict: str | None = None
-    usage: dict[str, float] = Field(default_factory=dict)
-    started_at: float | None = None
-    ended_at: float | None = None
-    elapsed: float | None = None
-    error: str | None = None
-    tools: list[ToolCall] = Field(default_factory=list)
-    decision: DecisionRef | None = None
+    forked_from: ForkOrigin | None = Field(
+        default=None, description="For a fork: the parent's audit event it starts after."
+    )
 
 
 class Verified(BaseModel):
@@ -164,7 +147,7 @@ assert set(get_args(ListingStatus)) == set(LISTING_STATUSES)
 __all__ = [
     "Answer",
     "Asking",
-    "DecisionRef",
+    "ForkRun",
     "GraphView",
     "ListingStatus",
     "RaiseBudget",
@@ -172,8 +155,6 @@ __all__ = [
     "RunPage",
     "RunView",
     "StartRun",
-    "Step",
-    "ToolCall",
     "Verified",
     "Whoami",
 ]

@@ -31,6 +31,7 @@ from plait.errors import (
     RunNotFound,
     RunNotWaiting,
     VersionConflict,
+    VisitNotFound,
 )
 
 PROBLEM_TYPE = "application/problem+json"
@@ -39,6 +40,7 @@ PROBLEM_TYPE = "application/problem+json"
 _STATUS: tuple[tuple[type[Exception], int], ...] = (
     (NotPermitted, 403),
     (RunNotFound, 404),
+    (VisitNotFound, 422),  # a fork's visit: input that cannot work, not a missing run
     (GraphNotFound, 404),
     (LookupError, 404),  # DecisionNotFound, ActorNotFound...
     (DecisionClosed, 409),

@@ -595,6 +595,7 @@ def inspect_cmd(
                     verified = await runs.verify(RunId(run_id))
                 except AuditChainBroken as exc:
                     broken = exc
+            origin = await runs.forked_from(RunId(run_id))
             try:
                 trajectory = await runs.trajectory(RunId(run_id))
             except AuditChainBroken:
@@ -609,6 +610,7 @@ def inspect_cmd(
                 "output": output,
                 "ended_detail": rec.ended_detail,
                 "trajectory": [step.model_dump(mode="json") for step in trajectory],
+                "forked_from": origin.model_dump() if origin is not None else None,
             }
             if verify:
                 body["verified"] = broken is None
@@ -616,6 +618,11 @@ def inspect_cmd(
             print_json(body)
         else:
             _print_inspect(rec, trajectory, full)
+            if origin is not None:
+                say(
+                    f"forked from {origin.run_id} after {origin.node}:{origin.visit} "
+                    f"(its event {origin.seq}, {origin.hash[:12]})"
+                )
             if verified is not None:
                 say(styled("audit chain verified", "green"), f": {verified} events")
         if broken is not None:

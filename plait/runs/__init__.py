@@ -5,10 +5,12 @@ The room is a line, each module importing only those before it:
 - :mod:`~plait.runs.record` — the run record and where a run's data lives;
 - :mod:`~plait.runs.store` — reads (records, pinned specs, output values);
 - :mod:`~plait.runs.commit` — :class:`RunCommit`, the one writer of run transitions;
+- :mod:`~plait.runs.replay` — a run's state at any point of its audit chain;
 - :mod:`~plait.runs.start` — starting a run, and a subgraph node's child run;
+- :mod:`~plait.runs.rerun` — retrying a failed run, forking a run at a visit;
 - :mod:`~plait.runs.owner` — the run owner actor: read → engine → execute → commit;
 - :mod:`~plait.runs.service` — :class:`Runs`, the human API: start, watch, answer,
-  cancel, raise a budget, list, prune, inspect;
+  cancel, raise a budget, retry, fork, list, prune, inspect;
 - :mod:`~plait.runs.serve` — :func:`serve`, which builds a serving process (an actor
   runtime, its :class:`RunHost`, its heartbeat) with its tools and model given
   explicitly.

@@ -32,6 +32,14 @@ AUDIT_KEY_ENV = "PLAIT_AUDIT_KEY"
 
 HMAC_SHA256 = "hmac-sha256"
 
+RETRIED = "run.retried"
+"""The event of a failed run retried: the run goes on after its ``run.failed``."""
+
+FORKED = "run.forked"
+"""The first event of a run forked from another run's state: it names the parent's
+event it starts after (run id, seq and hash) and carries what the parent had spent up
+to there (``usage``, and ``steps`` in its detail)."""
+
 
 class AuditEvent(BaseModel):
     """One audit event.
@@ -339,6 +347,10 @@ class _Replay:
             self.usage[name] += float(event.usage.get(name, 0.0))
         if event.type in _TERMINAL_EVENTS:
             self.ended = (_TERMINAL_EVENTS[event.type], event.seq)
+        elif event.type == RETRIED:
+            self.ended = None  # a failed run retried goes on
+        elif event.type == FORKED:
+            self.steps += int(event.detail.get("steps", 0))  # what its parent had spent
 
     def disagreement(self, record: RunRecord) -> tuple[int, str] | None:
         """The first part of ``record`` the chain disagrees with: (seq, what)."""
@@ -373,7 +385,9 @@ class _Replay:
 
 __all__ = [
     "AUDIT_KEY_ENV",
+    "FORKED",
     "HMAC_SHA256",
+    "RETRIED",
     "AuditEvent",
     "append",
     "append_fields",

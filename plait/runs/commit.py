@@ -174,6 +174,43 @@ class RunCommit:
         tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "budget"})
         await tx.commit()
 
+    async def reopen(
+        self,
+        spec: GraphSpec,
+        rec: RunRecord,
+        version: int,
+        event: AuditEvent,
+        *,
+        owner: ActorRecord | None = None,
+        puts: dict[str, Any] | None = None,
+    ) -> RunRecord:
+        """Write a run that goes on again: a failed run retried (over ``version``), or a
+        fork starting from another run's state (``version`` 0, with its ``owner`` and
+        the outputs and conversations it starts with in ``puts``, by key).
+
+        One transaction: ``event`` chained, one wake per ready node (each claiming its
+        node, as every commit claims the next), the record, its listing and a progress
+        event. Returns the record written; VersionConflict if the record moved.
+        """
+        tx = self.mesh.transact()
+        for key, value in (puts or {}).items():
+            tx.put(key, value)
+        rec = rec.model_copy()
+        append(tx, rec, event)
+        started: list[dict[str, Any]] = []
+        rec = self._claim_next(tx, spec, rec, started)
+        tx.put(record_key(rec.run_id), dump(rec), if_version=version)
+        tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
+        if owner is not None:
+            tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
+        tx.publish(
+            events_topic(rec.run_id),
+            "progress",
+            {"node": None, "status": rec.status, "started": started, "audit_seq": rec.audit_seq},
+        )
+        await tx.commit()
+        return rec
+
     # -- what a run's owner writes -----------------------------------------------------
 
     async def park(self, rec: RunRecord, mail: Mail, step: int) -> None:

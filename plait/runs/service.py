@@ -42,6 +42,7 @@ from plait.runs.audit import verify as verify_chain
 from plait.runs.commit import RunCommit, listing_status
 from plait.runs.ports import history_part_key
 from plait.runs.record import RunRecord, RunSummary, as_record, events_topic
+from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retry_run
 from plait.runs.retention import prune as prune_runs
 from plait.runs.start import OWNER_CONCURRENCY, start_run
 from plait.runs.store import read_record, run_output
@@ -284,6 +285,56 @@ class Runs:
                 with contextlib.suppress(RunNotFound):  # its subgraph's run goes too
                     await self.cancel(rec.waiting.child, by=by)
             return cancelled
+
+    async def retry(self, run_id: RunId, *, by: Principal) -> RunRecord:
+        """Continue a failed run from the node that failed, keeping every committed
+        visit, pinned to the same graph version (``temporal workflow reset``).
+
+        The nodes ready or in flight when it failed run again (the failed node as its
+        next visit); a ``run.retried`` audit event names ``by`` and what had failed.
+
+        Raises:
+            RunNotFound: there is no such run.
+            RunNotRetryable: it did not fail, or failed on its budget (a retry would
+                fail again; fork it from an earlier visit instead).
+        """
+        return await retry_run(self.mesh, run_id, by=by.name)
+
+    async def fork(
+        self,
+        run_id: RunId,
+        at: str,
+        *,
+        by: Principal,
+        input: Any = KEEP_INPUT,
+        input_untrusted: bool = False,
+    ) -> RunRecord:
+        """Start a new run from the state after a committed visit of ``run_id``.
+
+        Args:
+            run_id: the parent run.
+            at: the visit, as ``node:visit`` (``graph inspect`` shows them) or ``node``
+                for that node's last visit.
+            by: who forks it.
+            input: the new run's input (default: the parent's).
+            input_untrusted: a new ``input`` is outside content.
+
+        The fork is pinned to the parent's graph version; only what comes after the
+        visit runs. Its first audit event (``run.forked``) names the parent's event it
+        starts from (run id, seq and hash).
+
+        Raises:
+            RunNotFound: there is no such run.
+            VisitNotFound: ``at`` is no committed visit, or nothing runs after it; the
+                error lists the visits to fork at.
+        """
+        return await fork_run(
+            self.mesh, run_id, at, input=input, input_untrusted=input_untrusted, by=by.name
+        )
+
+    async def forked_from(self, run_id: RunId) -> ForkOrigin | None:
+        """Where a run was forked from: its parent's event (None if it is no fork)."""
+        return await fork_origin(self.mesh, run_id)
 
     async def raise_budget(
         self, run_id: RunId, extra: dict[str, float], *, by: Principal

@@ -7,7 +7,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import anyio
 import pytest
+
+from plait.errors import VersionConflict
+from plait.mesh import open_mesh
+from plait.schedules.model import Schedule, ScheduledRun, schedule_key
 
 from .helpers import HOSTILE, asking_graph, asking_rules
 from .server import serving
@@ -77,4 +82,114 @@ def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> Non
             browser.close()
         decision = api.get("/api/decisions", params={"run_id": run_id}).json()[0]
         assert decision["answer"]["option"] == "approve" and decision["answer"]["by"] == "ana"
+        assert not errors, errors
+
+
+CHAIN = {
+    "name": "chain",
+    "agent": "assistant",
+    "entry": "a",
+    "nodes": [
+        {"id": "a", "type": "agent", "prompt": "Begin with {{input}}", "next": "b"},
+        {"id": "b", "type": "agent", "prompt": "Go on from {{a}}"},
+    ],
+}
+CHAIN_RULES = [
+    {"node": "a", "text": HOSTILE},
+    {"node": "b", "match": "forked", "text": "b of the fork"},
+    {"node": "b", "visit": 1, "error": HOSTILE},
+    {"node": "b", "text": "b retried"},
+]
+
+
+async def _delivered(mesh_url: str, schedule_id: str, run_id: str) -> None:
+    """Record ``run_id`` as a run the schedule started whose delivery failed with
+    hostile text (as a webhook's answer may be), to see the page show it as text."""
+    async with open_mesh(mesh_url) as mesh:
+        while True:
+            entry = await mesh.get(schedule_key(schedule_id))
+            assert entry is not None
+            schedule = Schedule.model_validate(entry.value)
+            schedule.runs.append(
+                ScheduledRun(run_id=run_id, fire_at=0.0, status="undeliverable", last_error=HOSTILE)
+            )
+            try:
+                await mesh.put(entry.key, schedule.model_dump(), if_version=entry.version)
+                return
+            except VersionConflict:
+                continue
+
+
+def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    graph = {**CHAIN, "nodes": [CHAIN["nodes"][0], {**CHAIN["nodes"][1],
+             "prompt": "Go on from {{a}} {{input}}"}]}  # fmt: skip
+    with serving(tmp_path, CHAIN_RULES) as served:
+        api = served.client
+        assert api.post("/api/graphs", json=graph).status_code == 201
+        run_id = api.post("/api/runs", json={"agent": "assistant", "name": "chain"}).json()[
+            "run_id"
+        ]
+        schedule = api.post(
+            "/api/schedules",
+            json={"agent": "assistant", "name": "chain", "cron": "0 8 * * 1",
+                  "tz": "Europe/Berlin", "input": HOSTILE, "deliver": "stdout"},
+        )  # fmt: skip
+        assert schedule.status_code == 201, schedule.text
+        schedule_id = schedule.json()["id"]
+        anyio.run(_delivered, served.mesh_url, schedule_id, run_id)
+        with playwright_sync.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(served.url + "/#/run/" + run_id)
+            page.fill("#token", served.token)
+            page.click("#login-form button")
+            expect = playwright_sync.expect
+
+            # A failed run: its error shows as text, and Retry continues it.
+            expect(page.locator("#run-status")).to_have_text("failed", timeout=15_000)
+            expect(page.locator("#timeline li.step-failed")).to_contain_text(HOSTILE)
+            expect(page.locator("#retry")).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "console-run-failed.png"), full_page=True)
+            page.click("#retry")
+            expect(page.locator("#run-status")).to_have_text("done", timeout=15_000)
+            expect(page.locator("#retry")).to_be_hidden()
+            expect(page.locator("#run-output")).to_have_text("b retried")
+            expect(page.locator("#timeline li")).to_have_count(3)  # a:1, b:1 failed, b:2
+
+            # Fork after a:1 with a new input: a new run that runs only b.
+            expect(page.locator("#fork-at option")).to_have_count(3)
+            page.select_option("#fork-at", "a:1")
+            page.fill("#fork-input", "forked")
+            page.click("#fork-send")
+            expect(page.locator("#run-title")).not_to_have_text(run_id, timeout=15_000)
+            expect(page.locator("#run-status")).to_have_text("done", timeout=15_000)
+            expect(page.locator("#run-output")).to_have_text("b of the fork")
+            expect(page.locator("#timeline li")).to_have_count(1)
+            expect(page.locator("#run-origin")).to_contain_text(f"forked from {run_id} after a:1")
+            fork_id = page.locator("#run-title").text_content()
+            page.screenshot(path=str(ARTIFACTS / "console-run-forked.png"), full_page=True)
+
+            # Schedules: listed with their data as text; paused and resumed in the page.
+            page.click("#nav-schedules")
+            row = page.locator(f'tr[data-schedule="{schedule_id}"]')
+            expect(row).to_contain_text(HOSTILE, timeout=15_000)
+            expect(row).to_contain_text("0 8 * * 1 (Europe/Berlin)")
+            expect(row).to_contain_text("active")
+            expect(row.locator(f'a[href="#/run/{run_id}"]')).to_have_text(run_id)
+            expect(row).to_contain_text(f"undeliverable: {HOSTILE}")
+            page.screenshot(path=str(ARTIFACTS / "console-schedules.png"), full_page=True)
+            row.locator("button[data-act='pause']").click()
+            expect(row).to_contain_text("paused")
+            assert api.get(f"/api/schedules/{schedule_id}").json()["paused"] is True
+            row.locator("button[data-act='resume']").click()
+            expect(row).to_contain_text("active")
+            assert api.get(f"/api/schedules/{schedule_id}").json()["paused"] is False
+            assert page.locator("#timeline img, #schedules img, script:not([src])").count() == 0
+            assert page.evaluate("window.__pwned") is None
+            browser.close()
+        assert fork_id and fork_id != run_id
+        assert api.get(f"/api/runs/{fork_id}/verify").json()["verified"] is True
         assert not errors, errors

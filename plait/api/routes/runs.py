@@ -1,4 +1,5 @@
-"""``/api/runs``: list, start, read, inspect, verify, resume, cancel runs; their events."""
+"""``/api/runs``: list, start, read, inspect, verify, resume, cancel, retry, fork runs;
+their events."""
 
 from __future__ import annotations
 
@@ -11,19 +12,21 @@ from plait.api.deps import PrincipalDep, ServicesDep
 from plait.api.events import run_events
 from plait.api.models import (
     Asking,
+    ForkRun,
     ListingStatus,
     RaiseBudget,
     ResumeRun,
     RunPage,
     RunView,
     StartRun,
-    Step,
     Verified,
 )
 from plait.api.problems import problem_responses
 from plait.errors import AuditChainBroken
+from plait.graphs.trajectory import TrajectoryStep
 from plait.ids import RunId as StoredRunId
 from plait.runs import RunRecord, Runs
+from plait.runs.rerun import KEEP_INPUT
 
 router = APIRouter(prefix="/api/runs", tags=["runs"], responses=problem_responses(401, 422))
 
@@ -55,6 +58,7 @@ async def run_view(runs: Runs, rec: RunRecord) -> RunView:
         usage=rec.usage.model_dump(),
         output=await runs.output(rec),
         parent=rec.parent,
+        forked_from=await runs.forked_from(rec.run_id),
     )
 
 
@@ -98,10 +102,10 @@ async def get_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunView
 
 
 @router.get("/{run_id}/trajectory", summary="A run's visits", responses=problem_responses(404, 409))
-async def inspect_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> list[Step]:
+async def inspect_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> list[TrajectoryStep]:
     """Committed visits in commit order, then any visit parked on a person."""
     await svc.runs.get(run_id)
-    return [Step.model_validate(step.model_dump()) for step in await svc.runs.trajectory(run_id)]
+    return await svc.runs.trajectory(run_id)
 
 
 @router.get(
@@ -137,6 +141,38 @@ async def resume_run(
 async def cancel_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunView:
     """Cancel the run: nothing of it runs again (a finished run stays as it ended)."""
     return await run_view(svc.runs, await svc.runs.cancel(run_id, by=who))
+
+
+@router.post(
+    "/{run_id}/retry",
+    summary="Continue a failed run from the node that failed",
+    responses=problem_responses(404, 409),
+)
+async def retry_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunView:
+    """The failed run goes on, on its pinned graph version, keeping every committed
+    visit; 409 for a run that did not fail."""
+    return await run_view(svc.runs, await svc.runs.retry(run_id, by=who))
+
+
+@router.post(
+    "/{run_id}/fork",
+    status_code=201,
+    summary="Start a new run from the state after a committed visit",
+    responses=problem_responses(404),
+)
+async def fork_run(run_id: RunId, body: ForkRun, svc: ServicesDep, who: PrincipalDep) -> RunView:
+    """A new run on the same pinned graph version runs what comes after the visit; its
+    audit chain names the parent's event. 422 for a visit that is not there (the
+    problem lists those there are)."""
+    given = "input" in body.model_fields_set
+    rec = await svc.runs.fork(
+        run_id,
+        body.at,
+        by=who,
+        input=body.input if given else KEEP_INPUT,
+        input_untrusted=body.input_untrusted,
+    )
+    return await run_view(svc.runs, rec)
 
 
 @router.post(

@@ -1,4 +1,5 @@
-// The plait console: runs, a run's timeline and graph, and its pending decision.
+// The plait console: runs, a run's timeline and graph, its pending decision, retry and
+// fork of a run, and the schedules.
 // Every piece of run data is put on the page as text (textContent), never as HTML.
 "use strict";
 
@@ -49,7 +50,8 @@ async function api(path, options = {}) {
 }
 
 function show(section) {
-  for (const id of ["login", "runs", "run"]) $(id).hidden = id !== section;
+  for (const id of ["login", "runs", "run", "schedules"]) $(id).hidden = id !== section;
+  $("pages").hidden = section === "login";
 }
 
 function signOut(reason) {
@@ -201,6 +203,44 @@ function renderTimeline(steps) {
   }
 }
 
+// What a fork may start after: each committed visit, as node:visit.
+function renderActions(view, steps) {
+  $("retry").hidden = view.status !== "failed";
+  const select = $("fork-at");
+  const visits = steps.filter((s) => s.status !== "waiting").map((s) => s.node + ":" + s.visit);
+  const had = select.value;
+  if (select.dataset.visits !== visits.join("\n")) {
+    select.replaceChildren(...visits.map((v) => { const o = el("option", v); o.value = v; return o; }));
+    select.dataset.visits = visits.join("\n");
+    if (visits.includes(had)) select.value = had;
+  }
+  $("fork-form").hidden = visits.length === 0;
+}
+
+async function retry(runId) {
+  try {
+    await api("/api/runs/" + encodeURIComponent(runId) + "/retry", { method: "POST" });
+    $("action-error").textContent = "";
+    every(() => loadRun(runId));
+  } catch (exc) {
+    $("action-error").textContent = String(exc.message || exc);
+  }
+}
+
+async function fork(runId) {
+  const body = { at: $("fork-at").value };
+  const input = $("fork-input").value;
+  if (input !== "") body.input = input;
+  try {
+    const view = await api("/api/runs/" + encodeURIComponent(runId) + "/fork", { method: "POST", body });
+    $("action-error").textContent = "";
+    $("fork-input").value = "";
+    location.hash = "#/run/" + encodeURIComponent(view.run_id);
+  } catch (exc) {
+    $("action-error").textContent = String(exc.message || exc);
+  }
+}
+
 let graphText = { key: "", mermaid: "" };
 
 async function renderAsking(view) {
@@ -254,11 +294,73 @@ async function loadRun(runId) {
     view.agent + "/" + view.graph + " v" + view.version + " · ", status,
     view.ended_detail ? " · " + view.ended_detail : "",
   );
+  const origin = $("run-origin");
+  origin.replaceChildren();
+  if (view.forked_from) {
+    const from = view.forked_from;
+    const link = el("a", from.run_id);
+    link.href = "#/run/" + encodeURIComponent(from.run_id);
+    origin.append("forked from ", link, " after " + from.node + ":" + from.visit +
+      " (event " + from.seq + ", " + from.hash.slice(0, 12) + ")");
+  }
+  origin.hidden = !view.forked_from;
   renderGraph(graphText.mermaid, view.current);
   renderTimeline(steps);
+  renderActions(view, steps);
   await renderAsking(view);
   $("run-output").textContent = view.output === null ? "" : shown(view.output);
   return !TERMINAL.has(view.status);
+}
+
+// -- schedules ----------------------------------------------------------------------
+
+async function loadSchedules() {
+  const found = await api("/api/schedules");
+  const body = $("schedules-body");
+  body.replaceChildren();
+  for (const schedule of found) {
+    const row = el("tr");
+    row.dataset.schedule = schedule.id;
+    const toggle = el("button", schedule.paused ? "Resume" : "Pause");
+    toggle.type = "button";
+    toggle.dataset.act = schedule.paused ? "resume" : "pause";
+    toggle.addEventListener("click", () => toggleSchedule(schedule.id, toggle.dataset.act));
+    const act = el("td");
+    act.append(toggle);
+    const started = el("td");
+    for (const run of schedule.runs.slice(-3).reverse()) {
+      const link = el("a", run.run_id);
+      link.href = "#/run/" + encodeURIComponent(run.run_id);
+      const line = el("div", null, "delivery delivery-" + run.status);
+      line.append(link, " " + run.status + (run.last_error ? ": " + run.last_error : ""));
+      started.append(line);
+    }
+    row.append(
+      el("td", schedule.id),
+      el("td", schedule.agent + "/" + schedule.name),
+      el("td", schedule.cron + " (" + schedule.tz + ")"),
+      el("td", schedule.input === null ? "" : shown(schedule.input)),
+      el("td", schedule.deliver),
+      el("td", schedule.paused ? "paused" : "active", "state state-" + (schedule.paused ? "paused" : "active")),
+      el("td", when(schedule.next_fire)),
+      el("td", schedule.fired),
+      started,
+      el("td", schedule.last_error || "", "error"),
+      act,
+    );
+    body.append(row);
+  }
+  $("schedules-empty").hidden = found.length > 0;
+}
+
+async function toggleSchedule(scheduleId, act) {
+  try {
+    await api("/api/schedules/" + encodeURIComponent(scheduleId) + "/" + act, { method: "POST" });
+    $("schedules-error").textContent = "";
+    every(loadSchedules);
+  } catch (exc) {
+    $("schedules-error").textContent = String(exc.message || exc);
+  }
 }
 
 // -- wiring -------------------------------------------------------------------------
@@ -270,8 +372,13 @@ async function route() {
     show("run");
     $("asking").hidden = true;
     $("asking").dataset.decision = "";
+    $("action-error").textContent = "";
     const runId = decodeURIComponent(match[1]);
+    $("run").dataset.run = runId;
     every(() => loadRun(runId));
+  } else if (location.hash === "#/schedules") {
+    show("schedules");
+    every(loadSchedules);
   } else {
     show("runs");
     renderFilters();
@@ -301,6 +408,11 @@ document.addEventListener("DOMContentLoaded", () => {
     answer($("asking").dataset.decision, { text: $("answer-text").value });
   });
   $("signout").addEventListener("click", () => signOut(""));
+  $("retry").addEventListener("click", () => retry($("run").dataset.run));
+  $("fork-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    fork($("run").dataset.run);
+  });
   window.addEventListener("hashchange", route);
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) signIn(token); else signOut("");

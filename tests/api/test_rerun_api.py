@@ -1,0 +1,87 @@
+"""Retry and fork through the HTTP API: the routes, their problems, and the trajectory
+as the one :class:`~plait.graphs.trajectory.TrajectoryStep` model shows it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from runs.helpers import agent_chain, eventually, hosting
+
+from plait.mesh import Mesh
+from plait.models.scripted import ScriptedModel
+
+from .helpers import api_client
+
+pytestmark = pytest.mark.anyio
+
+RULES = [
+    {"node": "b", "visit": 1, "error": "b fell over"},
+    {"node": "c", "match": "second", "text": "c after the fork"},
+    {"node": "b", "text": "b again"},
+    {"text": "ok"},
+]
+
+
+async def _until(client: httpx.AsyncClient, run_id: str, status: str) -> dict[str, Any]:
+    async def reached() -> dict[str, Any] | None:
+        view: dict[str, Any] = (await client.get(f"/api/runs/{run_id}")).json()
+        return view if view["status"] == status else None
+
+    return await eventually(reached)
+
+
+async def test_retry_and_fork_over_http(mesh: Mesh) -> None:
+    graph = agent_chain("chain", ["a", "b", "c"])
+    graph["nodes"][2]["prompt"] = "Go on from {{b}} with {{input}}"
+    async with api_client(mesh) as client, hosting(mesh, ScriptedModel(RULES)):
+        assert (await client.post("/api/graphs", json=graph)).status_code == 201
+        started = await client.post(
+            "/api/runs", json={"agent": "assistant", "name": "chain", "input": "first"}
+        )
+        run_id = started.json()["run_id"]
+        failed = await _until(client, run_id, "failed")
+        assert failed["error_node"] == "b"
+
+        retried = await client.post(f"/api/runs/{run_id}/retry")
+        assert retried.status_code == 200, retried.text
+        assert retried.json()["status"] in ("running", "done")
+        done = await _until(client, run_id, "done")
+        assert done["output"] == "ok"
+        steps = (await client.get(f"/api/runs/{run_id}/trajectory")).json()
+        assert [(s["node"], s["visit"], s["status"]) for s in steps] == [
+            ("a", 1, "done"), ("b", 1, "failed"), ("b", 2, "done"), ("c", 1, "done")
+        ]  # fmt: skip
+        assert set(steps[0]["usage"]) == {"input_tokens", "output_tokens", "dollars"}
+        assert steps[0]["elapsed"] is not None and steps[0]["parent"] is None
+        again = await client.post(f"/api/runs/{run_id}/retry")
+        assert again.status_code == 409
+        assert again.headers["content-type"] == "application/problem+json"
+        assert "only a failed run can be retried" in again.json()["detail"]
+
+        forked = await client.post(
+            f"/api/runs/{run_id}/fork", json={"at": "b:2", "input": "second"}
+        )
+        assert forked.status_code == 201, forked.text
+        fork_id = forked.json()["run_id"]
+        assert forked.json()["sha256"] == done["sha256"]
+        origin = forked.json()["forked_from"]
+        assert (origin["run_id"], origin["node"], origin["visit"]) == (run_id, "b", 2)
+        assert done["forked_from"] is None
+        assert (await _until(client, fork_id, "done"))["output"] == "c after the fork"
+        verified = (await client.get(f"/api/runs/{fork_id}/verify")).json()
+        assert verified["verified"] is True, verified
+        fork_steps = (await client.get(f"/api/runs/{fork_id}/trajectory")).json()
+        assert [(s["node"], s["visit"]) for s in fork_steps] == [("c", 1)]
+
+        # From after a:1, b runs as its first visit again, which the model fails.
+        kept = await client.post(f"/api/runs/{run_id}/fork", json={"at": "a"})
+        assert kept.status_code == 201
+        assert (await _until(client, kept.json()["run_id"], "failed"))["error_node"] == "b"
+
+        bad = await client.post(f"/api/runs/{run_id}/fork", json={"at": "nope"})
+        assert bad.status_code == 422
+        assert "the visits to fork at are: a:1, b:2" in bad.json()["detail"]
+        missing = await client.post("/api/runs/grun_nope/retry")
+        assert missing.status_code == 404
