@@ -249,13 +249,18 @@ def test_a_sigkilled_workers_runs_finish_on_the_other(cli: Cli, tmp_path: Path) 
         assert rec.status == "done", (rec, survivor.text())
         assert rec.attempts == {} and rec.ended_detail == "completed"
         assert committed_once(cli.mesh_url, rec.run_id) == CHAIN_VISITS
-        # A retry is counted exactly when an interrupted start ran the effect again.
-        assert ran[given] == 1 + rec.usage.retries, (given, ran, rec.usage)
+        # A wake delivered to the killed worker counts one retry, whether or not its
+        # effect had started there; an effect never runs more often than that.
+        assert rec.usage.retries <= 1 and 1 <= ran[given] <= 1 + rec.usage.retries, (
+            given, ran, rec.usage,
+        )  # fmt: skip
     for run_id in doomed_runs:
         who = committers(cli.mesh_url, run_id)
         assert hosts_pid(who[("second", 1)]) == survivor.pid
         assert hosts_pid(who[("third", 1)]) == survivor.pid
-    assert all(r.usage.retries == 1 for r in done if r.run_id in doomed_runs)
+    for rec, given in zip(done, inputs, strict=True):
+        if rec.run_id in doomed_runs:  # started on the killed worker, then again
+            assert rec.usage.retries == 1 and ran[given] == 2, (given, ran, rec.usage)
 
 
 # -- 2. a worker SIGSTOPped past its lease is fenced, then rejoins ----------------------
