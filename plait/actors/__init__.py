@@ -13,6 +13,8 @@ activates it where its mail is served and lets it go when idle. Three parts:
 - :mod:`plait.actors.leases` — partition leases (holder, epoch, expiry) and membership.
 - :mod:`plait.actors.local` — :class:`LocalRuntime`, actors as asyncio tasks in this
   process (the embedded default), reading every partition.
+- :mod:`plait.actors.topics` — actors' topic subscriptions, kept in the mesh, and the
+  :class:`TopicRouter` that forwards each subscribed event into a mailbox.
 - :mod:`plait.actors.leased` — :class:`LeasedRuntime`, a local runtime reading only
   the partitions it leases (single activation; ``plait worker`` runs it). Other
   runtimes implement the same contract and pass
@@ -58,6 +60,13 @@ from plait.actors.partitions import (
     partition_of,
     ranges,
 )
+from plait.actors.topics import (
+    TopicRouter,
+    subscribe,
+    subscriptions,
+    topic_event,
+    unsubscribe,
+)
 
 __all__ = [
     "DEAD_LETTER_HOOK",
@@ -79,6 +88,7 @@ __all__ = [
     "LeasedRuntime",
     "LocalRuntime",
     "Mail",
+    "TopicRouter",
     "actor_key",
     "load_partitions",
     "mail_data",
@@ -88,6 +98,10 @@ __all__ = [
     "ranges",
     "resolve_dead_letter_hook",
     "resolve_kind",
+    "subscribe",
+    "subscriptions",
     "tell_in",
+    "topic_event",
     "tune_gc_for_serving",
+    "unsubscribe",
 ]

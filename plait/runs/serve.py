@@ -19,6 +19,7 @@ from plait.actors import (
     MAILBOX_VISIBILITY_TIMEOUT_MS,
     ActorRuntime,
     LocalRuntime,
+    TopicRouter,
     new_host_id,
 )
 from plait.mesh import Mesh
@@ -107,6 +108,7 @@ async def serve(
     )
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(actors)
+        await stack.enter_async_context(TopicRouter(actors))
         if beat:
             await stack.enter_async_context(
                 heartbeat(mesh, actors.host, tools=host.tools.names(), run_id=only_run)
