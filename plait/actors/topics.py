@@ -6,35 +6,36 @@ A pattern is a topic (``tasks.new``) or a prefix ending in ``*`` (``tasks.*``: e
 topic starting with ``tasks.``, including ones made later; mailbox and dead-letter
 topics never match).
 
-Delivery. A :class:`TopicRouter` runs beside a serving runtime. For each subscription
-of an actor whose mailbox that runtime serves, it reads the topic as consumer group
-``actor:<actor id>`` (:func:`subscriber_group`) and forwards each event into the
-actor's mailbox, acking it in the same transaction as the mailbox message it becomes
-(fenced by the partition lease on a :class:`~plait.actors.LeasedRuntime`). Hence:
+Delivery. A :class:`TopicRouter` runs beside each serving runtime (:func:`plait.runs.serve`
+starts one). A topic is forwarded by the runtime holding the lease of the partition its
+name hashes to: it reads the topic as the group :data:`SHARED_GROUP` and puts each
+event into the mailbox of every subscriber, acking it in the same transaction, which
+also checks the lease and :data:`SUBSCRIPTIONS_VERSION_KEY`. Hence:
 
 - at least once: an event is acked only with its forward; a router killed between
-  taking and forwarding leaves it pending, and the next router takes it again after
-  the visibility timeout (never twice in a mailbox: forward and ack commit together);
-- in publish order per subscriber and topic: one router reads a subscriber's group at
-  a time (the one holding its partition), one event at a time, and an expired pending
-  event comes before newer ones; its visibility timeout is shorter than a lease, so a
-  takeover finds the dead router's event expired and forwards it first. Beside a
-  :class:`~plait.actors.LocalRuntime` in several processes, each event still arrives
-  once, but two routers may interleave;
+  taking and forwarding leaves it pending, and the next holder takes it again after the
+  visibility timeout (never twice into a mailbox: forward and ack commit together);
+- in publish order per subscriber: one router reads a topic at a time, one event at a
+  time, and an expired pending event comes before newer ones; its visibility timeout is
+  shorter than a lease, so a takeover finds the dead router's event expired and forwards
+  it first. Beside a :class:`~plait.actors.LocalRuntime` in several processes, each
+  event still arrives once, but two routers may interleave;
 - a subscriber added later does not get earlier events: each subscription remembers
-  when it was made, and events published before are acked unforwarded, unless it was
-  made ``from: earliest`` (every event the topic still holds; topics are trimmed once
-  all their groups acked).
+  when it was made, and gets only the events published since; a router whose view of
+  the subscriptions is older than an event's forward re-reads them first (the version
+  check), so no subscriber made before a publish is skipped. A ``from: earliest``
+  subscription gets every event the topic still holds (topics are trimmed once all
+  their groups acked), read as a group of its own (:func:`subscriber_group`) by the
+  holder of the actor's partition.
 
-Fan-out cost. A publish stores its event once, whatever the number of subscribers N;
-each subscriber's group keeps its own place in the topic. Delivering to N subscribers
-costs N reads and N small transactions (the mailbox message and the ack). On SQLite
-that is one ``events`` row, plus for each subscriber a ``pending`` row (inserted on
-read, deleted on ack), a cursor update and a mailbox ``events`` row; the router's
-commits share the per-loop-iteration batch, so N forwards cost a few fsync-free
-commits, not N. On Redis it is one ``XADD``; each subscriber group's
-``XREADGROUP`` and one Lua transaction (``XADD`` to the mailbox stream, ``XACK``).
-``bench/fleet.py`` measures it against plain publishes.
+Fan-out cost. A publish stores its event once, whatever the number of subscribers N.
+Delivering it costs one read by the router and one transaction holding N mailbox
+messages and the ack. On SQLite: one ``events`` row for the publish; the router's read
+is a ``pending`` row and a cursor update; the forward adds N mailbox ``events`` rows and
+deletes the ``pending`` row, in one commit. On Redis: one ``XADD``; one ``XREADGROUP``;
+one Lua transaction of N ``XADD`` to the mailbox streams and an ``XACK``. Each mailbox
+message then costs what any message to an actor costs (its read and ack by the runtime
+serving the subscriber). ``bench/fleet.py`` measures it against plain publishes.
 
 Forwarded mail. The actor's handler gets ``{"topic_event": {...}}`` as its mail body
 (:func:`topic_event` reads it back as an :class:`~plait.mesh.Event`).
@@ -43,7 +44,6 @@ Forwarded mail. The actor's handler gets ``{"topic_event": {...}}`` as its mail 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -56,13 +56,17 @@ from plait.actors.leased import LeasedRuntime
 from plait.actors.leases import EPOCH_PREFIX
 from plait.actors.partitions import MAILBOX_PREFIX, partition_of, partitions
 from plait.errors import ActorError, MeshError, VersionConflict
-from plait.mesh import Event, Mesh
+from plait.mesh import Delivery, Event, Mesh, Subscription
 from plait.mesh._base import now_ms
 
 log = logging.getLogger("plait.actors")
 
 SUBSCRIPTIONS_PREFIX = "subscriptions/"
 """Where actors' subscriptions live: ``subscriptions/<actor id>``."""
+
+SUBSCRIPTIONS_VERSION_KEY = "cluster/subscriptions"
+"""Written with every change of any subscription: its version tells a router whether
+the subscriptions it forwards by are current (every forward checks it)."""
 
 TOPIC_EVENT = "topic_event"
 """The key of a forwarded event in a mailbox body."""
@@ -154,10 +158,12 @@ async def _update(mesh: Mesh, actor_id: str, change: Any) -> dict[str, int]:
         subs = {} if entry is None else dict(entry.value)
         change(subs)
         try:
-            if subs:
-                await mesh.put(key, subs, if_version=0 if entry is None else entry.version)
-            elif entry is not None:
-                await mesh.delete(key, if_version=entry.version)
+            async with mesh.transact() as tx:
+                if subs:
+                    tx.put(key, subs, if_version=0 if entry is None else entry.version)
+                elif entry is not None:
+                    tx.delete(key, if_version=entry.version)
+                tx.put(SUBSCRIPTIONS_VERSION_KEY, {})  # routers re-read before they forward
         except VersionConflict:
             continue
         return {str(k): int(v) for k, v in subs.items()}
@@ -190,22 +196,31 @@ def topic_event(body: Any) -> Event | None:
     )
 
 
-@dataclass
-class _Forward:
-    since: int
-    scope: anyio.CancelScope
+Pair = tuple[str, str]
+"""An (actor id, topic) pair."""
 
 
 class TopicRouter:
-    """Forwards subscribed topics into the mailboxes ``runtime`` serves, while in use.
+    """Forwards subscribed topics into actors' mailboxes while in use, beside ``runtime``.
 
     Use as ``async with TopicRouter(runtime):`` inside the runtime's own block.
 
+    A topic is forwarded by the runtime holding the lease of the partition its name
+    hashes to (every runtime reading it as one group, for a runtime that is not
+    leased): one read of each event, and one transaction putting it into every
+    subscriber's mailbox, acking it, and checking that the lease and the subscriptions
+    (:data:`SUBSCRIPTIONS_VERSION_KEY`) are as the router last read them. A router that
+    finds the subscriptions changed re-reads them and forwards the event again, so a
+    subscriber added a moment ago is never skipped. A ``from: earliest`` subscription is
+    read as a group of its own (``actor:<id>``), by the holder of the actor's partition.
+
     Args:
-        runtime: the serving runtime; the router forwards for the actors whose mailbox
-            partition it serves (every actor, for a runtime that is not leased).
+        runtime: the serving runtime whose leases decide what this router forwards.
         refresh_s: how often subscriptions, leases and wildcard topics are re-read.
         visibility_timeout_ms: see :data:`ROUTER_VISIBILITY_MS` (capped below a lease).
+
+    Attributes:
+        forwarded: the mailbox messages this router committed (a figure for benches).
     """
 
     def __init__(
@@ -221,7 +236,13 @@ class TopicRouter:
         lease_s = runtime.lease_s if isinstance(runtime, LeasedRuntime) else None
         cap = int(lease_s * 500) if lease_s else visibility_timeout_ms
         self.visibility_timeout_ms = max(50, min(visibility_timeout_ms, cap))
-        self._forwards: dict[tuple[str, str], _Forward] = {}
+        self.forwarded = 0
+        self._version = 0
+        self._shared: dict[str, dict[str, int]] = {}
+        """Each topic forwarded here: its subscribers (by the shared group) and since when."""
+        self._tasks: dict[str | Pair, anyio.CancelScope] = {}
+        """A forwarding task per topic (shared group) or pair (a subscriber's own group)."""
+        self._lock = anyio.Lock()
         self._tg: TaskGroup | None = None
         self._refreshed = anyio.Event()
 
@@ -243,9 +264,10 @@ class TopicRouter:
         self._tg = None
 
     @property
-    def forwarding(self) -> set[tuple[str, str]]:
+    def forwarding(self) -> set[Pair]:
         """The (actor id, topic) pairs this router forwards now."""
-        return set(self._forwards)
+        pairs = {(actor, topic) for topic, subs in self._shared.items() for actor in subs}
+        return pairs | {key for key in self._tasks if isinstance(key, tuple)}
 
     async def refreshed(self) -> None:
         """Wait for the next refresh to finish (tests and benches)."""
@@ -262,15 +284,26 @@ class TopicRouter:
             await anyio.sleep(self.refresh_s)
 
     async def refresh(self) -> None:
-        """Start forwarding new subscriptions and stop the ones gone or no longer served."""
-        wanted: dict[tuple[str, str], int] = {}
+        """Re-read subscriptions and leases: start and stop forwarding to match."""
+        async with self._lock:
+            await self._refresh()
+
+    async def _fresh(self) -> None:
+        """Refresh unless another task did since the subscriptions last changed."""
+        async with self._lock:
+            entry = await self.mesh.get(SUBSCRIPTIONS_VERSION_KEY)
+            if (0 if entry is None else entry.version) != self._version:
+                await self._refresh()
+
+    async def _refresh(self) -> None:
+        entry = await self.mesh.get(SUBSCRIPTIONS_VERSION_KEY)
+        version = 0 if entry is None else entry.version
+        shared: dict[str, dict[str, int]] = {}
+        own: set[Pair] = set()
         listed: dict[str, list[str]] = {}
-        gone: set[tuple[str, str]] = set()
-        async for entry in self.mesh.scan(SUBSCRIPTIONS_PREFIX):
-            actor_id = entry.key[len(SUBSCRIPTIONS_PREFIX) :]
-            if self._fence(actor_id) is False:
-                continue
-            for pattern, since in dict(entry.value).items():
+        async for sub in self.mesh.scan(SUBSCRIPTIONS_PREFIX):
+            actor_id = sub.key[len(SUBSCRIPTIONS_PREFIX) :]
+            for pattern, since in dict(sub.value).items():
                 if is_pattern(pattern):
                     prefix = pattern[:-1]
                     if prefix not in listed:
@@ -279,69 +312,122 @@ class TopicRouter:
                 else:
                     topics = [pattern]
                 for topic in topics:
-                    pair = (actor_id, topic)
-                    wanted[pair] = min(int(since), wanted.get(pair, int(since)))
-        for pair, forward in list(self._forwards.items()):
-            if pair not in wanted or wanted[pair] != forward.since:
-                forward.scope.cancel()
-                del self._forwards[pair]
-                gone.add(pair)
+                    if int(since) == 0:
+                        own.add((actor_id, topic))
+                    else:
+                        subs = shared.setdefault(topic, {})
+                        subs[actor_id] = min(int(since), subs.get(actor_id, int(since)))
+        for actor_id, topic in own:  # its own group has every event: none from the shared
+            shared.get(topic, {}).pop(actor_id, None)
+        subscribed = {t for t, subs in shared.items() if subs}
+        shared = {t: subs for t, subs in shared.items() if subs and self._fence(t) is not False}
+        own = {pair for pair in own if self._fence(pair[0]) is not False}
+        self._version, self._shared = version, shared
+        for key, scope in list(self._tasks.items()):
+            if key not in shared and key not in own:
+                scope.cancel()
+                del self._tasks[key]
+                if isinstance(key, str) and key not in subscribed:
+                    # nobody reads it any more: its place would keep the topic from trimming
+                    await self.mesh.drop_group(key, SHARED_GROUP)
         assert self._tg is not None
-        for pair, since in wanted.items():
-            if pair not in self._forwards:
-                scope = anyio.CancelScope()
-                self._forwards[pair] = _Forward(since, scope)
-                self._tg.start_soon(self._forward, pair, since, scope)
+        for key in [*shared, *own]:
+            if key not in self._tasks:
+                scope = self._tasks[key] = anyio.CancelScope()
+                self._tg.start_soon(self._forward, key, scope)
 
-    def _fence(self, actor_id: str) -> Fence | Literal[False] | None:
-        """The fence forwards to ``actor_id`` commit under; False: not served here."""
+    def _fence(self, name: str) -> Fence | Literal[False] | None:
+        """The fence forwards for ``name`` (a topic, or an actor id for its own group)
+        commit under: its partition's lease; False when this runtime does not hold it."""
         runtime = self.runtime
         if not isinstance(runtime, LeasedRuntime):
             return None
-        partition = partition_of(actor_id, partitions(self.mesh))
+        partition = partition_of(name, partitions(self.mesh))
         held = runtime.keeper.trusted(partition) if runtime.keeper is not None else None
         if held is None or partition not in runtime.serving:
             return False
         return Fence(self.mesh, EPOCH_PREFIX + str(partition), held.epoch)
 
-    async def _forward(self, pair: tuple[str, str], since: int, scope: anyio.CancelScope) -> None:
-        actor_id, topic = pair
+    async def _forward(self, key: str | Pair, scope: anyio.CancelScope) -> None:
         try:
             with scope:
-                await self._forward_events(actor_id, topic, since)
-        except (MeshError, VersionConflict) as exc:
-            log.warning("topic router: %s -> %s stops: %s", topic, actor_id, exc)
+                if isinstance(key, tuple):
+                    await self._forward_own(*key)
+                else:
+                    await self._forward_shared(key)
+        except MeshError as exc:
+            log.warning("topic router: forwarding %s stops: %s", key, exc)
             await anyio.sleep(min(1.0, self.refresh_s))
         finally:
-            current = self._forwards.get(pair)
-            if current is not None and current.scope is scope:
-                del self._forwards[pair]  # the next refresh starts it again if still wanted
+            if self._tasks.get(key) is scope:
+                del self._tasks[key]  # the next refresh starts it again if still wanted
 
-    async def _forward_events(self, actor_id: str, topic: str, since: int) -> None:
-        group = subscriber_group(actor_id)
-        sub = self.mesh.subscribe(
+    async def _forward_shared(self, topic: str) -> None:
+        async with self._reading(topic, SHARED_GROUP) as sub:
+            async for delivery in sub:
+                while True:
+                    fence = self._fence(topic)
+                    if fence is False:
+                        return  # the partition moved: its new holder forwards from here
+                    at = delivery.event.at_ms
+                    targets = [a for a, s in self._shared.get(topic, {}).items() if at >= s]
+                    if await self._commit(delivery, targets, fence):
+                        break
+
+    async def _forward_own(self, actor_id: str, topic: str) -> None:
+        async with self._reading(topic, subscriber_group(actor_id)) as sub:
+            async for delivery in sub:
+                while True:
+                    fence = self._fence(actor_id)
+                    if fence is False:
+                        return
+                    if await self._commit(delivery, [actor_id], fence):
+                        break
+
+    def _reading(self, topic: str, group: str) -> Subscription:
+        return self.mesh.subscribe(
             topic,
             group,
             self.runtime.host,
             start="begin",
             visibility_timeout_ms=self.visibility_timeout_ms,
         )
-        async with sub:
-            async for delivery in sub:
-                fence = self._fence(actor_id)
-                if fence is False:
-                    return  # the partition moved: its new holder forwards from here
-                async with self.mesh.transact() as tx:
-                    if fence is not None:
-                        tx.check(fence.key, fence.version)
-                    if delivery.event.at_ms >= since:
-                        tell_in(tx, actor_id, topic_mail(delivery.event))
-                    tx.ack(delivery)
+
+    async def _commit(self, delivery: Delivery, targets: list[str], fence: Fence | None) -> bool:
+        """Forward ``delivery`` to ``targets`` and ack it, in one transaction; False when
+        the subscriptions changed since the last refresh (refreshed now: try again).
+
+        Raises:
+            VersionConflict: the lease moved (a :class:`MeshError`: the task stops).
+        """
+        tx = self.mesh.transact()
+        tx.check(SUBSCRIPTIONS_VERSION_KEY, self._version)
+        if fence is not None:
+            tx.check(fence.key, fence.version)
+        body = topic_mail(delivery.event) if targets else None
+        for actor_id in targets:
+            tell_in(tx, actor_id, body)
+        tx.ack(delivery)
+        try:
+            await tx.commit()
+        except VersionConflict as exc:
+            if exc.key != SUBSCRIPTIONS_VERSION_KEY:
+                raise
+            await self._fresh()
+            return False
+        self.forwarded += len(targets)
+        return True
+
+
+SHARED_GROUP = "topic-router"
+"""The consumer group routers read a topic as, for its subscribers that start now."""
 
 
 __all__ = [
     "ROUTER_VISIBILITY_MS",
+    "SHARED_GROUP",
     "SUBSCRIPTIONS_PREFIX",
+    "SUBSCRIPTIONS_VERSION_KEY",
     "TOPIC_EVENT",
     "StartAt",
     "TopicRouter",
