@@ -331,10 +331,11 @@ class TopicRouter:
                     # nobody reads it any more: its place would keep the topic from trimming
                     await self.mesh.drop_group(key, SHARED_GROUP)
         assert self._tg is not None
-        for key in [*shared, *own]:
-            if key not in self._tasks:
-                scope = self._tasks[key] = anyio.CancelScope()
-                self._tg.start_soon(self._forward, key, scope)
+        wanted: list[str | Pair] = [*shared, *own]
+        for task in wanted:
+            if task not in self._tasks:
+                scope = self._tasks[task] = anyio.CancelScope()
+                self._tg.start_soon(self._forward, task, scope)
 
     def _fence(self, name: str) -> Fence | Literal[False] | None:
         """The fence forwards for ``name`` (a topic, or an actor id for its own group)
