@@ -15,6 +15,7 @@ activates it where its mail is served and lets it go when idle. Three parts:
   process (the embedded default), reading every partition.
 - :mod:`plait.actors.topics` — actors' topic subscriptions, kept in the mesh, and the
   :class:`TopicRouter` that forwards each subscribed event into a mailbox.
+- :mod:`plait.actors.backlog` — markers of the messages an actor has not handled yet.
 - :mod:`plait.actors.leased` — :class:`LeasedRuntime`, a local runtime reading only
   the partitions it leases (single activation; ``plait worker`` runs it). Other
   runtimes implement the same contract and pass
@@ -41,6 +42,7 @@ from plait.actors._base import (
     resolve_dead_letter_hook,
     resolve_kind,
 )
+from plait.actors.backlog import backlog, clear_backlog_in, tell_tracked, tell_tracked_in
 from plait.actors.directory import (
     MAIL_KIND,
     MAILBOX_TOPIC,
@@ -90,6 +92,8 @@ __all__ = [
     "Mail",
     "TopicRouter",
     "actor_key",
+    "backlog",
+    "clear_backlog_in",
     "load_partitions",
     "mail_data",
     "mailbox_of",
@@ -101,6 +105,8 @@ __all__ = [
     "subscribe",
     "subscriptions",
     "tell_in",
+    "tell_tracked",
+    "tell_tracked_in",
     "topic_event",
     "tune_gc_for_serving",
     "unsubscribe",

@@ -1,7 +1,8 @@
 """Topic subscriptions between actors: a publish on a topic reaches its subscribers' mailboxes.
 
 :func:`subscribe` and :func:`unsubscribe` keep an actor's subscriptions in the mesh, at
-``subscriptions/<actor id>`` (:func:`subscriptions_key`), so they outlive every process.
+``subscriptions/<actor id>`` (:func:`subscriptions_key`: ``{"patterns": {pattern:
+since_ms}, "backlog": bool}``), so they outlive every process.
 A pattern is a topic (``tasks.new``) or a prefix ending in ``*`` (``tasks.*``: every
 topic starting with ``tasks.``, including ones made later; mailbox and dead-letter
 topics never match).
@@ -44,6 +45,7 @@ Forwarded mail. The actor's handler gets ``{"topic_event": {...}}`` as its mail 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -51,6 +53,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from plait.actors._base import DEAD_LETTER_TOPIC, ActorRuntime, Fence
+from plait.actors.backlog import tell_tracked_in
 from plait.actors.directory import tell_in
 from plait.actors.leased import LeasedRuntime
 from plait.actors.leases import EPOCH_PREFIX
@@ -122,28 +125,51 @@ def _check_pattern(pattern: str) -> None:
 
 async def subscriptions(mesh: Mesh, actor_id: str) -> dict[str, int]:
     """An actor's subscriptions: each pattern and the epoch ms its events count from."""
+    return (await _read(mesh, actor_id))[0]
+
+
+async def _read(mesh: Mesh, actor_id: str) -> tuple[dict[str, int], bool, int]:
     entry = await mesh.get(subscriptions_key(actor_id))
-    return {} if entry is None else {str(k): int(v) for k, v in entry.value.items()}
+    if entry is None:
+        return {}, False, 0
+    patterns = {str(k): int(v) for k, v in dict(entry.value.get("patterns", {})).items()}
+    return patterns, bool(entry.value.get("backlog")), entry.version
 
 
 async def subscribe(
-    mesh: Mesh, actor_id: str, pattern: str, *, start: StartAt = "new"
+    mesh: Mesh,
+    actor_id: str,
+    pattern: str,
+    *,
+    start: StartAt = "new",
+    backlog: bool = False,
 ) -> dict[str, int]:
     """Subscribe ``actor_id`` to a topic or prefix pattern; its subscriptions after.
 
-    Subscribing again to a pattern it has keeps the original start.
+    Subscribing again to a pattern it has keeps the original start. With ``backlog``,
+    each event forwarded to the actor comes with a backlog marker
+    (:mod:`plait.actors.backlog`), for actors whose backlog is shown.
 
     Raises:
         ActorError: the pattern is empty, internal, or has a ``*`` before its end.
     """
     _check_pattern(pattern)
     since = 0 if start == "earliest" else now_ms()
-    return await _update(mesh, actor_id, lambda subs: subs.setdefault(pattern, since))
+
+    def change(subs: dict[str, int]) -> bool:
+        subs.setdefault(pattern, since)
+        return backlog
+
+    return await _update(mesh, actor_id, change)
 
 
 async def unsubscribe(mesh: Mesh, actor_id: str, pattern: str) -> dict[str, int]:
     """Drop a subscription (and the group's place in its topics); its subscriptions after."""
-    subs = await _update(mesh, actor_id, lambda subs: subs.pop(pattern, None))
+
+    def change(subs: dict[str, int]) -> None:
+        subs.pop(pattern, None)
+
+    subs = await _update(mesh, actor_id, change)
     topics = await mesh.topics(pattern[:-1]) if is_pattern(pattern) else [pattern]
     still = [t for t in topics if matches(pattern, t) and not any(matches(p, t) for p in subs)]
     if still:
@@ -151,22 +177,23 @@ async def unsubscribe(mesh: Mesh, actor_id: str, pattern: str) -> dict[str, int]
     return subs
 
 
-async def _update(mesh: Mesh, actor_id: str, change: Any) -> dict[str, int]:
+async def _update(
+    mesh: Mesh, actor_id: str, change: Callable[[dict[str, int]], bool | None]
+) -> dict[str, int]:
     key = subscriptions_key(actor_id)
     while True:
-        entry = await mesh.get(key)
-        subs = {} if entry is None else dict(entry.value)
-        change(subs)
+        subs, tracked, version = await _read(mesh, actor_id)
+        tracked = bool(change(subs)) or tracked
         try:
             async with mesh.transact() as tx:
                 if subs:
-                    tx.put(key, subs, if_version=0 if entry is None else entry.version)
-                elif entry is not None:
-                    tx.delete(key, if_version=entry.version)
+                    tx.put(key, {"patterns": subs, "backlog": tracked}, if_version=version)
+                elif version:
+                    tx.delete(key, if_version=version)
                 tx.put(SUBSCRIPTIONS_VERSION_KEY, {})  # routers re-read before they forward
         except VersionConflict:
             continue
-        return {str(k): int(v) for k, v in subs.items()}
+        return subs
 
 
 def topic_mail(event: Event) -> dict[str, Any]:
@@ -238,6 +265,8 @@ class TopicRouter:
         self.visibility_timeout_ms = max(50, min(visibility_timeout_ms, cap))
         self.forwarded = 0
         self._version = 0
+        self._tracked: set[str] = set()
+        """The subscribers whose forwarded mail comes with a backlog marker."""
         self._shared: dict[str, dict[str, int]] = {}
         """Each topic forwarded here: its subscribers (by the shared group) and since when."""
         self._tasks: dict[str | Pair, anyio.CancelScope] = {}
@@ -301,9 +330,12 @@ class TopicRouter:
         shared: dict[str, dict[str, int]] = {}
         own: set[Pair] = set()
         listed: dict[str, list[str]] = {}
+        tracked: set[str] = set()
         async for sub in self.mesh.scan(SUBSCRIPTIONS_PREFIX):
             actor_id = sub.key[len(SUBSCRIPTIONS_PREFIX) :]
-            for pattern, since in dict(sub.value).items():
+            if sub.value.get("backlog"):
+                tracked.add(actor_id)
+            for pattern, since in dict(sub.value.get("patterns", {})).items():
                 if is_pattern(pattern):
                     prefix = pattern[:-1]
                     if prefix not in listed:
@@ -322,7 +354,7 @@ class TopicRouter:
         subscribed = {t for t, subs in shared.items() if subs}
         shared = {t: subs for t, subs in shared.items() if subs and self._fence(t) is not False}
         own = {pair for pair in own if self._fence(pair[0]) is not False}
-        self._version, self._shared = version, shared
+        self._version, self._shared, self._tracked = version, shared, tracked
         for key, scope in list(self._tasks.items()):
             if key not in shared and key not in own:
                 scope.cancel()
@@ -407,7 +439,10 @@ class TopicRouter:
             tx.check(fence.key, fence.version)
         body = topic_mail(delivery.event) if targets else None
         for actor_id in targets:
-            tell_in(tx, actor_id, body)
+            if actor_id in self._tracked:
+                tell_tracked_in(tx, actor_id, body)
+            else:
+                tell_in(tx, actor_id, body)
         tx.ack(delivery)
         try:
             await tx.commit()
