@@ -57,6 +57,7 @@ class AgentActorConfig(BaseModel):
     """An agent actor's settings (its actor record's ``config``).
 
     Attributes:
+        profile: the agent profile it runs (None: the one named as the actor).
         max_concurrency: messages handled at once (turns then share the conversation:
             each appends its exchange when it commits).
         window: conversation messages carried into a turn (the newest; the rest are
@@ -72,6 +73,7 @@ class AgentActorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    profile: str | None = None
     max_concurrency: int = Field(default=1, ge=1)
     window: int = Field(default=40, ge=2)
     max_rounds: int = Field(default=8, ge=1)

@@ -111,7 +111,13 @@ class AgentState(BaseModel):
         if self.day == day:
             return self
         return self.model_copy(
-            update={"day": day, "tokens": 0, "dollars": 0.0, "raised_tokens": 0, "raised_dollars": 0.0}
+            update={
+                "day": day,
+                "tokens": 0,
+                "dollars": 0.0,
+                "raised_tokens": 0,
+                "raised_dollars": 0.0,
+            }
         )
 
 
@@ -174,7 +180,9 @@ async def read_conversation(mesh: Mesh, name: str) -> tuple[Conversation, int]:
 
 async def last_turns(mesh: Mesh, name: str, count: int) -> list[TurnSummary]:
     """The last ``count`` turn summaries, oldest first."""
-    found = [TurnSummary.model_validate(e.value) async for e in mesh.scan(data_prefix(name) + "turns/")]
+    found = [
+        TurnSummary.model_validate(e.value) async for e in mesh.scan(data_prefix(name) + "turns/")
+    ]
     return found[-count:]
 
 

@@ -32,7 +32,7 @@ from plait.graphs import GraphSpec
 from plait.graphs.store import get_graph, import_graph, list_graphs
 from plait.ids import RUN_ID_PREFIX, DecisionId, RunId, derived_id
 from plait.mesh import Mesh, Transaction
-from plait.programs import PROTECTED_PREFIXES
+from plait.programs.capabilities import PROTECTED_PREFIXES
 from plait.runs import Runs
 from plait.tools import Tool, ToolContext
 
@@ -76,8 +76,8 @@ class TurnEffects:
         """Add every effect to ``tx``."""
         for key, (value, if_version, _) in self.puts.items():
             tx.put(key, value, if_version=if_version)
-        for topic, kind, data, after_ms, key in self.publishes:
-            tx.publish(topic, kind, data, after_ms=after_ms, key=key)
+        for topic, kind, data, after_ms, schedule in self.publishes:
+            tx.publish(topic, kind, data, after_ms=after_ms, key=schedule)
         for actor_id, body in self.tells:
             tell_in(tx, actor_id, body)
 
@@ -122,7 +122,9 @@ class TurnTools:
             value, _, version = self.effects.puts[key]
             return {"key": key, "value": value, "version": version}
         entry = await self.mesh.get(key)
-        return None if entry is None else {"key": key, "value": entry.value, "version": entry.version}
+        return (
+            None if entry is None else {"key": key, "value": entry.value, "version": entry.version}
+        )
 
     async def mesh_put(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Write a value at a key; ``if_version`` 0 creates only, N overwrites only N."""
@@ -145,7 +147,13 @@ class TurnTools:
             args["topic"], args["kind"], args.get("data"), args.get("after_ms", 0), args.get("key")
         )
         self.effects.publishes.append(
-            (args["topic"], args["kind"], args.get("data"), args.get("after_ms", 0), args.get("key"))
+            (
+                args["topic"],
+                args["kind"],
+                args.get("data"),
+                args.get("after_ms", 0),
+                args.get("key"),
+            )
         )
         return {"published": True, "topic": args["topic"]}
 
@@ -193,7 +201,11 @@ class TurnTools:
             if "spec" not in args:
                 raise ToolError("manage_graph put needs the graph as 'spec'")
             stored = await import_graph(self.mesh, GraphSpec.model_validate(args["spec"]))
-            return {"agent": stored.spec.agent, "name": stored.spec.name, "version": stored.spec.version}
+            return {
+                "agent": stored.spec.agent,
+                "name": stored.spec.name,
+                "version": stored.spec.version,
+            }
         if action == "get":
             found = await get_graph(self.mesh, args["agent"], args["name"], args.get("version"))
             return found.spec.model_dump(mode="json", exclude_none=True)
@@ -205,7 +217,11 @@ class TurnTools:
         runs = Runs(self.mesh)
         try:
             rec = await runs.start(
-                args["agent"], args["name"], args.get("input"), version=args.get("version"), run_id=run_id
+                args["agent"],
+                args["name"],
+                args.get("input"),
+                version=args.get("version"),
+                run_id=run_id,
             )
         except VersionConflict:
             rec = await runs.get(run_id)  # this turn started it before it was interrupted
@@ -228,7 +244,11 @@ class TurnTools:
             _tool(self.mesh_get, {"key": _STR}, ["key"], read_only=True),
             _tool(
                 self.mesh_put,
-                {"key": _STR, "value": {}, "if_version": {"type": ["integer", "null"], "minimum": 0}},
+                {
+                    "key": _STR,
+                    "value": {},
+                    "if_version": {"type": ["integer", "null"], "minimum": 0},
+                },
                 ["key", "value"],
             ),
             _tool(
@@ -275,7 +295,12 @@ class TurnTools:
             ),
             _tool(
                 self.run_graph,
-                {"agent": _STR, "name": _STR, "input": {}, "version": {"type": "integer", "minimum": 1}},
+                {
+                    "agent": _STR,
+                    "name": _STR,
+                    "input": {},
+                    "version": {"type": "integer", "minimum": 1},
+                },
                 ["agent", "name"],
             ),
             _tool(self.inspect_graph_run, {"run_id": _STR}, ["run_id"], read_only=True),
