@@ -40,6 +40,7 @@ from plait.actors import (
 from plait.actors.directory import MAIL_KIND
 from plait.actors.topics import topic_event
 from plait.agents.config import AgentActorConfig, agent_name
+from plait.agents.service import Agents
 from plait.agents.store import (
     InFlight,
     TurnSummary,
@@ -187,7 +188,8 @@ async def _turn(
         await mesh.put(inflight_key(name, mail.id), marker.model_dump())
 
     async def program(ref: str, input: Any) -> Any:
-        grants = grant_all(mesh, tools=host.tools, profile=profile, by=ctx.id)
+        agents = Agents(mesh, model=host.env.model, tools=host.tools)
+        grants = grant_all(mesh, tools=host.tools, profile=profile, by=ctx.id, agents=agents)
         return await run_program(ref, input, grants)
 
     tools = TurnTools(mesh, ctx.id, mail.id, effects, run_program=program, on_outside=outside)

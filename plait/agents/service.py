@@ -30,7 +30,7 @@ from plait.agents.store import (
     read_state,
 )
 from plait.agents.tools import TurnEffects, TurnTools
-from plait.errors import ActorError, ActorNotFound, VersionConflict
+from plait.errors import ActorError, ActorNotFound, ConfigError, VersionConflict
 from plait.graphs.agent_loop import Turn, run_turn
 from plait.graphs.ports import ExecEnv
 from plait.ids import new_id
@@ -210,13 +210,20 @@ class Agents:
         record = await self.start(name, **options)
         return record.model_dump(mode="json")
 
-    async def run(
-        self, task: str, *, agent: str = "assistant", max_rounds: int = 8
-    ) -> dict[str, Any]:
-        """One turn of ``agent`` on ``task`` in this process, no actor: ``{status, text}``.
+    async def run(self, task: str, **options: Any) -> dict[str, Any]:
+        """One turn of an agent on ``task`` in this process, no actor: ``{status, text}``.
 
-        Its mesh effects commit when it answers (nothing of a turn that failed).
+        Options: ``agent`` (default ``assistant``), ``max_rounds`` (default 8). Its mesh
+        effects commit when it answers (nothing of a turn that failed).
+
+        Raises:
+            ConfigError: an unknown option.
         """
+        unknown = sorted(set(options) - {"agent", "max_rounds"})
+        if unknown:
+            raise ConfigError(f"agents.run takes agent= and max_rounds=, not {', '.join(unknown)}")
+        agent = str(options.get("agent", "assistant"))
+        max_rounds = int(options.get("max_rounds", 8))
         profile = await get_profile(self.mesh, agent)
         effects = TurnEffects()
         tools = TurnTools(self.mesh, f"{AGENT_PREFIX}{agent}", new_id("task-"), effects)
