@@ -32,7 +32,7 @@ BENCH = "fleet"
 SUBSCRIBERS = 100
 TOPIC = "bench.fanout"
 KIND = "bench:count"
-FLEET_TASKS_FLOOR = 20.0
+FLEET_TASKS_FLOOR = 50.0
 """tasks/s the fleet loop should pass on either backend (three workers, one process)."""
 
 

@@ -53,7 +53,7 @@ from plait.agents.store import (
     state_key,
     turn_key,
 )
-from plait.agents.tools import TurnEffects, TurnTools
+from plait.agents.tools import TurnEffects, TurnTools, with_capabilities
 from plait.decisions import Agent, DecisionBoard, DecisionId
 from plait.decisions.model import Notify
 from plait.errors import ActorError, BudgetExhausted, VersionConflict
@@ -65,7 +65,6 @@ from plait.models import CallContext, Message, load_model
 from plait.profiles import AgentProfile, get_profile
 from plait.programs import grant_all, run_program
 from plait.runs import RunHost
-from plait.tools import ToolRegistry
 
 log = logging.getLogger("plait.agents")
 
@@ -193,8 +192,7 @@ async def _turn(
         return await run_program(ref, input, grants)
 
     tools = TurnTools(mesh, ctx.id, mail.id, effects, run_program=program, on_outside=outside)
-    own = tools.tools()
-    registry = ToolRegistry([*(t for t in host.tools if t.name not in {o.name for o in own}), *own])
+    registry = with_capabilities(host.tools)
     board = DecisionBoard(mesh)
     env = ExecEnv(
         agent=profile.name,
@@ -222,7 +220,8 @@ async def _turn(
         max_rounds=cfg.max_rounds,
         budget=budget,
     )
-    return await _tracked(run_turn(turn, messages), effects), messages, prompt
+    with tools.bound():
+        return await _tracked(run_turn(turn, messages), effects), messages, prompt
 
 
 async def _tracked(running: Any, effects: TurnEffects) -> TurnResult:

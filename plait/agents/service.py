@@ -29,7 +29,7 @@ from plait.agents.store import (
     read_conversation,
     read_state,
 )
-from plait.agents.tools import TurnEffects, TurnTools
+from plait.agents.tools import TurnEffects, TurnTools, with_capabilities
 from plait.errors import ActorError, ActorNotFound, ConfigError, VersionConflict
 from plait.graphs.agent_loop import Turn, run_turn
 from plait.graphs.ports import ExecEnv
@@ -227,10 +227,7 @@ class Agents:
         profile = await get_profile(self.mesh, agent)
         effects = TurnEffects()
         tools = TurnTools(self.mesh, f"{AGENT_PREFIX}{agent}", new_id("task-"), effects)
-        own = tools.tools()
-        registry = ToolRegistry(
-            [*(t for t in self.tools if t.name not in {o.name for o in own}), *own]
-        )
+        registry = with_capabilities(self.tools)
         env = ExecEnv(
             agent=agent, model=self.model, profiles={agent: profile}, tools=registry, mesh=self.mesh
         )
@@ -248,7 +245,8 @@ class Agents:
             max_rounds=max_rounds,
         )
         started = time.monotonic()
-        result = await run_turn(turn, messages)
+        with tools.bound():
+            result = await run_turn(turn, messages)
         if not effects.empty:
             async with self.mesh.transact() as tx:
                 effects.apply(tx)

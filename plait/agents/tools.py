@@ -20,21 +20,25 @@ pre-approved, and a turn that read outside content loses its pre-approvals.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import functools
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from plait.actors import tell_in
 from plait.agents.config import agent_actor_id
 from plait.decisions import Agent, DecisionBoard
-from plait.errors import CapabilityMissing, PlaitError, ToolError, VersionConflict
+from plait.errors import CapabilityMissing, ToolError, VersionConflict
 from plait.graphs import GraphSpec
 from plait.graphs.store import get_graph, import_graph, list_graphs
 from plait.ids import RUN_ID_PREFIX, DecisionId, RunId, derived_id
 from plait.mesh import Mesh, Transaction
 from plait.programs.capabilities import PROTECTED_PREFIXES
 from plait.runs import Runs
-from plait.tools import Tool, ToolContext
+from plait.tools import Tool, ToolContext, ToolRegistry
 
 CAPABILITY_TOOLS = (
     "mesh_get",
@@ -238,80 +242,117 @@ class TurnTools:
             out["output"] = await runs.output(rec)
         return out
 
-    def tools(self) -> list[Tool]:
-        """The capability tools, bound to this turn."""
-        return [
-            _tool(self.mesh_get, {"key": _STR}, ["key"], read_only=True),
-            _tool(
-                self.mesh_put,
-                {
-                    "key": _STR,
-                    "value": {},
-                    "if_version": {"type": ["integer", "null"], "minimum": 0},
-                },
-                ["key", "value"],
-            ),
-            _tool(
-                self.mesh_publish,
-                {
-                    "topic": _STR,
-                    "kind": _STR,
-                    "data": {},
-                    "after_ms": {"type": "integer", "minimum": 0},
-                    "key": _STR,
-                },
-                ["topic", "kind"],
-            ),
-            _tool(self.agents_tell, {"agent": _STR, "message": _STR}, ["agent", "message"]),
-            _tool(
-                self.decisions_raise,
-                {
-                    "title": _STR,
-                    "input": {"enum": ["confirm", "choice", "text"]},
-                    "options": {"type": "array", "items": _STR},
-                    "id": _STR,
-                    "data": {"type": "object"},
-                },
-                ["title"],
-            ),
-            _tool(
-                self.decisions_wait,
-                {"id": _STR, "timeout_ms": {"type": "integer", "minimum": 0}},
-                ["id"],
-                read_only=True,
-            ),
-            _tool(self.programs_run, {"ref": _STR, "input": {}}, ["ref"]),
-            _tool(
-                self.manage_graph,
-                {
-                    "action": {"enum": ["put", "get", "list"]},
-                    "spec": {"type": "object"},
-                    "agent": _STR,
-                    "name": _STR,
-                    "version": {"type": "integer", "minimum": 1},
-                },
-                ["action"],
-                requires_approval=True,
-            ),
-            _tool(
-                self.run_graph,
-                {
-                    "agent": _STR,
-                    "name": _STR,
-                    "input": {},
-                    "version": {"type": "integer", "minimum": 1},
-                },
-                ["agent", "name"],
-            ),
-            _tool(self.inspect_graph_run, {"run_id": _STR}, ["run_id"], read_only=True),
-        ]
+    @contextmanager
+    def bound(self) -> Iterator[None]:
+        """Make this turn the one the capability tools act for, within the block (the
+        turn's task and what it awaits)."""
+        token = _CURRENT.set(self)
+        try:
+            yield
+        finally:
+            _CURRENT.reset(token)
+
+
+_CURRENT: ContextVar[TurnTools] = ContextVar("plait_agent_turn")
+
+
+def _current() -> TurnTools:
+    try:
+        return _CURRENT.get()
+    except LookupError:
+        raise CapabilityMissing("a capability tool was called outside an agent turn") from None
 
 
 _STR: dict[str, Any] = {"type": "string", "minLength": 1}
 
 
+@functools.cache
+def capability_tools() -> tuple[Tool, ...]:
+    """The capability tools, built once: each acts for the turn :meth:`TurnTools.bound`
+    made current (their schemas are checked once per process, not per turn)."""
+    t = TurnTools
+    return (
+        _tool(t.mesh_get, {"key": _STR}, ["key"], read_only=True),
+        _tool(
+            t.mesh_put,
+            {"key": _STR, "value": {}, "if_version": {"type": ["integer", "null"], "minimum": 0}},
+            ["key", "value"],
+        ),
+        _tool(
+            t.mesh_publish,
+            {
+                "topic": _STR,
+                "kind": _STR,
+                "data": {},
+                "after_ms": {"type": "integer", "minimum": 0},
+                "key": _STR,
+            },
+            ["topic", "kind"],
+        ),
+        _tool(t.agents_tell, {"agent": _STR, "message": _STR}, ["agent", "message"]),
+        _tool(
+            t.decisions_raise,
+            {
+                "title": _STR,
+                "input": {"enum": ["confirm", "choice", "text"]},
+                "options": {"type": "array", "items": _STR},
+                "id": _STR,
+                "data": {"type": "object"},
+            },
+            ["title"],
+        ),
+        _tool(
+            t.decisions_wait,
+            {"id": _STR, "timeout_ms": {"type": "integer", "minimum": 0}},
+            ["id"],
+            read_only=True,
+        ),
+        _tool(t.programs_run, {"ref": _STR, "input": {}}, ["ref"]),
+        _tool(
+            t.manage_graph,
+            {
+                "action": {"enum": ["put", "get", "list"]},
+                "spec": {"type": "object"},
+                "agent": _STR,
+                "name": _STR,
+                "version": {"type": "integer", "minimum": 1},
+            },
+            ["action"],
+            requires_approval=True,
+        ),
+        _tool(
+            t.run_graph,
+            {
+                "agent": _STR,
+                "name": _STR,
+                "input": {},
+                "version": {"type": "integer", "minimum": 1},
+            },
+            ["agent", "name"],
+        ),
+        _tool(t.inspect_graph_run, {"run_id": _STR}, ["run_id"], read_only=True),
+    )
+
+
+_with_capabilities: weakref.WeakKeyDictionary[ToolRegistry, ToolRegistry] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def with_capabilities(base: ToolRegistry) -> ToolRegistry:
+    """``base``'s tools and the capability tools (which replace any of the same name),
+    as one registry made once per ``base``."""
+    found = _with_capabilities.get(base)
+    if found is None:
+        own = capability_tools()
+        names = {t.name for t in own}
+        found = ToolRegistry([*(t for t in base if t.name not in names), *own])
+        _with_capabilities[base] = found
+    return found
+
+
 def _tool(
-    fn: Callable[[dict[str, Any], ToolContext], Awaitable[Any]],
+    method: Callable[[TurnTools, dict[str, Any], ToolContext], Awaitable[Any]],
     properties: dict[str, Any],
     required: list[str],
     *,
@@ -319,17 +360,11 @@ def _tool(
     requires_approval: bool = False,
 ) -> Tool:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> Any:
-        try:
-            return await fn(args, ctx)
-        except ToolError:
-            raise
-        except PlaitError as exc:  # the model reads what went wrong and may try again
-            raise ToolError(str(exc)) from exc
+        return await method(_current(), args, ctx)
 
-    doc = (fn.__doc__ or "").strip()
     return Tool(
-        name=fn.__name__,
-        description=doc,
+        name=method.__name__,
+        description=(method.__doc__ or "").strip(),
         parameters={
             "type": "object",
             "properties": properties,
@@ -342,4 +377,11 @@ def _tool(
     )
 
 
-__all__ = ["CAPABILITY_TOOLS", "PRIVATE_PREFIXES", "TurnEffects", "TurnTools"]
+__all__ = [
+    "CAPABILITY_TOOLS",
+    "PRIVATE_PREFIXES",
+    "TurnEffects",
+    "TurnTools",
+    "capability_tools",
+    "with_capabilities",
+]
