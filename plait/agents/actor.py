@@ -358,7 +358,17 @@ async def _indeterminate(
     )
 
 
-async def _skip(ctx: ActorContext, mail: Mail, name: str, why: str) -> None:
+async def on_dead_letter(ctx: ActorContext, mail: Mail, reason: str) -> None:
+    """Before a message that kept failing is dead-lettered: note the failed turn, and
+    clear its backlog marker and in-flight mark, with the ack."""
+    name = agent_name(ctx.id)
+    if name is not None:
+        await _skip(ctx, mail, name, reason, outcome="failed")
+
+
+async def _skip(
+    ctx: ActorContext, mail: Mail, name: str, why: str, *, outcome: str = "skipped"
+) -> None:
     mesh = ctx.mesh
     while True:
         state, version = await read_state(mesh, name)
@@ -368,7 +378,7 @@ async def _skip(ctx: ActorContext, mail: Mail, name: str, why: str) -> None:
             message=mail.id,
             prompt=prompt_of(mail.body),
             text=why,
-            outcome="skipped",
+            outcome=outcome,
             at=time.time(),
         )
         tx = mesh.transact()
@@ -417,4 +427,4 @@ async def _resume(ctx: ActorContext, mail: Mail, name: str, decision_id: str) ->
         mail.ack_in(tx)
 
 
-__all__ = ["RESUME", "DecisionApprovals", "handle", "prompt_of"]
+__all__ = ["RESUME", "DecisionApprovals", "handle", "on_dead_letter", "prompt_of"]

@@ -21,6 +21,7 @@ from plait.actors import (
     unsubscribe,
 )
 from plait.actors.directory import create_record, find_record, stop_record
+from plait.actors.topics import StartAt
 from plait.agents.config import AGENT_KIND, AGENT_PREFIX, AgentActorConfig, agent_actor_id
 from plait.agents.store import (
     AgentState,
@@ -98,12 +99,15 @@ class Agents:
         profile: str | None = None,
         topics: Sequence[str] = (),
         max_concurrency: int = 1,
+        start: StartAt = "new",
         **config: Any,
     ) -> ActorRecord:
         """Run agent profile ``profile`` (default ``name``) as the actor ``agent:NAME``.
 
         Starting one that exists updates its settings and subscriptions (and restarts
-        it if stopped). Its subscriptions get backlog markers, so ``list`` counts them.
+        it if stopped). Its subscriptions get backlog markers, so ``list`` counts them;
+        ``start`` says where a new subscription starts (``earliest``: every event its
+        topic still holds).
 
         Raises:
             AgentNotFound: no such profile.
@@ -122,7 +126,7 @@ class Agents:
             if pattern not in topics:
                 await unsubscribe(self.mesh, actor_id, pattern)
         for pattern in topics:
-            await subscribe(self.mesh, actor_id, pattern, backlog=True)
+            await subscribe(self.mesh, actor_id, pattern, start=start, backlog=True)
         return record
 
     async def _update(

@@ -132,7 +132,8 @@ class TurnSummary(BaseModel):
         tools: the tools it called, in order.
         tokens: tokens spent.
         dollars: dollars spent.
-        outcome: ``answered``, ``skipped`` or ``parked``.
+        outcome: ``answered``, ``skipped`` (interrupted, and skipped as the actor says)
+            or ``failed`` (it kept failing and was dead-lettered).
         at: when it committed, in epoch seconds.
     """
 

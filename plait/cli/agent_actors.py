@@ -155,6 +155,12 @@ def start_cmd(
     max_concurrency: Annotated[
         int, typer.Option("--max-concurrency", min=1, metavar="N", help="Turns at once.")
     ] = 1,
+    from_earliest: Annotated[
+        bool,
+        typer.Option(
+            "--from-earliest", help="New subscriptions get every event their topics still hold."
+        ),
+    ] = False,
     window: Annotated[
         int | None,
         typer.Option("--window", min=2, metavar="N", help="Conversation messages carried."),
@@ -205,6 +211,7 @@ def start_cmd(
                 profile=profile,
                 topics=_names(topics),
                 max_concurrency=max_concurrency,
+                start="earliest" if from_earliest else "new",
                 **config,
             )
             await warn_if_unserved(m)

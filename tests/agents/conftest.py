@@ -26,7 +26,12 @@ async def serving(
     """Serve agent actors (and runs) on ``mesh`` in this process, answered by ``rules``."""
     runtime = functools.partial(LeasedRuntime, lease_s=LEASE_S)
     async with serve(
-        mesh, runtime=runtime, model=ScriptedModel(rules), beat=False, visibility_timeout_ms=500
+        mesh,
+        runtime=runtime,
+        model=ScriptedModel(rules),
+        beat=False,
+        visibility_timeout_ms=500,
+        max_attempts=5,
     ) as served:
         yield served
 

@@ -223,3 +223,17 @@ async def test_a_spent_budget_parks_the_actor_until_a_person_raises_it(mesh: Mes
 
 async def _held(agents: Agents, count: int) -> bool:
     return len([e async for e in agents.mesh.scan("agent-actors/spender/held/")]) >= count
+
+
+async def test_an_agent_started_from_earliest_gets_what_its_topic_holds(mesh: Mesh) -> None:
+    await profile(mesh, "reader", [])
+    await mesh.publish("news", "item", {"n": 1})  # before the agent exists
+    agents = Agents(mesh)
+    async with serving(mesh, [{"node": "reader", "text": "read {{prompt.data.n}}"}]):
+        await agents.start("late", profile="reader", topics=["news"])
+        await agents.start("replay", profile="reader", topics=["news"], start="earliest")
+        await mesh.publish("news", "item", {"n": 2})
+        late = await turns_of(agents, "late", 1)
+        replay = await turns_of(agents, "replay", 2)
+    assert [t.text for t in late.turns] == ["read 2"]
+    assert [t.text for t in replay.turns] == ["read 1", "read 2"]

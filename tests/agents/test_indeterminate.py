@@ -78,3 +78,18 @@ async def test_escalate_parks_until_a_person_says_retry(mesh: Mesh) -> None:
 
 async def _count(mesh: Mesh, prefix: str, count: int) -> bool:
     return len([e async for e in mesh.scan(prefix)]) >= count
+
+
+async def test_a_message_that_keeps_failing_is_noted_and_dead_lettered(mesh: Mesh) -> None:
+    await profile(mesh, "careful", [])
+    agents = Agents(mesh)
+    async with serving(mesh, [{"node": "careful", "error": "provider melted"}]):
+        await agents.start("careful")
+        await agents.tell("careful", "doomed")
+
+        async def noted() -> Any:
+            shown = await agents.show("careful")
+            return shown.turns and shown
+
+        shown = await eventually(noted, timeout_s=60)
+    assert shown.turns[-1].outcome == "failed" and shown.backlog == 0
