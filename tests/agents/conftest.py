@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from plait.actors import LeasedRuntime
+from plait.agents import Agents
 from plait.mesh import Mesh
 from plait.models import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
@@ -32,6 +33,7 @@ async def serving(
         beat=False,
         visibility_timeout_ms=500,
         max_attempts=5,
+        agents=Agents,
     ) as served:
         yield served
 
