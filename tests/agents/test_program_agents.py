@@ -49,6 +49,7 @@ async def test_a_program_node_tells_an_agent_actor(mesh: Mesh) -> None:
             return shown.turns and shown
 
         shown = await eventually(answered)
+
         async def settled() -> object:
             found = await runs.get(rec.run_id)
             return found.terminal and found
