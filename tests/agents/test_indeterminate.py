@@ -89,7 +89,7 @@ async def test_a_message_that_keeps_failing_is_noted_and_dead_lettered(mesh: Mes
 
         async def noted() -> Any:
             shown = await agents.show("careful")
-            return shown.turns and shown
+            return shown.turns and not shown.backlog and shown  # two reads: wait for both
 
         shown = await eventually(noted, timeout_s=60)
     assert shown.turns[-1].outcome == "failed" and shown.backlog == 0
