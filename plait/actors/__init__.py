@@ -13,6 +13,9 @@ activates it where its mail is served and lets it go when idle. Three parts:
 - :mod:`plait.actors.leases` — partition leases (holder, epoch, expiry) and membership.
 - :mod:`plait.actors.local` — :class:`LocalRuntime`, actors as asyncio tasks in this
   process (the embedded default), reading every partition.
+- :mod:`plait.actors.topics` — actors' topic subscriptions, kept in the mesh, and the
+  :class:`TopicRouter` that forwards each subscribed event into a mailbox.
+- :mod:`plait.actors.backlog` — markers of the messages an actor has not handled yet.
 - :mod:`plait.actors.leased` — :class:`LeasedRuntime`, a local runtime reading only
   the partitions it leases (single activation; ``plait worker`` runs it). Other
   runtimes implement the same contract and pass
@@ -39,6 +42,7 @@ from plait.actors._base import (
     resolve_dead_letter_hook,
     resolve_kind,
 )
+from plait.actors.backlog import backlog, clear_backlog_in, tell_tracked, tell_tracked_in
 from plait.actors.directory import (
     MAIL_KIND,
     MAILBOX_TOPIC,
@@ -57,6 +61,13 @@ from plait.actors.partitions import (
     mailbox_of,
     partition_of,
     ranges,
+)
+from plait.actors.topics import (
+    TopicRouter,
+    subscribe,
+    subscriptions,
+    topic_event,
+    unsubscribe,
 )
 
 __all__ = [
@@ -79,7 +90,10 @@ __all__ = [
     "LeasedRuntime",
     "LocalRuntime",
     "Mail",
+    "TopicRouter",
     "actor_key",
+    "backlog",
+    "clear_backlog_in",
     "load_partitions",
     "mail_data",
     "mailbox_of",
@@ -88,6 +102,12 @@ __all__ = [
     "ranges",
     "resolve_dead_letter_hook",
     "resolve_kind",
+    "subscribe",
+    "subscriptions",
     "tell_in",
+    "tell_tracked",
+    "tell_tracked_in",
+    "topic_event",
     "tune_gc_for_serving",
+    "unsubscribe",
 ]

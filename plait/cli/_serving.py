@@ -17,6 +17,7 @@ from typing import TypeVar
 import anyio
 
 from plait.actors import LeasedRuntime, LocalRuntime, tune_gc_for_serving
+from plait.agents import Agents
 from plait.cli._output import say
 from plait.mesh import Mesh
 from plait.runs import RunRecord, serve
@@ -51,7 +52,7 @@ async def serving_run(mesh: Mesh, rec: RunRecord) -> AsyncIterator[LocalRuntime 
     say(f"{NO_WORKER} (this command serves run {rec.run_id} only, until it settles)", stderr=True)
     # Leases only its run's partition, and releases it to a worker that starts.
     leased = functools.partial(LeasedRuntime, family=owner_id(rec.run_id))
-    async with serve(mesh, runtime=leased, only_run=rec.run_id) as serving:
+    async with serve(mesh, runtime=leased, only_run=rec.run_id, agents=Agents) as serving:
         yield serving.runtime
 
 

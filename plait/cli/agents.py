@@ -1,4 +1,8 @@
-"""``plait agents put|list|show``: the agent profiles graphs name, from the CLI."""
+"""``plait agents put``: the agent profiles graphs name, from the CLI.
+
+``list`` and ``show`` (profiles and the agent actors that run them) and the agent actor
+commands (``start``, ``tell``, ``stop``) are in :mod:`plait.cli.agent_actors`.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from plait.cli._common import MeshOption, console, fail, print_json, run
+from plait.cli._common import MeshOption, console, fail, run
 from plait.mesh import open_mesh
-from plait.profiles import AgentProfile, get_profile, list_profiles, put_profile
+from plait.profiles import AgentProfile, put_profile
 
 agents_app = typer.Typer(
     help="Agent profiles: model, instructions and tools.", no_args_is_help=True
@@ -76,48 +79,3 @@ def put_cmd(
         highlight=False,
         markup=False,
     )
-
-
-@agents_app.command("list")
-def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
-    """List agent profiles by name."""
-
-    async def main() -> list[AgentProfile]:
-        async with open_mesh(mesh) as m:
-            return await list_profiles(m)
-
-    found = run(main)
-    if as_json:
-        print_json([p.model_dump(mode="json") for p in found])
-        return
-    table = Table("name", "model", "tools", "pre-approved")
-    for p in found:
-        table.add_row(p.name, p.model or "", ", ".join(p.tools), ", ".join(p.pre_approved))
-    console.print(table)
-
-
-@agents_app.command("show")
-def show_cmd(
-    name: Annotated[str, typer.Argument(metavar="NAME")],
-    as_json: JsonOption = False,
-    mesh: MeshOption = None,
-) -> None:
-    """Show the agent profile NAME."""
-
-    async def main() -> AgentProfile:
-        async with open_mesh(mesh) as m:
-            return await get_profile(m, name)
-
-    p = run(main)
-    if as_json:
-        print_json(p.model_dump(mode="json"))
-        return
-    for label, value in (
-        ("name", p.name),
-        ("model", p.model or "(the caller's: --model or PLAIT_MODEL)"),
-        ("tools", ", ".join(p.tools) or "none"),
-        ("pre-approved", ", ".join(p.pre_approved) or "none"),
-        ("delegates", ", ".join(p.delegates) or "none"),
-        ("instructions", p.system_prompt),
-    ):
-        console.print(f"{label}: {value}", highlight=False, markup=False)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from plait.agents import Agents
 from plait.cli._common import CreatingMeshOption, MeshOption, ReadingMeshOption, fail, print_json
 from plait.cli._common import run as run_async
 from plait.cli._output import console, data, rows, say, styled
@@ -211,7 +212,8 @@ async def _grants(mesh: Mesh, agent: str, approve_tools: bool) -> Any:
     async def approve(tool: str, args: dict[str, Any]) -> bool:
         return approve_tools
 
-    return grant_all(mesh, profile=profile, approve=approve, by=f"program by {human().name}")
+    by = f"program by {human().name}"
+    return grant_all(mesh, profile=profile, approve=approve, by=by, agents=Agents(mesh))
 
 
 def _print_result(result: Any, as_json: bool) -> None:

@@ -12,6 +12,7 @@ import anyio
 import typer
 
 from plait.actors import LeasedRuntime, tune_gc_for_serving
+from plait.agents import Agents
 from plait.cli._common import MeshOption, err_console, fail, run
 from plait.cli._serving import env_tools
 from plait.errors import ConfigError
@@ -30,7 +31,9 @@ async def _hosting(
     """Serve every run on the mesh in this process, as ``plait worker`` does."""
     tune_gc_for_serving()
     default = load_model(model) if model else None
-    async with serve(mesh, runtime=LeasedRuntime, model=default, tools=registry) as s:
+    async with serve(
+        mesh, runtime=LeasedRuntime, model=default, tools=registry, agents=Agents
+    ) as s:
         yield s.runtime
 
 

@@ -10,6 +10,7 @@ import anyio
 import typer
 
 from plait.actors import DEFAULT_LEASE_S, LeasedRuntime, ranges, tune_gc_for_serving
+from plait.agents import Agents
 from plait.cli._common import MeshOption, err_console, fail, run
 from plait.errors import ConfigError
 from plait.mesh import open_mesh
@@ -104,6 +105,7 @@ def worker_cmd(
                     tools=registry,
                     visibility_timeout_ms=int(visibility_timeout * 1000),
                     drain_timeout_s=drain_timeout,
+                    agents=Agents,
                 ) as serving:
                     runtime = serving.runtime
                     err_console.print(

@@ -18,6 +18,7 @@ from plait.graphs.state import Waiting
 from plait.mesh import Mesh
 from plait.models import Message, Model, load_model
 from plait.profiles import DEFAULT_ASSISTANT, AgentProfile
+from plait.programs.capabilities import AgentsPort
 from plait.tools import ToolContext, ToolRegistry, default_registry
 from plait.tools.workspace import workspace_of
 
@@ -163,6 +164,8 @@ class ExecEnv:
         protected: files tools never touch (the mesh's own).
         mesh: the mesh program nodes act on and read saved programs from; None gives
             them no mesh and decisions capabilities (registered programs still run).
+        agents: the agent actors' service program nodes get as ``agents``; None gives
+            them an agents capability that refuses.
     """
 
     agent: str = DEFAULT_ASSISTANT.name
@@ -178,6 +181,7 @@ class ExecEnv:
     prices: Mapping[str, tuple[float, float]] | None = None
     protected: tuple[Path, ...] = ()
     mesh: Mesh | None = None
+    agents: AgentsPort | None = None
     _models: dict[str, Model] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

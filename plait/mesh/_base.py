@@ -52,6 +52,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
+from plait.errors import MeshError
 from plait.ids import new_id
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, OnCorrupt, check_key, encode
 
@@ -529,6 +530,18 @@ class Mesh(abc.ABC):
         a scheduled event falling due) makes the topic anew. Deleting a topic that does
         not exist does nothing.
         """
+
+    async def topics(self, prefix: str = "") -> list[str]:
+        """The names of the topics that exist and start with ``prefix``, sorted.
+
+        A topic is listed once it holds an event (a scheduled one once it is due) or a
+        consumer group; a deleted topic with no groups is not. For readers that follow
+        topics by prefix (an actor subscribed to ``tasks.*``); it lists, it never waits.
+
+        Raises:
+            MeshError: the backend cannot list its topics (it refuses, not guesses).
+        """
+        raise MeshError(f"the mesh {self.url} cannot list its topics")
 
     @abc.abstractmethod
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:

@@ -338,6 +338,20 @@ def trim(conn: sqlite3.Connection, topic: str) -> int:
     return int(conn.execute(_TRIM, (topic,)).rowcount)
 
 
+def topics(conn: sqlite3.Connection, low: str, high: str | None) -> list[str]:
+    """The topics with events or groups from ``low`` below ``high`` (None: no bound)."""
+    bound, params = ("AND topic < ?", (low, high)) if high is not None else ("", (low,))
+    names = {
+        row[0]
+        for table in ("events", "consumer_groups")
+        for row in conn.execute(
+            f"SELECT DISTINCT topic FROM {table} WHERE topic >= ? {bound}",
+            params,
+        )
+    }
+    return sorted(names)
+
+
 def delete_topic(conn: sqlite3.Connection, topic: str) -> None:
     """Delete a topic's events and pending deliveries.
 

@@ -234,6 +234,10 @@ class MemoryMesh(Mesh):
         if group is not None:
             group.pending.pop(delivery.position, None)
 
+    async def topics(self, prefix: str = "") -> list[str]:
+        self._promote_due()
+        return sorted(name for name in self._topics if name.startswith(prefix))
+
     async def delete_topic(self, topic: str) -> None:
         check_key(topic, "topic")
         self._topics.pop(topic, None)

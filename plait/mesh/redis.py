@@ -463,6 +463,18 @@ class RedisMesh(Mesh):
         removed = await self._run(self._trim_script, [self._stream(topic)], [])
         return int(removed)
 
+    async def topics(self, prefix: str = "") -> list[str]:
+        # SCAN with a pattern walks the whole keyspace in pages: a listing for followers
+        # that refresh now and then, never a hot path.
+        head = self._stream("")
+        pattern = _glob_escape(head + prefix) + "*"
+        found: set[str] = set()
+        async with self._bounded():
+            async for raw in self._client.scan_iter(match=pattern, count=1000, _type="stream"):
+                name = raw.decode() if isinstance(raw, bytes) else str(raw)
+                found.add(name[len(head) :])
+        return sorted(found)
+
     async def delete_topic(self, topic: str) -> None:
         check_key(topic, "topic")
         async with self._bounded():
@@ -516,6 +528,11 @@ class RedisMesh(Mesh):
         self._group_tasks.add(task)
         task.add_done_callback(_forget_task(self._group_tasks))
         return task
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` with Redis glob metacharacters escaped, for a SCAN MATCH pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 def _forget_task(tasks: set[asyncio.Task[None]]) -> Callable[[asyncio.Task[None]], None]:

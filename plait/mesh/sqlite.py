@@ -297,6 +297,10 @@ class SqliteMesh(Mesh):
         removed: int = await self._write(ops.trim, topic, savepoint=False)
         return removed
 
+    async def topics(self, prefix: str = "") -> list[str]:
+        found: list[str] = await self._read(ops.topics, prefix, ops.prefix_end(prefix))
+        return found
+
     async def delete_topic(self, topic: str) -> None:
         check_key(topic, "topic")
         await self._write(ops.delete_topic, topic)

@@ -21,7 +21,20 @@ are tried in order and the first that matches answers::
         delay_ms: 5
       - node: flaky
         error: "provider melted"     # the call raises ScriptedModelError
+      - node: worker
+        tool_result: "conflict"      # a substring of the last tool result (the last
+                                     #   message is a tool message)
+        text: "lost"
+      - node: worker
+        round: 1
+        tool_calls:                  # a string that is one {{...}} becomes that value;
+          - name: mesh_put           #   {{...}} inside a string is replaced by its text
+            arguments: {key: "tasks/{{prompt.data.id}}", value: "{{instance}}", if_version: 0}
       - text: "ok"                   # no node, visit, round or match: matches every call
+
+Arguments and texts may refer to the call: ``{{prompt}}`` (the prompt, or its JSON value
+when it parses, with dotted paths ``{{prompt.data.id}}``), ``{{tool_result}}`` (the last
+tool result, the same way), ``{{node}}``, ``{{instance}}`` and ``{{visit}}``.
 
 ``round`` counts model calls within one node visit: 1 plus the number of assistant
 messages after the last user message, so a tool loop's answer after its tool results
@@ -67,14 +80,21 @@ class ScriptRule(BaseModel):
     visit: int | None = Field(default=None, ge=1)
     round: int | None = Field(default=None, ge=1)
     match: str | None = None
+    tool_result: str | None = None
     text: str = ""
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
     usage: Usage | None = None
     delay_ms: int = Field(default=0, ge=0)
     error: str | None = None
 
-    def matches(self, context: CallContext, round_: int, prompt: str) -> bool:
+    def matches(
+        self, context: CallContext, round_: int, prompt: str, tool_result: str | None = None
+    ) -> bool:
         """Whether every condition this rule sets holds for the call."""
+        if self.tool_result is not None and (
+            tool_result is None or self.tool_result not in tool_result
+        ):
+            return False
         if self.node is not None and self.node not in (context.node, context.instance):
             return False
         if self.visit is not None and self.visit != context.visit:
@@ -170,7 +190,8 @@ class ScriptedModel(Model):
             )
         )
         prompt = context.prompt or _last_user_message(messages)
-        rule = next((r for r in self.rules if r.matches(context, round_, prompt)), None)
+        result = messages[-1].content if messages and messages[-1].role == "tool" else None
+        rule = next((r for r in self.rules if r.matches(context, round_, prompt, result)), None)
         if rule is None:
             instance = f" (instance {context.instance!r})" if context.instance else ""
             raise ScriptedModelError(
@@ -182,26 +203,88 @@ class ScriptedModel(Model):
         if rule.error is not None:
             raise ScriptedModelError(rule.error)
         who = re.sub(r"[^A-Za-z0-9_-]", "_", context.instance or context.node) or "call"
+        refs = _References(context, prompt, result)
         calls = [
             ToolCall(
                 id=call.id or f"call_{who}_v{context.visit}_r{round_}_{index}",
                 name=call.name,
-                arguments=call.arguments,
+                arguments=refs.fill(call.arguments),
             )
             for index, call in enumerate(rule.tool_calls)
         ]
+        text = refs.fill(rule.text) if "{{" in rule.text else rule.text
         usage = rule.usage or Usage(
             input_tokens=sum(_words(message.content) for message in messages),
-            output_tokens=_words(rule.text)
+            output_tokens=_words(text)
             + sum(_words(f"{call.name} {json.dumps(call.arguments)}") for call in calls),
         )
         return ModelReply(
-            text=rule.text,
+            text=text,
             tool_calls=calls,
             usage=usage,
             model="scripted",
             stop_reason="tool_calls" if calls else "stop",
         )
+
+
+_REF = re.compile(r"\{\{\s*([A-Za-z_][\w.]*)\s*\}\}")
+
+
+class _References:
+    """What ``{{...}}`` in a rule's arguments and text may name (see the module docstring)."""
+
+    def __init__(self, context: CallContext, prompt: str, tool_result: str | None) -> None:
+        self.roots: dict[str, Any] = {
+            "prompt": _json_or_text(prompt),
+            "tool_result": _json_or_text(tool_result) if tool_result is not None else None,
+            "node": context.node,
+            "instance": context.instance or context.node,
+            "visit": context.visit,
+        }
+
+    def value(self, path: str) -> Any:
+        head, *rest = path.split(".")
+        found = self.roots[head]
+        for part in rest:
+            if isinstance(found, dict) and part in found:
+                found = found[part]
+            elif isinstance(found, list) and part.isdigit() and int(part) < len(found):
+                found = found[int(part)]
+            else:
+                raise ScriptedModelError(f"a scripted rule's {{{{{path}}}}} names nothing here")
+        return found
+
+    def fill(self, template: Any) -> Any:
+        if isinstance(template, dict):
+            return {k: self.fill(v) for k, v in template.items()}
+        if isinstance(template, list):
+            return [self.fill(v) for v in template]
+        if not isinstance(template, str) or "{{" not in template:
+            return template
+        # Only the names above are references: other {{...}} (a reply quoting a graph's
+        # own template syntax) stay as they are.
+        whole = _REF.fullmatch(template.strip())
+        if whole and whole.group(1).split(".")[0] in self.roots:
+            return self.value(whole.group(1))
+        return _REF.sub(
+            lambda m: (
+                _as_text(self.value(m.group(1)))
+                if m.group(1).split(".")[0] in self.roots
+                else m.group(0)
+            ),
+            template,
+        )
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def round_of(messages: Sequence[Message]) -> int:

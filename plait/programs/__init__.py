@@ -14,6 +14,7 @@ from __future__ import annotations
 from plait.programs.budget import SharedBudget
 from plait.programs.capabilities import (
     AgentsCapability,
+    AgentsPort,
     DecisionsCapability,
     MeshCapability,
     Missing,
@@ -43,6 +44,7 @@ from plait.programs.text import compile_text
 
 __all__ = [
     "AgentsCapability",
+    "AgentsPort",
     "CallableProgram",
     "DecisionsCapability",
     "Grants",

@@ -10,7 +10,7 @@ caller, never more: a capability its caller lacks is a :class:`Missing` there to
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from plait.decisions import Agent, DecisionBoard, DecisionId, DecisionKind
 from plait.errors import CapabilityMissing, ToolNotPermitted
@@ -193,22 +193,48 @@ class ToolsCapability:
         }
 
 
-class AgentsCapability:
-    """Agent actors: create, tell, run a task. Not available yet in this build."""
-
-    __slots__ = ()
+class AgentsPort(Protocol):
+    """What the agents capability acts through: the agent actors' service
+    (:class:`plait.agents.Agents`), which a layer above passes in."""
 
     async def create(self, name: str, **options: Any) -> dict[str, Any]:
-        """Create a durable agent actor (not available yet)."""
-        raise _no_agents()
+        """Start agent actor ``name``; its record."""
+        ...
 
-    async def tell(self, id: str, message: str) -> None:
-        """Send an agent actor a message (not available yet)."""
-        raise _no_agents()
+    async def tell(self, name: str, message: str) -> str:
+        """Send agent actor ``name`` a message; its id."""
+        ...
 
     async def run(self, task: str, **options: Any) -> dict[str, Any]:
-        """Run one task on an agent: ``{status, text}`` (not available yet)."""
-        raise _no_agents()
+        """One turn of an agent on ``task``: ``{status, text}``."""
+        ...
+
+
+class AgentsCapability:
+    """Agent actors: create one, tell one, run a task on an agent."""
+
+    __slots__ = ("__port",)
+
+    def __init__(self, port: AgentsPort | None = None) -> None:
+        self.__port = port
+
+    def __use(self) -> AgentsPort:
+        if self.__port is None:
+            raise _no_agents()
+        return self.__port
+
+    async def create(self, name: str, **options: Any) -> dict[str, Any]:
+        """Start the agent profile ``name`` as a durable agent actor (``topics``,
+        ``max_concurrency``, ``profile``, ``budget``... as ``plait agents start``)."""
+        return await self.__use().create(name, **options)
+
+    async def tell(self, id: str, message: str) -> str:
+        """Send agent actor ``id`` a message (one turn handles it); the message id."""
+        return await self.__use().tell(id, message)
+
+    async def run(self, task: str, **options: Any) -> dict[str, Any]:
+        """Run one task on an agent (``agent=``, default assistant): ``{status, text}``."""
+        return await self.__use().run(task, **options)
 
 
 class Missing:
@@ -262,14 +288,15 @@ def _writable(key: str) -> None:
 
 def _no_agents() -> CapabilityMissing:
     return CapabilityMissing(
-        "agent actors are not available yet: agents.create, agents.tell and agents.run "
-        "come with the agent actors; use tools or programs.run meanwhile"
+        "agent actors are not available yet here: this program was run without the agents "
+        "capability (plait exec and agent actors give it)"
     )
 
 
 __all__ = [
     "PROTECTED_PREFIXES",
     "AgentsCapability",
+    "AgentsPort",
     "Approver",
     "DecisionsCapability",
     "MeshCapability",

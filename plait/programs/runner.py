@@ -23,6 +23,7 @@ from plait.profiles import DEFAULT_ASSISTANT, AgentProfile
 from plait.programs.budget import SharedBudget
 from plait.programs.capabilities import (
     AgentsCapability,
+    AgentsPort,
     Approver,
     DecisionsCapability,
     MeshCapability,
@@ -107,6 +108,7 @@ def grant_all(
     budget: SharedBudget | None = None,
     me: Mapping[str, Any] | None = None,
     by: str = "program",
+    agents: AgentsPort | None = None,
 ) -> Grants:
     """Every capability there is to give over ``mesh`` (mesh and decisions need one).
 
@@ -120,6 +122,7 @@ def grant_all(
         budget: the budget to share; a fresh unlimited one by default.
         me: what ``mesh.self()`` answers.
         by: the principal name decisions are raised by.
+        agents: the agent actors' service; None grants an agents capability that refuses.
     """
     decisions = DecisionsCapability(DecisionBoard(mesh), by) if mesh is not None else None
     return Grants(
@@ -136,7 +139,7 @@ def grant_all(
             decisions=decisions,
             trusted=trusted,
         ),
-        agents=AgentsCapability(),
+        agents=AgentsCapability(agents),
         budget=budget,
         store=mesh,
     )

@@ -20,6 +20,7 @@ from plait.graphs.state import Attempt
 from plait.mesh import Mesh
 from plait.models import Model, load_model
 from plait.profiles import AgentProfile, profiles_map
+from plait.programs import AgentsPort
 from plait.runs.ports import MeshHistories, RunDecisions
 from plait.runs.record import RunRecord
 from plait.runs.serving import graph_tools
@@ -60,6 +61,8 @@ class RunEnvironment:
         self.tools = tools
         self.model = model
         self.cwd = cwd
+        self.agents: AgentsPort | None = None
+        """The agent actors' service program nodes get (set by the run host)."""
         self._models: dict[str, Model] = {}
         self._profiles: dict[str, tuple[float, dict[str, AgentProfile]]] = {}
 
@@ -80,6 +83,7 @@ class RunEnvironment:
             cwd=workspace,
             protected=self.mesh.local_files,
             mesh=self.mesh,
+            agents=self.agents,
         )
 
     def workspace(self, rec: RunRecord) -> Path:

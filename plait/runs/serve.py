@@ -12,17 +12,19 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from plait.actors import (
     DEFAULT_MAX_ATTEMPTS,
     MAILBOX_VISIBILITY_TIMEOUT_MS,
     ActorRuntime,
     LocalRuntime,
+    TopicRouter,
     new_host_id,
 )
 from plait.mesh import Mesh
 from plait.models import Model
+from plait.programs import AgentsPort
 from plait.runs.host import RunHost
 from plait.runs.record import PROGRESS_KEPT_S
 from plait.runs.serving import heartbeat
@@ -30,6 +32,12 @@ from plait.runs.store import RunStore
 from plait.tools import ToolRegistry
 
 R = TypeVar("R", bound=ActorRuntime)
+
+
+class AgentsFactory(Protocol):
+    """Builds the agent actors' service of a serving process (``plait.agents.Agents``)."""
+
+    def __call__(self, mesh: Mesh, *, model: Model | None, tools: ToolRegistry) -> AgentsPort: ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ async def serve(
     drain_timeout_s: float = 30.0,
     store: RunStore | None = None,
     beat: bool = True,
+    agents: AgentsFactory | None = None,
 ) -> AsyncIterator[Serving[R]]:
     """Serve runs on ``mesh`` in this process for the block, then drain.
 
@@ -84,6 +93,12 @@ async def serve(
         drain_timeout_s: how long work in flight may finish when the block ends.
         store: the run host's reads (default: fresh ones).
         beat: keep this process's heartbeat (``serving/<host>``) for the block.
+        agents: builds the agent actors' service the programs of runs get as ``agents``
+            (:class:`plait.agents.Agents`, passed in by the layer above); None: they get
+            an agents capability that refuses.
+
+    Beside the runtime, a :class:`~plait.actors.TopicRouter` forwards subscribed topics
+    into the mailboxes this process serves.
     """
     host = RunHost(
         mesh,
@@ -96,6 +111,8 @@ async def serve(
         only_run=only_run,
         store=store,
     )
+    if agents is not None:
+        host.env.agents = agents(mesh, model=model, tools=host.tools)
     actors = runtime(
         mesh,
         host=host.id,
@@ -107,6 +124,7 @@ async def serve(
     )
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(actors)
+        await stack.enter_async_context(TopicRouter(actors))
         if beat:
             await stack.enter_async_context(
                 heartbeat(mesh, actors.host, tools=host.tools.names(), run_id=only_run)

@@ -85,6 +85,7 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         trusted=v.trusted,
         me={"id": None, "run": env.run_id, "node": v.key},
         by=v.key,
+        agents=env.agents,
     )
     value = render_value(node.input, ctx, node=v.key)
     out = await run_program(node.ref, value, grants, require_promoted=node.require_promoted)

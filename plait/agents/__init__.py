@@ -1,0 +1,29 @@
+"""Agent actors: agent profiles running as durable actors, one turn per message.
+
+- :mod:`plait.agents.config` — an agent actor's settings and ids (``agent:NAME``).
+- :mod:`plait.agents.store` — its conversation, state, turns and held mail in the mesh.
+- :mod:`plait.agents.tools` — the capabilities as tools, with a turn's buffered effects.
+- :mod:`plait.agents.actor` — the actor kind: one agent turn per message, committed
+  with its ack; budgets park it; crashes follow ``on_indeterminate``.
+- :mod:`plait.agents.service` — :class:`Agents`: start, tell, list, show, stop.
+
+Fleets are agent actors coordinating through topics
+(:func:`plait.actors.subscribe`) and compare-and-swap on mesh keys.
+"""
+
+from __future__ import annotations
+
+from plait.agents.config import AGENT_KIND, AgentActorConfig, AgentBudget, agent_actor_id
+from plait.agents.service import AgentDetails, AgentInfo, Agents
+from plait.agents.tools import CAPABILITY_TOOLS
+
+__all__ = [
+    "AGENT_KIND",
+    "CAPABILITY_TOOLS",
+    "AgentActorConfig",
+    "AgentBudget",
+    "AgentDetails",
+    "AgentInfo",
+    "Agents",
+    "agent_actor_id",
+]

@@ -1,0 +1,265 @@
+"""Agent actors from outside: start, tell, list, show, stop, and one-off turns.
+
+:class:`Agents` is what ``plait agents start|tell|list|show|stop`` call, and what
+program code gets as its ``agents`` capability (``create``, ``tell``, ``run``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait.actors import (
+    ActorRecord,
+    actor_key,
+    backlog,
+    subscribe,
+    subscriptions,
+    tell_tracked,
+    unsubscribe,
+)
+from plait.actors.directory import create_record, find_record, stop_record
+from plait.actors.topics import StartAt
+from plait.agents.config import AGENT_KIND, AGENT_PREFIX, AgentActorConfig, agent_actor_id
+from plait.agents.store import (
+    AgentState,
+    TurnSummary,
+    last_turns,
+    read_conversation,
+    read_state,
+)
+from plait.agents.tools import TurnEffects, TurnTools, with_capabilities
+from plait.errors import ActorError, ActorNotFound, ConfigError, VersionConflict
+from plait.graphs.agent_loop import Turn, run_turn
+from plait.graphs.ports import ExecEnv
+from plait.ids import new_id
+from plait.mesh import Entry, Mesh
+from plait.models import CallContext, Message, Model
+from plait.profiles import get_profile
+from plait.tools import ToolRegistry, default_registry
+
+
+@dataclass
+class AgentInfo:
+    """An agent actor as listed.
+
+    Attributes:
+        name: its name (its actor id is ``agent:NAME``).
+        record: its actor record.
+        topics: the patterns it subscribes to.
+        backlog: messages sent to it and not handled yet.
+        state: its day's spending, whether it is parked, its turns so far.
+    """
+
+    name: str
+    record: ActorRecord
+    topics: list[str]
+    backlog: int
+    state: AgentState
+
+    @property
+    def status(self) -> str:
+        """``stopped``, ``parked (<why>)`` or ``running``."""
+        if self.record.stopped:
+            return "stopped"
+        return f"parked ({self.state.parked})" if self.state.parked else "running"
+
+
+@dataclass
+class AgentDetails(AgentInfo):
+    """An agent actor as shown: also its backlog's messages and its last turns."""
+
+    messages: list[Entry] = field(default_factory=list)
+    turns: list[TurnSummary] = field(default_factory=list)
+    conversation: int = 0
+
+
+class Agents:
+    """Agent actors on ``mesh``.
+
+    Args:
+        mesh: the mesh.
+        model: the model of one-off turns (:meth:`run`) for agents that name none.
+        tools: the tools of one-off turns (default: the built-in ones).
+    """
+
+    def __init__(
+        self, mesh: Mesh, *, model: Model | None = None, tools: ToolRegistry | None = None
+    ) -> None:
+        self.mesh = mesh
+        self.model = model
+        self.tools = tools if tools is not None else default_registry()
+
+    async def start(
+        self,
+        name: str,
+        *,
+        profile: str | None = None,
+        topics: Sequence[str] = (),
+        max_concurrency: int = 1,
+        start: StartAt = "new",
+        **config: Any,
+    ) -> ActorRecord:
+        """Run agent profile ``profile`` (default ``name``) as the actor ``agent:NAME``.
+
+        Starting one that exists updates its settings and subscriptions (and restarts
+        it if stopped). Its subscriptions get backlog markers, so ``list`` counts them;
+        ``start`` says where a new subscription starts (``earliest``: every event its
+        topic still holds).
+
+        Raises:
+            AgentNotFound: no such profile.
+            ValidationError: a setting is not one of :class:`AgentActorConfig`.
+        """
+        await get_profile(self.mesh, profile or name)
+        cfg = AgentActorConfig(profile=profile, max_concurrency=max_concurrency, **config)
+        actor_id = agent_actor_id(name)
+        settings = cfg.model_dump(exclude_defaults=True) | {"max_concurrency": max_concurrency}
+        record = await create_record(
+            self.mesh, actor_id, AGENT_KIND, topics=list(topics), config=settings, exist_ok=True
+        )
+        if record.config != settings or record.stopped or record.topics != list(topics):
+            record = await self._update(actor_id, settings, list(topics))
+        for pattern in await subscriptions(self.mesh, actor_id):
+            if pattern not in topics:
+                await unsubscribe(self.mesh, actor_id, pattern)
+        for pattern in topics:
+            await subscribe(self.mesh, actor_id, pattern, start=start, backlog=True)
+        return record
+
+    async def _update(
+        self, actor_id: str, config: dict[str, Any], topics: list[str]
+    ) -> ActorRecord:
+        while True:
+            entry = await self.mesh.get(actor_key(actor_id))
+            if entry is None:
+                raise ActorNotFound(f"no actor {actor_id!r}")
+            record = ActorRecord.model_validate(entry.value)
+            if record.kind != AGENT_KIND:
+                raise ActorError(f"actor {actor_id!r} is not an agent actor")
+            record = record.model_copy(
+                update={"config": config, "topics": topics, "stopped": False}
+            )
+            try:
+                await self.mesh.put(
+                    actor_key(actor_id), record.model_dump(), if_version=entry.version
+                )
+            except VersionConflict:
+                continue
+            return record
+
+    async def _record(self, name: str) -> ActorRecord:
+        record = await find_record(self.mesh, agent_actor_id(name))
+        if record is None or record.kind != AGENT_KIND:
+            raise ActorNotFound(f"no agent actor {name!r}: start it with plait agents start {name}")
+        return record
+
+    async def tell(self, name: str, message: str) -> str:
+        """Send agent actor ``name`` a message; its id.
+
+        Raises:
+            ActorNotFound: it was never started.
+            ActorError: it is stopped.
+        """
+        record = await self._record(name)
+        if record.stopped:
+            raise ActorError(f"agent actor {name!r} is stopped: start it again first")
+        return await tell_tracked(self.mesh, record.id, {"text": message})
+
+    async def stop(self, name: str) -> None:
+        """Stop agent actor ``name``: drop its subscriptions; later messages are dropped."""
+        record = await self._record(name)
+        for pattern in await subscriptions(self.mesh, record.id):
+            await unsubscribe(self.mesh, record.id, pattern)
+        await stop_record(self.mesh, record.id)
+
+    async def list(self) -> list[AgentInfo]:
+        """Every agent actor, by name."""
+        found: list[AgentInfo] = []
+        async for entry in self.mesh.scan(actor_key(AGENT_PREFIX)):
+            record = ActorRecord.model_validate(entry.value)
+            if record.kind == AGENT_KIND:
+                found.append(await self._info(record))
+        return found
+
+    async def _info(self, record: ActorRecord) -> AgentInfo:
+        name = record.id[len(AGENT_PREFIX) :]
+        state, _ = await read_state(self.mesh, name)
+        return AgentInfo(
+            name=name,
+            record=record,
+            topics=list(await subscriptions(self.mesh, record.id)),
+            backlog=len(await backlog(self.mesh, record.id)),
+            state=state,
+        )
+
+    async def show(self, name: str, *, turns: int = 10) -> AgentDetails:
+        """Agent actor ``name``: its backlog's messages, its last ``turns`` turns."""
+        record = await self._record(name)
+        info = await self._info(record)
+        conversation, _ = await read_conversation(self.mesh, name)
+        return AgentDetails(
+            **vars(info),
+            messages=await backlog(self.mesh, record.id),
+            turns=await last_turns(self.mesh, name, turns),
+            conversation=len(conversation.messages) + conversation.dropped,
+        )
+
+    # -- the agents capability ----------------------------------------------------------
+
+    async def create(self, name: str, **options: Any) -> dict[str, Any]:
+        """Start agent actor ``name`` (options as :meth:`start`); its record as a dict."""
+        record = await self.start(name, **options)
+        return record.model_dump(mode="json")
+
+    async def run(self, task: str, **options: Any) -> dict[str, Any]:
+        """One turn of an agent on ``task`` in this process, no actor: ``{status, text}``.
+
+        Options: ``agent`` (default ``assistant``), ``max_rounds`` (default 8). Its mesh
+        effects commit when it answers (nothing of a turn that failed).
+
+        Raises:
+            ConfigError: an unknown option.
+        """
+        unknown = sorted(set(options) - {"agent", "max_rounds"})
+        if unknown:
+            raise ConfigError(f"agents.run takes agent= and max_rounds=, not {', '.join(unknown)}")
+        agent = str(options.get("agent", "assistant"))
+        max_rounds = int(options.get("max_rounds", 8))
+        profile = await get_profile(self.mesh, agent)
+        effects = TurnEffects()
+        tools = TurnTools(self.mesh, f"{AGENT_PREFIX}{agent}", new_id("task-"), effects)
+        registry = with_capabilities(self.tools)
+        env = ExecEnv(
+            agent=agent, model=self.model, profiles={agent: profile}, tools=registry, mesh=self.mesh
+        )
+        messages = (
+            [Message(role="system", content=profile.system_prompt)] if profile.system_prompt else []
+        )
+        messages.append(Message(role="user", content=task))
+        turn = Turn(
+            env=env,
+            profile=profile,
+            model=env.model_for(profile),
+            context=CallContext(node=agent, prompt=task),
+            tools=list(profile.tools),
+            trusted=True,
+            max_rounds=max_rounds,
+        )
+        started = time.monotonic()
+        with tools.bound():
+            result = await run_turn(turn, messages)
+        if not effects.empty:
+            async with self.mesh.transact() as tx:
+                effects.apply(tx)
+        status = "waiting" if result.waiting is not None else "done"
+        return {
+            "status": status,
+            "text": result.text,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+
+__all__ = ["AgentDetails", "AgentInfo", "Agents"]

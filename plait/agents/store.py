@@ -1,0 +1,213 @@
+"""What an agent actor keeps in the mesh between messages, under ``agent-actors/NAME/``.
+
+- ``conversation``: the messages carried into the next turn (:class:`Conversation`),
+  bounded by the actor's ``window``: older ones are dropped, and counted.
+- ``state``: :class:`AgentState`, its day's spending, whether it is parked, turns so far.
+- ``turns/NNNNNNNNNN``: a :class:`TurnSummary` per turn, the last ``turns_kept``.
+- ``inflight/<message id>``: a turn started and not yet committed (:class:`InFlight`);
+  found on a redelivery, it makes the turn indeterminate.
+- ``held/<message id>``: a message that arrived while the actor was parked, told again
+  when it resumes.
+
+A turn's commit writes ``conversation``, ``state``, its summary, drops its ``inflight``
+marker and acks its message in one transaction with the turn's own mesh effects.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from plait.mesh import Entry, Mesh
+from plait.models import Message
+
+AGENT_DATA_PREFIX = "agent-actors/"
+"""Where every agent actor's data lives."""
+
+
+def data_prefix(name: str) -> str:
+    """The key prefix of agent actor ``name``'s data."""
+    return f"{AGENT_DATA_PREFIX}{name}/"
+
+
+def conversation_key(name: str) -> str:
+    """The key of an agent actor's conversation."""
+    return data_prefix(name) + "conversation"
+
+
+def state_key(name: str) -> str:
+    """The key of an agent actor's state."""
+    return data_prefix(name) + "state"
+
+
+def turn_key(name: str, seq: int) -> str:
+    """The key of an agent actor's turn ``seq`` summary."""
+    return f"{data_prefix(name)}turns/{seq:010d}"
+
+
+def inflight_key(name: str, message_id: str) -> str:
+    """The key of the marker of a turn in flight."""
+    return f"{data_prefix(name)}inflight/{message_id}"
+
+
+def held_key(name: str, message_id: str) -> str:
+    """The key of a message held while the actor is parked."""
+    return f"{data_prefix(name)}held/{message_id}"
+
+
+def today() -> str:
+    """The UTC day budgets count in, ``YYYY-MM-DD``."""
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+class Conversation(BaseModel):
+    """The conversation an agent actor carries from turn to turn.
+
+    Attributes:
+        messages: the newest messages, at most the actor's ``window``.
+        dropped: how many older ones were let go.
+    """
+
+    messages: list[Message] = Field(default_factory=list)
+    dropped: int = 0
+
+    def extended(self, added: list[Message], window: int) -> Conversation:
+        """This conversation with ``added`` appended, cut to the ``window`` newest."""
+        every = [*self.messages, *added]
+        cut = max(0, len(every) - window)
+        while cut < len(every) and every[cut].role == "tool":
+            cut += 1  # never start on a tool result whose call was cut away
+        return Conversation(messages=every[cut:], dropped=self.dropped + cut)
+
+
+class AgentState(BaseModel):
+    """An agent actor's day and standing.
+
+    Attributes:
+        day: the UTC day ``tokens`` and ``dollars`` count.
+        tokens: tokens spent that day.
+        dollars: dollars spent that day.
+        raised_tokens: tokens a person added to the day's limit.
+        raised_dollars: dollars a person added to the day's limit.
+        parked: why it is parked (``budget``, ``indeterminate``), or None.
+        decision: the decision that unparks it.
+        turns: turns committed so far (the last one's summary number).
+    """
+
+    day: str = ""
+    tokens: int = 0
+    dollars: float = 0.0
+    raised_tokens: int = 0
+    raised_dollars: float = 0.0
+    parked: str | None = None
+    decision: str | None = None
+    turns: int = 0
+
+    def for_today(self) -> AgentState:
+        """This state with the day's spending reset if the day changed."""
+        day = today()
+        if self.day == day:
+            return self
+        return self.model_copy(
+            update={
+                "day": day,
+                "tokens": 0,
+                "dollars": 0.0,
+                "raised_tokens": 0,
+                "raised_dollars": 0.0,
+            }
+        )
+
+
+class TurnSummary(BaseModel):
+    """One turn, as ``agents show`` lists it.
+
+    Attributes:
+        seq: its number.
+        message: the id of the message it handled.
+        prompt: what the model was given for it.
+        text: the answer.
+        tools: the tools it called, in order.
+        tokens: tokens spent.
+        dollars: dollars spent.
+        outcome: ``answered``, ``skipped`` (interrupted, and skipped as the actor says)
+            or ``failed`` (it kept failing and was dead-lettered).
+        at: when it committed, in epoch seconds.
+    """
+
+    seq: int
+    message: str
+    prompt: str
+    text: str = ""
+    tools: list[str] = Field(default_factory=list)
+    tokens: int = 0
+    dollars: float = 0.0
+    outcome: str = "answered"
+    at: float = 0.0
+
+
+class InFlight(BaseModel):
+    """A turn started and not committed: who started it, and what it did outside the mesh.
+
+    Attributes:
+        host: the runtime that ran it.
+        attempt: the delivery it ran on.
+        effects: the tools with effects outside the mesh it called (none: a retry is safe).
+    """
+
+    host: str
+    attempt: int
+    effects: list[str] = Field(default_factory=list)
+
+
+def model_of(entry: Entry | None, kind: type[Any]) -> Any:
+    """``entry``'s value as a ``kind`` (a fresh one when there is none)."""
+    return kind() if entry is None else kind.model_validate(entry.value)
+
+
+async def read_state(mesh: Mesh, name: str) -> tuple[AgentState, int]:
+    """An agent actor's state and its key's version (0: none yet)."""
+    entry = await mesh.get(state_key(name))
+    return model_of(entry, AgentState), 0 if entry is None else entry.version
+
+
+async def read_conversation(mesh: Mesh, name: str) -> tuple[Conversation, int]:
+    """An agent actor's conversation and its key's version (0: none yet)."""
+    entry = await mesh.get(conversation_key(name))
+    return model_of(entry, Conversation), 0 if entry is None else entry.version
+
+
+async def last_turns(mesh: Mesh, name: str, count: int) -> list[TurnSummary]:
+    """The last ``count`` turn summaries, oldest first."""
+    found = [
+        TurnSummary.model_validate(e.value) async for e in mesh.scan(data_prefix(name) + "turns/")
+    ]
+    return found[-count:]
+
+
+async def held_messages(mesh: Mesh, name: str) -> list[Entry]:
+    """The messages held while the actor is parked, oldest first."""
+    return [e async for e in mesh.scan(data_prefix(name) + "held/")]
+
+
+__all__ = [
+    "AGENT_DATA_PREFIX",
+    "AgentState",
+    "Conversation",
+    "InFlight",
+    "TurnSummary",
+    "conversation_key",
+    "data_prefix",
+    "held_key",
+    "held_messages",
+    "inflight_key",
+    "last_turns",
+    "model_of",
+    "read_conversation",
+    "read_state",
+    "state_key",
+    "today",
+    "turn_key",
+]

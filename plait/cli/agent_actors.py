@@ -1,0 +1,254 @@
+"""``plait agents list|show|start|tell|stop``: profiles, and agent profiles run as actors.
+
+An agent actor (``agents start NAME``) runs its profile as a durable actor served by
+``plait worker`` (or ``plait serve --serve-runs``): one agent turn per message it is
+told or gets from a subscribed topic.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import typer
+
+from plait.agents import AgentDetails, AgentInfo, Agents
+from plait.cli._common import MeshOption, fail, print_json, run, text_arg
+from plait.cli._output import rows, say, styled
+from plait.cli._serving import warn_if_unserved
+from plait.cli.agents import JsonOption, _names, agents_app
+from plait.mesh import Mesh, open_mesh
+from plait.profiles import AgentProfile, get_profile, list_profiles
+from plait.profiles.store import profile_key
+
+
+def _actor_json(info: AgentInfo) -> dict[str, Any]:
+    return {
+        "status": info.status,
+        "profile": info.record.config.get("profile") or info.name,
+        "topics": info.topics,
+        "backlog": info.backlog,
+        "max_concurrency": info.record.config.get("max_concurrency", 1),
+        "turns": info.state.turns,
+        "tokens_today": info.state.tokens,
+        "dollars_today": info.state.dollars,
+        "decision": info.state.decision,
+    }
+
+
+@agents_app.command("list")
+def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
+    """List agent profiles, and the agent actors running them (status, backlog)."""
+
+    async def main() -> tuple[list[AgentProfile], list[AgentInfo]]:
+        async with open_mesh(mesh) as m:
+            return await list_profiles(m), await Agents(m).list()
+
+    profiles, actors = run(main)
+    by_name = {a.name: a for a in actors}
+    if as_json:
+        listed: list[dict[str, Any]] = []
+        for p in profiles:
+            item = p.model_dump(mode="json")
+            if p.name in by_name:
+                item["actor"] = _actor_json(by_name.pop(p.name))
+            listed.append(item)
+        listed += [{"name": a.name, "actor": _actor_json(a)} for a in by_name.values()]
+        print_json(listed)
+        return
+    table: list[list[Any]] = []
+    for p in profiles:
+        a = by_name.pop(p.name, None)
+        table.append(
+            [p.name, p.model or "", ", ".join(p.tools), *(_actor_cells(a) if a else ["", "", ""])]
+        )
+    for a in by_name.values():
+        profile = a.record.config.get("profile") or a.name
+        table.append([a.name, f"(runs {profile})", "", *_actor_cells(a)])
+    rows(["name", "model", "tools", "actor", "topics", "backlog"], table, fit=2)
+
+
+def _actor_cells(info: AgentInfo) -> list[Any]:
+    return [info.status, ", ".join(info.topics), info.backlog]
+
+
+@agents_app.command("show")
+def show_cmd(
+    name: Annotated[str, typer.Argument(metavar="NAME")],
+    turns: Annotated[
+        int, typer.Option("--turns", min=1, metavar="N", help="How many last turns to show.")
+    ] = 10,
+    as_json: JsonOption = False,
+    mesh: MeshOption = None,
+) -> None:
+    """Show the agent profile NAME and, if it runs as an actor, its backlog and last turns."""
+
+    async def main() -> tuple[AgentProfile | None, AgentDetails | None]:
+        async with open_mesh(mesh) as m:
+            details = await _details(m, name, turns)
+            if details is not None and not await m.get(profile_key(name)):
+                return None, details  # an actor running another profile
+            return await get_profile(m, name), details
+
+    profile, details = run(main)
+    if as_json:
+        shown: dict[str, Any] = profile.model_dump(mode="json") if profile else {"name": name}
+        if details is not None:
+            shown["actor"] = _actor_json(details) | {
+                "messages": [e.value for e in details.messages],
+                "last_turns": [t.model_dump(mode="json") for t in details.turns],
+                "conversation_messages": details.conversation,
+            }
+        print_json(shown)
+        return
+    if profile is not None:
+        for label, value in (
+            ("name", profile.name),
+            ("model", profile.model or "(the caller's: --model or PLAIT_MODEL)"),
+            ("tools", ", ".join(profile.tools) or "none"),
+            ("pre-approved", ", ".join(profile.pre_approved) or "none"),
+            ("delegates", ", ".join(profile.delegates) or "none"),
+            ("instructions", profile.system_prompt),
+        ):
+            say(styled(f"{label}: ", "bold"), value)
+    if details is not None:
+        _say_actor(details)
+
+
+async def _details(m: Mesh, name: str, turns: int) -> AgentDetails | None:
+    agents = Agents(m)
+    if not any(a.name == name for a in await agents.list()):
+        return None
+    return await agents.show(name, turns=turns)
+
+
+def _say_actor(d: AgentDetails) -> None:
+    say(styled("actor: ", "bold"), d.record.id, " ", styled(d.status, "bold"))
+    say(styled("topics: ", "bold"), ", ".join(d.topics) or "none")
+    say(
+        styled("today: ", "bold"),
+        f"{d.state.tokens} tokens, ${d.state.dollars:.4f}; {d.state.turns} turns in all",
+    )
+    if d.state.decision:
+        say(styled("waits on decision: ", "bold"), d.state.decision)
+    say(styled(f"backlog ({d.backlog}):", "bold"))
+    for entry in d.messages:
+        say("  ", entry.key.rsplit("/", 1)[1], "  ", entry.value.get("body"))
+    say(styled(f"last turns ({len(d.turns)}):", "bold"))
+    for t in d.turns:
+        at = time.strftime("%H:%M:%S", time.localtime(t.at))
+        tools = f" [{', '.join(t.tools)}]" if t.tools else ""
+        say(f"  #{t.seq} {at} {t.outcome}{tools}: ", t.prompt, styled(" → ", "dim"), t.text)
+
+
+@agents_app.command("start")
+def start_cmd(
+    name: Annotated[str, typer.Argument(metavar="NAME")],
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", metavar="PROFILE", help="The profile it runs (default NAME)."),
+    ] = None,
+    topics: Annotated[
+        str | None,
+        typer.Option("--topics", metavar="T1,T2", help="Topics (or prefixes like tasks.*)."),
+    ] = None,
+    max_concurrency: Annotated[
+        int, typer.Option("--max-concurrency", min=1, metavar="N", help="Turns at once.")
+    ] = 1,
+    from_earliest: Annotated[
+        bool,
+        typer.Option(
+            "--from-earliest", help="New subscriptions get every event their topics still hold."
+        ),
+    ] = False,
+    window: Annotated[
+        int | None,
+        typer.Option("--window", min=2, metavar="N", help="Conversation messages carried."),
+    ] = None,
+    tokens_per_day: Annotated[
+        int | None, typer.Option("--tokens-per-day", min=0, metavar="N")
+    ] = None,
+    dollars_per_day: Annotated[
+        float | None, typer.Option("--dollars-per-day", min=0, metavar="X")
+    ] = None,
+    on_indeterminate: Annotated[
+        str | None,
+        typer.Option(
+            "--on-indeterminate",
+            metavar="retry|skip|escalate",
+            help="A turn a crash interrupted after effects outside the mesh.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="A model overriding the profile's.")
+    ] = None,
+    mesh: MeshOption = None,
+) -> None:
+    """Run the agent profile as the durable actor agent:NAME (a worker serves it)."""
+    text_arg(name, "NAME")
+    config: dict[str, Any] = {}
+    if window is not None:
+        config["window"] = window
+    if on_indeterminate is not None:
+        if on_indeterminate not in ("retry", "skip", "escalate"):
+            fail("--on-indeterminate is one of retry, skip, escalate", code=2)
+        config["on_indeterminate"] = on_indeterminate
+    if model is not None:
+        config["model"] = model
+    budget = {
+        k: v
+        for k, v in (("tokens_per_day", tokens_per_day), ("dollars_per_day", dollars_per_day))
+        if v is not None
+    }
+    if budget:
+        config["budget"] = budget
+
+    async def main() -> AgentInfo:
+        async with open_mesh(mesh) as m:
+            agents = Agents(m)
+            await agents.start(
+                name,
+                profile=profile,
+                topics=_names(topics),
+                max_concurrency=max_concurrency,
+                start="earliest" if from_earliest else "new",
+                **config,
+            )
+            await warn_if_unserved(m)
+            return await agents.show(name, turns=1)
+
+    info = run(main)
+    say("started ", info.record.id, f" (topics: {', '.join(info.topics) or 'none'})")
+
+
+@agents_app.command("tell")
+def tell_cmd(
+    name: Annotated[str, typer.Argument(metavar="NAME")],
+    message: Annotated[str, typer.Argument(metavar="MESSAGE")],
+    mesh: MeshOption = None,
+) -> None:
+    """Send the agent actor NAME a message (one turn handles it); print its id."""
+    text_arg(message, "MESSAGE")
+
+    async def main() -> str:
+        async with open_mesh(mesh) as m:
+            told = await Agents(m).tell(name, message)
+            await warn_if_unserved(m)
+            return told
+
+    say(run(main))
+
+
+@agents_app.command("stop")
+def stop_cmd(name: Annotated[str, typer.Argument(metavar="NAME")], mesh: MeshOption = None) -> None:
+    """Stop the agent actor NAME: its subscriptions end, later messages are dropped."""
+
+    async def main() -> None:
+        async with open_mesh(mesh) as m:
+            await Agents(m).stop(name)
+
+    run(main)
+    say("stopped agent:", name)
+
+
+__all__ = ["list_cmd", "show_cmd", "start_cmd", "stop_cmd", "tell_cmd"]

@@ -1,0 +1,74 @@
+"""``plait agents start|tell|list|show|stop`` through the CLI runner, on a SQLite file
+(nothing serves here: what is told stays in the backlog)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from plait.cli import app
+
+
+@pytest.fixture
+def mesh_args(tmp_path: Path) -> list[str]:
+    return ["--mesh", f"sqlite:///{tmp_path / 'mesh.db'}"]
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_start_tell_list_show_stop(mesh_args: list[str]) -> None:
+    assert invoke("agents", "put", "worker", "--tools", "mesh_get,mesh_put", *mesh_args)[0] == 0
+    code, out, err = invoke(
+        "agents", "start", "w1", "--profile", "worker", "--topics", "tasks.new,jobs.*",
+        "--max-concurrency", "2", "--tokens-per-day", "1000", *mesh_args,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "started agent:w1 (topics: tasks.new, jobs.*)" in out
+    assert "no worker is serving this mesh" in err  # says nothing serves it yet
+    code, out, err = invoke("agents", "tell", "w1", "do \x1b[2J this", *mesh_args)
+    assert code == 0, err
+    message_id = out.strip()
+
+    code, out, _ = invoke("agents", "list", "--json", *mesh_args)
+    listed = {a["name"]: a for a in json.loads(out)}
+    assert "actor" not in listed["worker"]  # the profile itself does not run as an actor
+    actor = listed["w1"]["actor"]
+    assert actor["status"] == "running" and actor["backlog"] == 1
+    assert actor["profile"] == "worker" and actor["max_concurrency"] == 2
+    assert sorted(actor["topics"]) == ["jobs.*", "tasks.new"]
+    code, out, _ = invoke("agents", "list", *mesh_args)
+    assert code == 0 and "w1" in out and "(runs worker)" in out
+
+    code, out, _ = invoke("agents", "show", "w1", "--json", *mesh_args)
+    shown = json.loads(out)["actor"]
+    assert shown["messages"][0]["body"] == {"text": "do \x1b[2J this"}
+    assert shown["last_turns"] == []
+    code, out, _ = invoke("agents", "show", "w1", *mesh_args)
+    assert code == 0 and message_id in out
+    assert "\x1b" not in out and "\\u001b[2J" in out  # person data is shown escaped
+
+    code, out, _ = invoke("agents", "stop", "w1", *mesh_args)
+    assert code == 0
+    code, out, _ = invoke("agents", "list", "--json", *mesh_args)
+    stopped = {a["name"]: a for a in json.loads(out)}["w1"]["actor"]
+    assert stopped["status"] == "stopped" and stopped["topics"] == []
+    code, _, err = invoke("agents", "tell", "w1", "again", *mesh_args)
+    assert code == 1 and "stopped" in err
+    code, out, err = invoke("agents", "start", "w1", "--profile", "worker", *mesh_args)
+    assert code == 0, err
+
+
+def test_unknown_names_are_refused(mesh_args: list[str]) -> None:
+    invoke("mesh", "put", "x", "1", *mesh_args)
+    code, _, err = invoke("agents", "start", "ghost", *mesh_args)
+    assert code == 1 and "unknown agent 'ghost'" in err
+    code, _, err = invoke("agents", "tell", "ghost", "hi", *mesh_args)
+    assert code == 1 and "no agent actor 'ghost'" in err
+    code, _, err = invoke("agents", "start", "w", "--topics", "a*b", *mesh_args)
+    assert code == 1
