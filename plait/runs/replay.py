@@ -16,10 +16,10 @@ from typing import Any
 from plait.errors import TemplateError
 from plait.graphs import engine
 from plait.graphs.engine import NodeResult
-from plait.graphs.nodes.fan_out import FanOutNode
+from plait.graphs.nodes import kind_of
+from plait.graphs.nodes.base import NodeBase
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, RunUsage
-from plait.graphs.template import resolve_path
 from plait.mesh import Mesh
 from plait.runs.audit import FORKED, RETRIED, AuditEvent
 from plait.runs.record import RunRecord
@@ -94,7 +94,7 @@ async def replay(mesh: Mesh, spec: GraphSpec, rec: RunRecord, events: list[Audit
             input_tokens=int(event.usage.get("input_tokens", 0)),
             output_tokens=int(event.usage.get("output_tokens", 0)),
             dollars=float(event.usage.get("dollars", 0.0)),
-            items=_map_items(node, state),
+            items=_map_items(node, state, key),
             started_at=float(event.detail.get("started_at") or event.at),
             ended_at=float(event.detail.get("ended_at") or event.at),
         )
@@ -140,23 +140,14 @@ async def _forked_from(mesh: Mesh, state: RunState, event: AuditEvent) -> RunSta
     )
 
 
-def _map_items(node: Any, state: RunState) -> dict[str, list[Any]]:
-    """What a fan-out node's ``map`` targets run over, read from the replayed outputs
-    as its executor read them (other nodes: nothing)."""
-    if not isinstance(node, FanOutNode):
+def _map_items(node: NodeBase, state: RunState, key: str) -> dict[str, list[Any]]:
+    """What a dispatcher's targets run over, read from the replayed outputs as its
+    executor read them (nothing if they cannot be read: that visit failed)."""
+    outputs = {name: out.value for name, out in state.outputs.items()}
+    try:
+        return kind_of(node).items(node, outputs, key)
+    except TemplateError:
         return {}
-    items: dict[str, list[Any]] = {}
-    for spec_ in node.specs:
-        source = state.outputs.get(spec_.source_node_id or "")
-        if spec_.kind != "map" or source is None:
-            continue
-        try:
-            found = resolve_path(source.value, spec_.source_path or "")
-        except TemplateError:
-            continue
-        if isinstance(found, list):
-            items[spec_.target_node_id or ""] = found
-    return items
 
 
 def spent(events: list[AuditEvent]) -> RunUsage:

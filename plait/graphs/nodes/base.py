@@ -216,6 +216,10 @@ def _no_check(node: Any, path: str, checks: Checks) -> None:
     return None
 
 
+def _no_items(node: Any, outputs: Mapping[str, Any], key: str) -> dict[str, list[Any]]:
+    return {}
+
+
 def _false(node: Any) -> bool:
     return False
 
@@ -249,6 +253,9 @@ class NodeKind(Generic[N]):
             of ``source``'s output (a ``map`` fan-out).
         tools: ``(path under the node, tool)`` for every tool it names.
         spawn: for a dispatcher, the instances a committed visit starts.
+        items: for a dispatcher, the elements each of its targets runs over, read from
+            the outputs (``TemplateError`` if they cannot be read); what a replay of a
+            committed visit hands back as its result's items.
         next_nodes: where a committed visit leads, given the static successors.
         carries_history: a later visit carries this visit's conversation.
         on_indeterminate: the default policy after a crash mid-node, given whether
@@ -272,6 +279,7 @@ class NodeKind(Generic[N]):
     feeds: Callable[[N], Iterator[tuple[str, str]]] = _nothing
     tools: Callable[[N], Iterator[tuple[str, str]]] = _nothing
     spawn: Callable[[N, NodeResult], list[Spawn]] | None = None
+    items: Callable[[N, Mapping[str, Any], str], dict[str, list[Any]]] = _no_items
     next_nodes: Callable[[N, NodeResult, Sequence[str]], Sequence[str]] = _static
     carries_history: Callable[[N], bool] = _false
     on_indeterminate: Callable[[N, bool], IndeterminatePolicy] = _retry

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from pydantic import Field
@@ -58,31 +58,39 @@ class FanOutNode(NodeBase):
     specs: list[FanOutSpec] = Field(min_length=1)
 
 
+def _items(node: FanOutNode, outputs: Mapping[str, Any], key: str) -> dict[str, list[Any]]:
+    """The elements each ``map`` target runs over, read from ``outputs``."""
+    items: dict[str, list[Any]] = {}
+    for spec_ in node.specs:
+        if spec_.kind != "map":
+            continue
+        source = spec_.source_node_id or ""
+        if source not in outputs:
+            raise TemplateError(key, source, "the map's source node has no output yet")
+        found = resolve_path(
+            outputs[source],
+            spec_.source_path or "",
+            node=key,
+            key=f"{source}.{spec_.source_path}".rstrip("."),
+        )
+        if not isinstance(found, list):
+            raise TemplateError(
+                key,
+                f"{source}.{spec_.source_path}",
+                f"is a {type(found).__name__}, not a list to map over",
+            )
+        items[spec_.target_node_id or ""] = found
+    return items
+
+
 async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -> NodeResult:
     node = v.node
     assert isinstance(node, FanOutNode)
-    items: dict[str, list[Any]] = {}
+    items = _items(node, ctx.outputs, v.key)
     counts: dict[str, int] = {}
     for spec_ in node.specs:
         if spec_.kind == "map":
-            source = spec_.source_node_id or ""
-            if source not in ctx.outputs:
-                raise TemplateError(v.key, source, "the map's source node has no output yet")
-            found = resolve_path(
-                ctx.outputs[source],
-                spec_.source_path or "",
-                node=v.key,
-                key=f"{source}.{spec_.source_path}".rstrip("."),
-            )
-            if not isinstance(found, list):
-                raise TemplateError(
-                    v.key,
-                    f"{source}.{spec_.source_path}",
-                    f"is a {type(found).__name__}, not a list to map over",
-                )
-            target = spec_.target_node_id or ""
-            items[target] = found
-            counts[target] = len(found)
+            counts[spec_.target_node_id or ""] = len(items[spec_.target_node_id or ""])
         elif spec_.kind == "broadcast":
             counts[spec_.target_node_id or ""] = spec_.count or 0
         else:
@@ -162,6 +170,7 @@ KIND = NodeKind(
     routes=_routes,
     feeds=_feeds,
     spawn=_spawn,
+    items=_items,
     no_next="a fan_out node dispatches through its specs, not next",
     no_edges="a fan_out node has no real outgoing edges ({link}); name its targets in its specs",
 )
