@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import plait
@@ -218,3 +219,42 @@ async def test_gather_in_a_node_and_a_failed_branch_rerun_alone(flag: Path, mesh
     assert again.status == "done", again.error
     assert sorted(again.reused) == ["fetch[0]#1", "split#1"]
     assert sorted(CALLS[str(flag)]) == ["both", "both", "fetch"]  # fetch passed: not again
+
+
+GATES: dict[str, anyio.Event] = {}
+
+
+async def slow(input: dict[str, Any]) -> str:
+    """Waits for its test to open the gate."""
+    called(input, "slow")
+    await GATES[input["flag"]].wait()
+    return "slow"
+
+
+async def test_two_runs_under_one_key_at_once_are_not_interleaved(flag: Path, mesh: Mesh) -> None:
+    g = plait.Graph("keyed-slow")
+    g.node(slow)
+    input = {"flag": str(flag)}
+    GATES[str(flag)] = anyio.Event()
+    outcome: list[RunKeyConflict | GraphRun] = []
+
+    async def run() -> None:
+        try:
+            outcome.append(await g.run(input, run_key="once", mesh=mesh))
+        except RunKeyConflict as exc:
+            outcome.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(10):
+            while CALLS.get(str(flag)) != ["slow"]:
+                await anyio.sleep(0.01)
+            tg.start_soon(run)  # the second reads the key after the first wrote it
+            while CALLS.get(str(flag)) != ["slow", "slow"]:
+                await anyio.sleep(0.01)
+        GATES[str(flag)].set()
+    # One is refused (the first: the second wrote the key after the first read it).
+    refused, done = outcome if isinstance(outcome[0], RunKeyConflict) else outcome[::-1]
+    assert isinstance(refused, RunKeyConflict) and refused.reason == "changed"
+    assert "another run" in str(refused)
+    assert isinstance(done, GraphRun) and done.status == "done"
