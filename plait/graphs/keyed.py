@@ -179,6 +179,7 @@ class RunKeeper:
         self.record = record
         self.version = 0
         self.reused: list[str] = []
+        self._replayed: set[str] = set()
         self._replay = dict(record.visits) if record is not None else {}
         self._written: RunState | None = None
 
@@ -245,6 +246,7 @@ class RunKeeper:
         if found is None:
             return None
         self.reused.append(f"{key}#{visit}")
+        self._replayed.add(f"{key}#{visit}")
         return found.result()
 
     async def save(self, state: RunState, passed: tuple[str, int, NodeResult] | None) -> None:
@@ -255,6 +257,10 @@ class RunKeeper:
             RunKeyConflict: another run wrote the key meanwhile.
             GraphError: a value is not JSON data.
         """
+        if passed is not None and f"{passed[0]}#{passed[1]}" in self._replayed:
+            passed = None  # a kept visit replayed: the record holds it already
+            if not state.terminal and state.waiting is None:
+                return  # nothing new to write until the run ends or parks
         if passed is None and state is self._written:
             return
         record = self.record or KeyedRecord(
