@@ -16,6 +16,7 @@ import plait
 from plait.errors import RunKeyConflict
 from plait.graphs import GraphRun
 from plait.mesh import Mesh, open_mesh
+from plait.models import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -258,3 +259,29 @@ async def test_two_runs_under_one_key_at_once_are_not_interleaved(flag: Path, me
     assert isinstance(refused, RunKeyConflict) and refused.reason == "changed"
     assert "another run" in str(refused)
     assert isinstance(done, GraphRun) and done.status == "done"
+
+
+async def judge(input: dict[str, Any], draft: str) -> str:
+    """Fails while the flag file exists; else passes the draft on."""
+    called(input, "judge")
+    if Path(input["flag"]).exists():
+        raise RuntimeError("not yet")
+    return draft.upper()
+
+
+async def test_an_agent_that_passed_is_not_asked_again(flag: Path, mesh: Mesh) -> None:
+    model = ScriptedModel([{"node": "draft", "text": "three files"}])
+    g = plait.Graph("keyed-agent", budget=20)
+    g.agent("draft", "Describe {{input.flag}}", next="judge")
+    g.node(judge)
+    input = {"flag": str(flag)}
+    first = await g.run(input, run_key="a", mesh=mesh, model=model)
+    assert first.status == "failed" and len(model.calls) == 1
+    flag.unlink()
+    again = await g.run(input, run_key="a", mesh=mesh, model=model)
+    assert again.status == "done", again.error
+    assert again.output == "THREE FILES"
+    assert again.reused == ["draft#1"] and len(model.calls) == 1  # the model was not asked
+    assert again.trajectory[0] == first.trajectory[0]
+    assert first.usage.tokens > 0
+    assert again.usage.tokens == first.usage.tokens  # the reused visit counts what it spent
