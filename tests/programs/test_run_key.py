@@ -13,10 +13,14 @@ import anyio
 import pytest
 
 import plait
+from plait.decisions import Human
 from plait.errors import RunKeyConflict
 from plait.graphs import GraphRun
+from plait.graphs.store import import_graph
 from plait.mesh import Mesh, open_mesh
 from plait.models import ScriptedModel
+from plait.runs import Runs
+from tests.runs.helpers import hosting, settle
 
 pytestmark = pytest.mark.anyio
 
@@ -285,3 +289,23 @@ async def test_an_agent_that_passed_is_not_asked_again(flag: Path, mesh: Mesh) -
     assert again.trajectory[0] == first.trajectory[0]
     assert first.usage.tokens > 0
     assert again.usage.tokens == first.usage.tokens  # the reused visit counts what it spent
+
+
+async def test_a_raising_function_fails_its_node_durably_too(flag: Path, mesh: Mesh) -> None:
+    """The same graph run durably fails at the same node with the same evidence, and
+    ``graph retry`` (the durable rerun) goes on from there, as a rerun under a key does."""
+    g = flaky()
+    input = {"flag": str(flag)}
+    in_session = await g.run(input)
+    await import_graph(mesh, g.compile(durable=True))
+    runs = Runs(mesh)
+    async with hosting(mesh):
+        rec = await runs.start("assistant", "keyed-flaky", input=input)
+        failed = await settle(runs, rec.run_id)
+        assert failed.status == "failed"
+        assert failed.error == in_session.error
+        flag.unlink()
+        await runs.retry(rec.run_id, by=Human("ana"))
+        done = await settle(runs, rec.run_id, since=failed)
+        assert done.status == "done", done.error
+    assert CALLS[str(flag)] == ["fetch", "check", "fetch", "check", "check", "report"]
