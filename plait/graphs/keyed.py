@@ -148,7 +148,8 @@ def store_url(store: Mesh | str | None, mesh: Mesh | None) -> Mesh | str:
     url = resolve_mesh_url(None)
     path = sqlite_path(url)
     if path is not None and not path.is_absolute():
-        url = f"sqlite:///{path.absolute()}"
+        query = url.partition("?")[2]
+        url = f"sqlite:///{path.absolute()}" + (f"?{query}" if query else "")
     return url
 
 
