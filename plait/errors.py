@@ -21,7 +21,8 @@ same call may succeed if simply tried again.
     │   ├── GraphValidationError (ValueError) every problem of a graph spec at once
     │   ├── GraphNotFound (LookupError)
     │   ├── GraphVersionExists                a stored version is immutable
-    │   └── TemplateError                     a template names an output that is missing
+    │   ├── TemplateError                     a template names an output that is missing
+    │   └── RunKeyConflict                    a run key holds another graph or input's run
     ├── ModelError                            a model call failed
     │   ├── ModelRateLimited                  (retryable)
     │   ├── ModelTimeout                      (retryable)
@@ -223,6 +224,24 @@ class TemplateError(GraphError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.node, self.key, self.reason))
+
+
+class RunKeyConflict(GraphError):
+    """An in-session run under a run key cannot go on from what the key holds.
+
+    Attributes:
+        run_key: the run key.
+        reason: ``graph`` (another graph version ran under the key), ``input`` (another
+            input did) or ``changed`` (the key was written meanwhile, by another run).
+    """
+
+    def __init__(self, run_key: str, reason: str, message: str) -> None:
+        self.run_key = run_key
+        self.reason = reason
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_key, self.reason, str(self)))
 
 
 # -- models -------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ValidationError
 
-from plait.errors import GraphValidationError, ProgramInputInvalid
+from plait.errors import GraphValidationError, PlaitError, ProgramError, ProgramInputInvalid
 from plait.graphs.problems import Problem
 from plait.graphs.session import GraphRun, resume_graph, run_graph
 from plait.graphs.spec import GraphSpec
@@ -316,9 +316,26 @@ class Graph:
             raise GraphValidationError(problems, f"graph {self.name!r}")
         return report.spec
 
-    async def run(self, input: Any = None, **options: Any) -> GraphRun:
-        """Run the graph in this process: see :func:`plait.graphs.session.run_graph`."""
-        return await run_graph(self.compile(), input, **options)
+    async def run(
+        self,
+        input: Any = None,
+        *,
+        run_key: str | None = None,
+        fresh: bool = False,
+        **options: Any,
+    ) -> GraphRun:
+        """Run the graph in this process: see :func:`plait.graphs.session.run_graph`.
+
+        With ``run_key``, each committed node's result is kept under the key (in
+        ``store=`` if given, else in ``mesh=``, else in the default mesh: ``mesh.db`` in
+        ``PLAIT_HOME`` or the nearest ``.plait/``), and a rerun with the same key, input
+        and graph goes on after the nodes that passed: they are not called again, the
+        one that failed is. Another input or graph version under the key is refused
+        (:class:`~plait.errors.RunKeyConflict`) unless ``fresh=True`` starts over. A
+        function's body is not part of the graph version: bump ``version`` after
+        changing one, or pass ``fresh=True``.
+        """
+        return await run_graph(self.compile(), input, run_key=run_key, fresh=fresh, **options)
 
     async def resume(self, run: GraphRun, answer: str, **options: Any) -> GraphRun:
         """Continue an in-session run that waits on a person, with their ``answer``."""
@@ -465,8 +482,15 @@ class _Function:
                 elif name in models:
                     value = _validated(models[name], value, fn, name)
                 kwargs[name] = value
-            result = fn(**kwargs, **granted)
-            return await result if inspect.isawaitable(result) else result
+            try:
+                result = fn(**kwargs, **granted)
+                return await result if inspect.isawaitable(result) else result
+            except PlaitError:
+                raise
+            except Exception as exc:
+                # The node fails with this as its evidence, as a node of any kind does;
+                # cancellation is no Exception and passes through.
+                raise ProgramError(f"{fn.__qualname__} raised {type(exc).__name__}: {exc}") from exc
 
         program = CallableProgram(
             ref=import_path(fn),

@@ -3,8 +3,11 @@
 ``await run_graph(spec, input, model=...)`` loops the pure engine and the executors
 until the run is done, failed, or waiting on a person; ready nodes (fan-out instances,
 parallel branches) run concurrently. A waiting run resumes with
-``await resume_graph(run, answer)``. Nothing is persisted: for runs that must survive
-a crash, use durable runs (:mod:`plait.runs`), which walk the same trajectory.
+``await resume_graph(run, answer)``. Nothing is persisted unless the run is given a
+``run_key``: then each commit is kept under the key (:mod:`plait.graphs.keyed`) and a
+rerun with the same key does not run again the nodes that passed. For runs that go on
+by themselves after a crash, use durable runs (:mod:`plait.runs`), which walk the same
+trajectory.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from plait.errors import ConfigError, GraphError, GraphNotFound
 from plait.graphs.compiled import CompiledGraph, compile_graph
 from plait.graphs.events import NodeCommitted
 from plait.graphs.executors import execute
+from plait.graphs.keyed import RunKeeper, opened, passed, store_url
 from plait.graphs.loader import load_graph
 from plait.graphs.ports import AnswersUpFront, ExecEnv, MemoryHistories
 from plait.graphs.spec import GraphSpec
@@ -54,9 +58,15 @@ class GraphRun(BaseModel):
     trajectory: list[TrajectoryStep] = Field(default_factory=list)
     usage: RunUsage = Field(default_factory=RunUsage)
     state: RunState
+    run_key: str | None = None
+    """The run key the run is kept under, if any."""
+    reused: list[str] = Field(default_factory=list)
+    """The visits (``<node>#<visit>``) that passed in an earlier run under the run key
+    and took their kept result here instead of running again."""
 
     _setup: _Setup | None = PrivateAttr(default=None)
     _histories: dict[str, list[Message]] = PrivateAttr(default_factory=dict)
+    _key_version: int = PrivateAttr(default=0)
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,9 @@ class _Setup:
     """Answers to one visit each, given when a parked run resumed."""
     mesh: Mesh | None = None
     """What program nodes act on and read saved programs from."""
+    run_key: str | None = None
+    store: Mesh | str | None = None
+    """Where the run key's record is kept: a mesh, or the URL of one."""
 
 
 @dataclass
@@ -86,6 +99,7 @@ class _Session:
     env: ExecEnv
     histories: MemoryHistories
     trajectory: list[TrajectoryStep] = field(default_factory=list)
+    keeper: RunKeeper | None = None
 
 
 _OPTIONS = frozenset(
@@ -110,8 +124,22 @@ async def run_graph(
     run_id: str | None = None,
     input_untrusted: bool = False,
     mesh: Mesh | None = None,
+    run_key: str | None = None,
+    fresh: bool = False,
+    store: Mesh | str | None = None,
 ) -> GraphRun:
     """Run a graph in this process until it is done, failed or waiting on a person.
+
+    With a ``run_key``, each visit that passes is kept under the key as it commits,
+    and a rerun with the same key, graph version and input does not run those nodes
+    again: it walks the same path taking their kept results (their steps appear in the
+    trajectory as before, and in :attr:`GraphRun.reused`), and runs the node that
+    failed, or waited on a person (answered by ``answers`` or asking again), and what
+    follows. A rerun of a run that ended done returns its output without running a
+    node. Reruns keep the first run's id; the graph's budget holds each rerun as it
+    holds a run (the reused visits count what they spent the first time). The graph
+    version is the spec's sha256: a function node's body is not part of it, so after
+    changing one, bump the graph's ``version`` or pass ``fresh=True``.
 
     Args:
         graph: a spec, a mapping in the graph file format, or the path of a graph file.
@@ -130,6 +158,17 @@ async def run_graph(
         input_untrusted: the input came from outside (an uploaded document): what
             reads it is tainted and loses its pre-approved tools.
         mesh: the mesh program nodes get as capabilities and read saved programs from.
+        run_key: keep the run under this key (see above).
+        fresh: start over under ``run_key``, replacing what it holds.
+        store: where the run key's record is kept: a mesh (left open) or a mesh URL.
+            Default: ``mesh`` if given, else the default mesh (``PLAIT_MESH``, else
+            ``mesh.db`` in ``PLAIT_HOME`` or the nearest ``.plait/`` directory, else a
+            new ``.plait/mesh.db`` here), at ``sessions/<agent>/<graph>/<run_key>``.
+
+    Raises:
+        RunKeyConflict: ``run_key`` holds a run of another graph version or input (and
+            ``fresh`` is not set), or another run wrote it meanwhile.
+        GraphError: with a ``run_key``, the input or an output is not JSON data.
     """
     setup = _Setup(
         spec=graph if isinstance(graph, GraphSpec) else load_graph(graph),
@@ -143,12 +182,28 @@ async def run_graph(
         cwd=cwd or Path.cwd(),
         on_step=on_step,
         mesh=mesh,
+        run_key=run_key,
+        store=store_url(store, mesh) if run_key is not None else None,
     )
-    run_id = run_id or new_run_id(SESSION_RUN_ID_PREFIX)
-    session = _session(setup, run_id, {}, [])
+    if run_key is None or setup.store is None:
+        run_id = run_id or new_run_id(SESSION_RUN_ID_PREFIX)
+        session = _session(setup, run_id, {}, [])
+        return await _loop(session, _start(session, run_id, input, input_untrusted))
+    async with opened(setup.store) as kept:
+        compiled = compile_graph(setup.spec)
+        keeper = await RunKeeper.open(kept, run_key, compiled, input, fresh=fresh)
+        run_id = keeper.run_id or run_id or new_run_id(SESSION_RUN_ID_PREFIX)
+        session = _session(setup, run_id, {}, [])
+        session.keeper = keeper
+        state = _start(session, run_id, input, input_untrusted)
+        await keeper.save(state, None)  # counts the run, and claims the key first
+        return await _loop(session, state)
+
+
+def _start(session: _Session, run_id: str, input: Any, untrusted: bool) -> RunState:
     state = engine.start(session.graph, run_id, input, now=time.time())
-    state.input_tainted = input_untrusted
-    return await _loop(session, state)
+    state.input_tainted = untrusted
+    return state
 
 
 async def resume_graph(run: GraphRun, answer: str, **options: Any) -> GraphRun:
@@ -227,7 +282,15 @@ async def resume_graph(run: GraphRun, answer: str, **options: Any) -> GraphRun:
     session = _session(setup, run.run_id, run._histories, run.trajectory)
     now = time.time()
     state = engine.raise_budget(run.state, extra, now=now) if extra else run.state
-    return await _loop(session, engine.resume(state, now=now))
+    state = engine.resume(state, now=now)
+    if setup.run_key is None or setup.store is None:
+        return await _loop(session, state)
+    async with opened(setup.store) as kept:
+        session.keeper = await RunKeeper.attach(
+            kept, setup.run_key, session.graph, run._key_version
+        )
+        session.keeper.reused = list(run.reused)
+        return await _loop(session, state)
 
 
 def _model(model: Model | str | None) -> Model | None:
@@ -273,6 +336,9 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
         if len(group.exceptions) == 1:
             raise group.exceptions[0] from None
         raise
+    keeper = session.keeper
+    if keeper is not None:
+        await keeper.save(state, None)
     output = None
     if state.status == "done" and state.output_node is not None:
         output = state.outputs[state.output_node].value
@@ -286,9 +352,12 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
         trajectory=session.trajectory,
         usage=state.usage,
         state=state,
+        run_key=session.setup.run_key,
+        reused=list(keeper.reused) if keeper is not None else [],
     )
     run._setup = session.setup
     run._histories = dict(session.histories.saved)
+    run._key_version = keeper.version if keeper is not None else 0
     return run
 
 
@@ -306,6 +375,9 @@ async def _drive(session: _Session, state: RunState) -> RunState:
         await send.send((key, result))
 
     async def _execute(key: str, visit: int, snapshot: RunState) -> engine.NodeResult:
+        kept = session.keeper.kept(key, visit) if session.keeper is not None else None
+        if kept is not None:
+            return kept  # it passed in an earlier run under the run key
         # A retry after a transient error waits its backoff first, as a durable run's
         # delayed wake does.
         delay = engine.retry_delay_s(graph, snapshot, key)
@@ -336,7 +408,11 @@ async def _drive(session: _Session, state: RunState) -> RunState:
                 in_flight += len(claimed)
                 key, result = await receive.receive()
                 in_flight -= 1
+            attempt = state.attempts.get(key)
             state = _commit(session, state, key, result, values)
+            if session.keeper is not None:
+                kept = (key, attempt.visit, result) if attempt and passed(result) else None
+                await session.keeper.save(state, kept)
             if state.terminal:
                 tg.cancel_scope.cancel()
                 break
