@@ -478,6 +478,10 @@ class HostActor:
             raise ActorError(f"host {self.host} did not start serving: {self.error}")
         return self.info()
 
+    def started_with(self) -> tuple[str, HostSpec]:
+        """The mesh URL and spec it serves (a new host of the set copies them)."""
+        return self.url, self.spec
+
     def info(self) -> dict[str, Any]:
         """Its host id, pid, the partitions it serves, dedicated actors, handled count."""
         runtime = self.runtime
@@ -505,6 +509,16 @@ class HostActor:
             self._loop.call_soon_threadsafe(self._stop.set)
         await asyncio.to_thread(self._done.wait)
         return self.info()
+
+
+def ray_host_of(host_id: str) -> tuple[str, str] | None:
+    """The Ray namespace and name in a Ray host's id (``ray:NS/NAME:PID:RANDOM``), or
+    None for a host that is no Ray actor."""
+    if not host_id.startswith("ray:"):
+        return None
+    where = host_id[len("ray:") :].split(":", 1)[0]
+    namespace, _, name = where.rpartition("/")
+    return (namespace, name) if name else None
 
 
 def host_options(
@@ -689,6 +703,7 @@ __all__ = [
     "RuntimeSpec",
     "host_options",
     "mesh_url_of",
+    "ray_host_of",
     "refuse_unshared",
     "require_ray",
     "split_resources",
