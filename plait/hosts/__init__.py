@@ -36,7 +36,7 @@ from plait.actors.ray_runtime import (
     require_ray,
     start_host,
 )
-from plait.errors import ConfigError
+from plait.errors import ConfigError, PlaitError
 from plait.mesh import Mesh
 from plait.models import load_model
 from plait.runs import serve
@@ -175,9 +175,23 @@ async def scale(
         start_host(url, spec, name=f"{HOST_PREFIX}{i}", namespace=namespace, detached=True)
         for i in range(count)
     ]
-    infos = list(await asyncio.gather(*(h.ready.remote() for h in handles)))
+    results = await asyncio.gather(*(h.ready.remote() for h in handles), return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed:
+        # A host that cannot serve (a mesh it cannot use) would only sit there.
+        for handle, result in zip(handles, results, strict=True):
+            if isinstance(result, BaseException):
+                require_ray().kill(handle, no_restart=True)
+        raise _cause(failed[0])
+    infos: list[dict[str, Any]] = [r for r in results if isinstance(r, dict)]
     await drain(extra, namespace=namespace)
     return [{"name": f"{HOST_PREFIX}{i}", **info} for i, info in enumerate(infos)]
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The plait error a Ray task error carries (its ``cause``), or ``exc`` itself."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, PlaitError) else exc
 
 
 async def drain(names: list[str] | None = None, *, namespace: str = NAMESPACE) -> int:
