@@ -103,6 +103,41 @@ def start_head(num_cpus: int = 2, resources: dict[str, float] | None = None) -> 
     return cluster
 
 
+def join_node(head: str, resources: dict[str, float] | None = None) -> RayCluster:
+    """Start a second node joined to the head at ``head`` (one CPU), as a Ray worker
+    machine would; it is up once the head counts it."""
+    import ray
+
+    alive = sum(1 for n in ray.nodes() if n["Alive"])
+    args = [
+        str(RAY), "start", "--block",
+        "--address", head,
+        "--node-ip-address", "127.0.0.1",
+        "--num-cpus", "1",
+        "--object-store-memory", str(200 * 1024 * 1024),
+        "--resources", repr(resources or {}).replace("'", '"'),
+        "--disable-usage-stats",
+        "--dashboard-agent-listen-port", str(free_port()),
+        "--dashboard-agent-grpc-port", str(free_port()),
+        "--runtime-env-agent-port", str(free_port()),
+        "--metrics-export-port", str(free_port()),
+    ]  # fmt: skip
+    temp_dir = tempfile.mkdtemp(prefix="rn", dir="/tmp")
+    log = Path(temp_dir) / "node.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            args, env=ray_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    node = RayCluster(head, proc, temp_dir)
+    deadline = time.monotonic() + 60
+    while sum(1 for n in ray.nodes() if n["Alive"]) <= alive:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            node.stop()
+            raise RuntimeError(f"ray start --address failed:\n{log.read_text()}")
+        time.sleep(0.2)
+    return node
+
+
 def connect(cluster: RayCluster) -> Any:
     """Connect this process to ``cluster`` as a driver; the ``ray`` module."""
     import ray

@@ -422,6 +422,7 @@ class HostActor:
         self._stop: asyncio.Event | None = None
         self._done = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.node = self._node_id()
         tune_gc_for_serving()
         try:
             loop = asyncio.get_running_loop()
@@ -441,6 +442,13 @@ class HostActor:
         except Exception:  # not in a Ray actor (a test building one directly)
             name, namespace = "host", NAMESPACE
         return f"ray:{namespace}/{name}:{os.getpid()}:{new_id()}"
+
+    @staticmethod
+    def _node_id() -> str | None:
+        try:
+            return str(require_ray().get_runtime_context().get_node_id())
+        except Exception:  # not in a Ray actor
+            return None
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -483,11 +491,12 @@ class HostActor:
         return self.url, self.spec
 
     def info(self) -> dict[str, Any]:
-        """Its host id, pid, the partitions it serves, dedicated actors, handled count."""
+        """Its host id, pid, Ray node, the partitions it serves, dedicated actors, handled count."""
         runtime = self.runtime
         return {
             "host": self.host,
             "pid": os.getpid(),
+            "node": self.node,
             "serving": sorted(runtime.serving) if runtime else [],
             "dedicated": runtime.dedicated if runtime else [],
             "handled": runtime.handled if runtime else self.handled,
@@ -533,6 +542,8 @@ def host_options(
         "max_concurrency": 64,
         "namespace": namespace,
         "num_cpus": 0,
+        # Hosts of a set on different nodes where it can: a node lost takes fewer.
+        "scheduling_strategy": "SPREAD",
     }
     if name is not None:
         options["name"] = name

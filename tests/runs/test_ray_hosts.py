@@ -19,7 +19,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+
+from plait.hosts import host_infos
 
 from .helpers import Cli, poll, store
 from .test_crash import with_mesh
@@ -233,4 +236,34 @@ def test_scaling_hosts_with_runs_in_flight_commits_each_visit_once(
     assert "drained 1 host(s)" in said
     for rec in done:
         assert rec.status == "done", (rec.error, said)
+        assert committed_once(cli.mesh_url, rec.run_id) == CHAIN_VISITS
+
+
+def test_the_compose_topology_without_docker(
+    ray_cluster: str, mesh_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """docker-compose.yml's topology on this machine: the head, a second Ray node joined
+    to it (``ray start --address``), and ``plait worker --runtime ray --hosts 2``."""
+    from ray_cluster import join_node
+
+    node = join_node(ray_cluster)
+    cli = ray_cli(tmp_path, mesh_url)
+    graph, model = quick_chain(tmp_path)
+    with_mesh(cli.mesh_url, lambda mesh: store(mesh, graph))
+    worker = ray_worker(cli, ray_cluster, namespace, 2, "--model", model)
+    try:
+        poll(lambda: logged_shares(worker, 4, 4), timeout=60)
+        poll(lambda: shares(cli, namespace, 4, 4), timeout=30)
+        nodes = {info["node"] for info in anyio.run(host_infos, namespace)}
+        run_ids = start_runs(cli.mesh_url, "quick-chain", [f"t{i}" for i in range(4)])
+        done = all_terminal(cli.mesh_url, run_ids, timeout=60)
+        said = worker.stop()
+    finally:
+        worker.kill()
+        node.stop()
+    assert "drained 2 host(s)" in said
+    assert [r.status for r in done] == ["done"] * 4
+    # Spread: one host on each node.
+    assert len(nodes) == 2
+    for rec in done:
         assert committed_once(cli.mesh_url, rec.run_id) == CHAIN_VISITS
