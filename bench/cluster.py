@@ -89,9 +89,9 @@ async def serve_round(mesh: Mesh) -> float:
     return transitions / (time.perf_counter() - started)
 
 
-async def wait_members(mesh: Mesh, count: int, timeout: float = 60.0) -> None:
+async def wait_members(mesh: Mesh, count: int, within_s: float = 60.0) -> None:
     """Wait until ``count`` members serve and every partition is held."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within_s
     while True:
         members = await read_members(mesh)
         leases = await read_leases(mesh)
