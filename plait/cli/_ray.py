@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -15,7 +16,7 @@ from plait.actors.ray_runtime import NAMESPACE, ray_host_of, refuse_unshared, re
 from plait.cli._common import err_console, fail, run
 from plait.cli._output import clean
 from plait.errors import ConfigError
-from plait.hosts import RunsSpec, drain, scale
+from plait.hosts import RunsSpec, drain, scale, started_with
 from plait.mesh import Mesh, open_mesh, redact_url
 from plait.mesh._base import now_ms
 
@@ -140,6 +141,38 @@ async def _watch(mesh: Mesh, namespace: str, count: int) -> None:
         await anyio.sleep(0.5)
 
 
+def ray_mesh(url: str) -> str:
+    """For ``--runtime ray`` on a command: ``url`` once Ray is reachable (exits 2 for a
+    mesh hosts cannot share, or without Ray); connects to ``RAY_ADDRESS`` or the
+    cluster on this machine."""
+    refuse(url)
+    connect(None, NAMESPACE)
+    return url
+
+
+async def ensure_hosts(url: str, namespace: str = NAMESPACE) -> None:
+    """Have Ray hosts serve ``url``: adopt those of ``namespace`` if they serve it, else
+    start one (detached: it goes on serving after this command).
+
+    Raises:
+        ConfigError: the namespace's hosts serve another mesh.
+    """
+    found = await started_with(namespace)
+    if found is not None:
+        if redact_url(found[0]) != redact_url(url):
+            raise ConfigError(
+                f"the Ray hosts of namespace {namespace!r} serve {redact_url(found[0])}, "
+                f"not {redact_url(url)}: start hosts for this mesh with `plait worker "
+                "--runtime ray --namespace NS`"
+            )
+        return
+    (info,) = await scale(url, RunsSpec(cwd=str(Path.cwd())), 1, namespace=namespace)
+    err_console.print(
+        clean(f"started Ray host {info['name']} ({info['host']}) serving {redact_url(url)}"),
+        highlight=False,
+    )
+
+
 def scale_hosts(
     url: str | None, count: int, *, namespace: str = NAMESPACE, address: str | None = None
 ) -> list[dict[str, Any]]:
@@ -157,7 +190,9 @@ __all__ = [
     "AddressOption",
     "NamespaceOption",
     "connect",
+    "ensure_hosts",
     "holdings",
+    "ray_mesh",
     "ray_worker",
     "refuse",
     "scale_hosts",

@@ -267,3 +267,39 @@ def test_the_compose_topology_without_docker(
     assert len(nodes) == 2
     for rec in done:
         assert committed_once(cli.mesh_url, rec.run_id) == CHAIN_VISITS
+
+
+def test_graph_run_on_the_ray_runtime_hands_the_run_to_a_ray_host(
+    ray_cluster: str, mesh_url: str, tmp_path: Path
+) -> None:
+    from plait.hosts import drain
+
+    cli = ray_cli(tmp_path, mesh_url)
+    cli.env["RAY_ADDRESS"] = ray_cluster
+    graph, model = quick_chain(tmp_path)
+    with_mesh(cli.mesh_url, lambda mesh: store(mesh, graph))
+    try:
+        done = cli("graph", "run", "assistant", "quick-chain", "--input", "x", "--model", model,
+                   "--runtime", "ray", "--json", timeout=90)  # fmt: skip
+        # No worker served the mesh: the command started a host, which served the run
+        # (this process only watched) and goes on serving.
+        assert "started Ray host host-0" in done.stderr
+        assert named_hosts("plait") == ["host-0"]
+        rec = json.loads(done.stdout)
+        assert rec["status"] == "done"
+        (host,) = ray_members(cli).values()
+        assert set(committers(cli.mesh_url, rec["run_id"]).values()) == {host["host"]}
+        # A second run is handed to the host already serving.
+        again = cli("graph", "run", "assistant", "quick-chain", "--input", "y", "--model", model,
+                    "--runtime", "ray", "--json", timeout=90)  # fmt: skip
+        assert "started Ray host" not in again.stderr
+        assert json.loads(again.stdout)["status"] == "done"
+    finally:
+        anyio.run(lambda: drain(namespace="plait"))
+    assert named_hosts("plait") == []
+    # A mesh a Ray host cannot reach is refused before anything runs.
+    local = Cli(tmp_path / "local")
+    (tmp_path / "local").mkdir()
+    refused = local("graph", "run", "assistant", "quick-chain", "--runtime", "ray", ok=False)
+    assert refused.returncode == 2
+    assert "the Ray runtime cannot serve the mesh" in refused.stderr
