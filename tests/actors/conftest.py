@@ -44,7 +44,7 @@ def make_runtime(
     """A factory of runtimes of the kind under test on this test's mesh."""
     if runtime_name == "ray":
         if not mesh_url.startswith("redis"):
-            pytest.skip("the Ray runtime serves shared meshes only (Redis)")
+            pytest.skip("the Ray runtime refuses meshes in one process or file (memory, SQLite)")
         request.getfixturevalue("ray_cluster")
 
     def make(

@@ -170,13 +170,19 @@ def test_a_sigkilled_host_is_restarted_and_its_runs_finish(
         assert rec.status == "done", (rec, said)
         assert rec.attempts == {} and rec.ended_detail == "completed"
         assert committed_once(cli.mesh_url, rec.run_id) == CHAIN_VISITS
-        assert ran[given] == 1 + rec.usage.retries, (given, ran, rec.usage)
+        # A wake delivered to the killed host counts one retry, whether or not its
+        # effect had started there; an effect never runs more often than that.
+        assert rec.usage.retries <= 1 and 1 <= ran[given] <= 1 + rec.usage.retries, (
+            given, ran, rec.usage,
+        )  # fmt: skip
     live = {survivor["pid"], after[doomed]["pid"]}
     for run_id in doomed_runs:
         who = committers(cli.mesh_url, run_id)
         assert hosts_pid(who[("second", 1)]) in live
         assert hosts_pid(who[("third", 1)]) in live
-    assert all(r.usage.retries == 1 for r in done if r.run_id in doomed_runs)
+    for rec, given in zip(done, inputs, strict=True):
+        if rec.run_id in doomed_runs:  # started on the killed host, then again
+            assert rec.usage.retries == 1 and ran[given] == 2, (given, ran, rec.usage)
 
 
 SCALED_RUNS = 50
