@@ -465,7 +465,9 @@ class HostActor:
             self.error = f"{type(exc).__name__}: {exc}"
             if started and not (self._stop is not None and self._stop.is_set()):
                 # Serving broke under us: let Ray restart this host afresh.
-                log.error("host %s stopped serving: %s; restarting", self.host, self.error)
+                log.error(
+                    "host %s stopped serving: %s; restarting", self.host, self.error, exc_info=exc
+                )
                 os._exit(1)
             raise
         finally:
