@@ -6,7 +6,8 @@ partitions). One host's process is SIGKILLed mid-node (its pid as ``plait cluste
 status --json`` reports it): the host's partitions are taken once its leases expire (by
 the other host, or by itself restarted if Ray's restart beat the expiry), Ray restarts
 it and it rejoins, and every run finishes with each visit committed once. Then 50 runs in flight
-while the host count goes 2 → 3 → 1 (``plait cluster scale``).
+while the host count goes 2 → 3 → 1 (``plait cluster scale``); 100 runs across two
+hosts on two Ray nodes; and ``graph run --runtime ray``.
 """
 
 from __future__ import annotations
@@ -249,7 +250,8 @@ def test_the_compose_topology_without_docker(
     ray_cluster: str, mesh_url: str, namespace: str, tmp_path: Path
 ) -> None:
     """docker-compose.yml's topology on this machine: the head, a second Ray node joined
-    to it (``ray start --address``), and ``plait worker --runtime ray --hosts 2``."""
+    to it (``ray start --address``), and ``plait worker --runtime ray --hosts 2``
+    serving 100 runs."""
     from ray_cluster import join_node
 
     node = join_node(ray_cluster)
@@ -259,20 +261,23 @@ def test_the_compose_topology_without_docker(
     worker = ray_worker(cli, ray_cluster, namespace, 2, "--model", model)
     try:
         poll(lambda: logged_shares(worker, 4, 4), timeout=60)
-        poll(lambda: shares(cli, namespace, 4, 4), timeout=30)
+        members = poll(lambda: shares(cli, namespace, 4, 4), timeout=30)
         nodes = {info["node"] for info in anyio.run(host_infos, namespace)}
-        run_ids = start_runs(cli.mesh_url, "quick-chain", [f"t{i}" for i in range(4)])
-        done = all_terminal(cli.mesh_url, run_ids, timeout=60)
+        run_ids = start_runs(cli.mesh_url, "quick-chain", [f"t{i}" for i in range(100)])
+        done = all_terminal(cli.mesh_url, run_ids, timeout=90)
         said = worker.stop()
     finally:
         worker.kill()
         node.stop()
     assert "drained 2 host(s)" in said
-    assert [r.status for r in done] == ["done"] * 4
-    # Spread: one host on each node.
+    assert [r.status for r in done] == ["done"] * 100
+    # Spread: one host on each node, and both served runs.
     assert len(nodes) == 2
+    by: set[int | None] = set()
     for rec in done:
         assert committed_once(cli.mesh_url, rec.run_id) == CHAIN_VISITS
+        by |= {hosts_pid(host) for host in committers(cli.mesh_url, rec.run_id).values()}
+    assert by == {m["pid"] for m in members.values()}
 
 
 def test_graph_run_on_the_ray_runtime_hands_the_run_to_a_ray_host(
