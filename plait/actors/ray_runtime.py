@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -267,11 +268,10 @@ class HostRuntime(LeasedRuntime):
         found = self._dedicated.get(record.id)
         if found is not None:
             return found
-        ray = require_ray()
         options = split_resources(record.config["resources"])
         options.setdefault("num_cpus", 0)
-        remote = ray.remote(max_restarts=0)(DedicatedActor)
-        handle = remote.options(name=f"dedicated:{record.id}@{self.host}", **options).remote(
+        named = _dedicated_class().options(name=f"dedicated:{record.id}@{self.host}", **options)
+        handle = named.remote(
             self.mesh_url, handler, self.dedicated_services, f"{self.host}/{record.id}"
         )
         found = self._dedicated[record.id] = _Dedicated(handle)
@@ -307,6 +307,12 @@ class HostRuntime(LeasedRuntime):
             for actor_id, dedicated in list(self._dedicated.items()):
                 if not dedicated.running and dedicated.last_used < cutoff:
                     self._release(actor_id)
+
+
+@functools.cache
+def _dedicated_class() -> Any:
+    """:class:`DedicatedActor` as a Ray actor class (made once per process)."""
+    return require_ray().remote(max_restarts=0)(DedicatedActor)
 
 
 class _DedicatedRuntime(ActorRuntime):
