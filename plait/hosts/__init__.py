@@ -36,6 +36,7 @@ from plait.actors.ray_runtime import (
     require_ray,
     start_host,
 )
+from plait.agents import Agents
 from plait.errors import ConfigError, PlaitError
 from plait.mesh import Mesh
 from plait.models import load_model
@@ -95,6 +96,7 @@ class RunsSpec:
             visibility_timeout_ms=self.visibility_timeout_ms,
             max_attempts=self.max_attempts,
             drain_timeout_s=self.drain_timeout_s,
+            agents=Agents,
         ) as serving:
             yield serving.runtime
 
