@@ -87,3 +87,21 @@ async def mesh(mesh_url: str) -> AsyncIterator[Mesh]:
     """An open mesh on each backend, closed after the test."""
     async with open_mesh(mesh_url) as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """A real local Ray cluster, started once per session (on the xdist worker that owns
+    the ``ray`` group), this process connected to it as a driver; its address."""
+    pytest.importorskip("ray", reason="Ray is not installed: pip install 'plait[ray]'")
+    from ray_cluster import connect, start_head
+
+    cluster = start_head()
+    try:
+        ray = connect(cluster)
+        try:
+            yield cluster.address
+        finally:
+            ray.shutdown()
+    finally:
+        cluster.stop()

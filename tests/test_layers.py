@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent / "plait"
 
 LAYERS = [
     "cli",
+    "hosts",
     "api",
     "agents",
     "schedules",

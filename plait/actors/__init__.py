@@ -17,9 +17,13 @@ activates it where its mail is served and lets it go when idle. Three parts:
   :class:`TopicRouter` that forwards each subscribed event into a mailbox.
 - :mod:`plait.actors.backlog` — markers of the messages an actor has not handled yet.
 - :mod:`plait.actors.leased` — :class:`LeasedRuntime`, a local runtime reading only
-  the partitions it leases (single activation; ``plait worker`` runs it). Other
-  runtimes implement the same contract and pass
-  the same conformance suite (``tests/actors``).
+  the partitions it leases (single activation; ``plait worker`` runs it).
+- :mod:`plait.actors.ray_runtime` — leased runtimes hosted in restartable Ray actors
+  (:class:`~plait.actors.ray_runtime.RayRuntime`), and dedicated Ray actors for actors
+  that ask for ``resources``; imported on its own, Ray being an extra.
+
+Every runtime implements the same contract and passes the same conformance suite
+(``tests/actors``).
 
 Layers above (the run owner) talk to :class:`ActorRuntime` only.
 """

@@ -19,6 +19,7 @@ import anyio
 from plait.actors import LeasedRuntime, LocalRuntime, tune_gc_for_serving
 from plait.agents import Agents
 from plait.cli._output import say
+from plait.cli._ray import ensure_hosts
 from plait.mesh import Mesh
 from plait.runs import RunRecord, serve
 from plait.runs.env import graph_needs
@@ -39,12 +40,20 @@ async def warn_if_unserved(mesh: Mesh) -> None:
 
 
 @asynccontextmanager
-async def serving_run(mesh: Mesh, rec: RunRecord) -> AsyncIterator[LocalRuntime | None]:
-    """Have ``rec`` served for the block: by a live worker, else by this process.
+async def serving_run(
+    mesh: Mesh, rec: RunRecord, *, ray_url: str | None = None
+) -> AsyncIterator[LocalRuntime | None]:
+    """Have ``rec`` served for the block: by a live worker, else by this process; with
+    ``ray_url`` (``--runtime ray``) by Ray hosts on that mesh, started if none serves.
 
     Yields this process's runtime when it serves the run (only that run and its child
     runs), None when a worker does and this process only watches.
     """
+    if ray_url is not None:
+        if not await workers(mesh):
+            await ensure_hosts(ray_url)
+        yield None
+        return
     if await workers(mesh):
         yield None
         return

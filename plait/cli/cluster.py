@@ -1,4 +1,5 @@
-"""``plait cluster status``: the processes serving a mesh and the partitions they lease."""
+"""``plait cluster status``: the processes serving a mesh and the partitions they lease;
+``plait cluster scale``: how many Ray hosts serve it."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import typer
 from plait.actors import ranges
 from plait.actors.leases import read_leases, read_members
 from plait.actors.partitions import load_partitions
-from plait.cli._common import MeshOption, existing_mesh, print_json, run
+from plait.actors.ray_runtime import ray_host_of
+from plait.cli._common import MeshOption, err_console, existing_mesh, print_json, run
 from plait.cli._output import say
+from plait.cli._ray import AddressOption, NamespaceOption, scale_hosts
 from plait.mesh import open_mesh
 from plait.mesh._base import now_ms
 
@@ -33,6 +36,8 @@ async def cluster_status(url: str) -> dict[str, Any]:
         "members": [
             {
                 "host": m.host,
+                "runtime": "local" if ray_host_of(m.host) is None else "ray",
+                "ray": _ray_name(m.host),
                 "pid": m.pid,
                 "serves": m.serves,
                 "held": held.get(m.host, []),
@@ -42,6 +47,11 @@ async def cluster_status(url: str) -> dict[str, Any]:
         ],
         "unheld": [n for n in range(count) if not any(n in h for h in held.values())],
     }
+
+
+def _ray_name(host: str) -> str | None:
+    where = ray_host_of(host)
+    return None if where is None else f"{where[0]}/{where[1]}"
 
 
 @cluster_app.command("status")
@@ -56,11 +66,40 @@ def status_cmd(
         return
     count = found["partitions"]
     for m in found["members"]:
+        on = f"  ray {m['ray']}" if m["ray"] else ""
         say(
-            f"{m['host']}  pid {m['pid']}  serves {m['serves']}  holding {len(m['held'])} of "
+            f"{m['host']}{on}  pid {m['pid']}  serves {m['serves']}  holding {len(m['held'])} of "
             f"{count} partitions: {ranges(m['held'])}  in flight {m['in_flight']}"
         )
     if not found["members"]:
         say("no process is serving this mesh: start `plait worker`")
     if found["unheld"]:
         say(f"unheld partitions: {ranges(found['unheld'])}")
+
+
+@cluster_app.command("scale")
+def scale_cmd(
+    count: Annotated[int, typer.Argument(min=0, help="How many Ray hosts to run.")],
+    mesh: Annotated[
+        str | None,
+        typer.Option(
+            "--mesh",
+            envvar="PLAIT_MESH",
+            metavar="URL",
+            show_default=False,
+            help="The mesh new hosts serve (default: the one the running hosts serve).",
+        ),
+    ] = None,
+    address: AddressOption = None,
+    namespace: NamespaceOption = "plait",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Change how many Ray hosts serve the mesh, live: new ones copy a running host's
+    settings, those over COUNT drain (finishing their messages in flight) and end."""
+    found = scale_hosts(mesh, count, namespace=namespace, address=address)
+    if as_json:
+        print_json(found)
+        return
+    for info in found:
+        say(f"{info['name']}  {info['host']}  pid {info['pid']}")
+    err_console.print(f"{len(found)} host(s) serving in Ray namespace {namespace}", highlight=False)

@@ -39,6 +39,7 @@ from plait.cli._output import (
     say,
     styled,
 )
+from plait.cli._ray import ray_mesh
 from plait.cli._serving import (
     INTERRUPTED,
     interruptible,
@@ -86,14 +87,19 @@ def human() -> Human:
 
 
 async def _follow(
-    mesh: Mesh, runs: Runs, rec: RunRecord, as_json: bool, since: RunRecord | None = None
+    mesh: Mesh,
+    runs: Runs,
+    rec: RunRecord,
+    as_json: bool,
+    since: RunRecord | None = None,
+    ray_url: str | None = None,
 ) -> RunRecord:
     """Have the run served (see :func:`serving_run`) and follow it until it settles.
 
     Ctrl-C says what becomes of the run and exits 130.
     """
     run_id = rec.run_id
-    async with serving_run(mesh, rec) as runtime:
+    async with serving_run(mesh, rec, ray_url=ray_url) as runtime:
 
         def interrupted(runtime: LocalRuntime | None = runtime) -> None:
             if runtime is None:
@@ -288,6 +294,15 @@ def run_graph_cmd(
         ),
     ] = False,
     mesh: CreatingMeshOption = None,
+    runtime_name: Annotated[
+        str,
+        typer.Option(
+            "--runtime",
+            envvar="PLAIT_RUNTIME",
+            help="local: serve the run here if no worker does; ray: hand it to Ray hosts "
+            "(started if none serves the mesh; Ray's address from RAY_ADDRESS).",
+        ),
+    ] = "local",
 ) -> None:
     """Start a durable run of a stored graph and follow it until it settles.
 
@@ -296,6 +311,12 @@ def run_graph_cmd(
     before any run is queued).
     """
     text_arg(input, "--input")
+    ray_url = None
+    if runtime_name not in ("local", "ray"):
+        fail(f"--runtime must be local or ray, not {runtime_name!r}", 2)
+    if runtime_name == "ray":
+        assert mesh is not None
+        ray_url = ray_mesh(mesh)
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
@@ -343,7 +364,7 @@ def run_graph_cmd(
                     f" of {agent}/{name} v{rec.graph.version}",
                     stderr=True,
                 )
-            rec = await _follow(m, runs, rec, as_json)
+            rec = await _follow(m, runs, rec, as_json, ray_url=ray_url)
             await _report(runs, rec, as_json)
             exit_for(rec)
 

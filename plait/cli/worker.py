@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import signal
+from pathlib import Path
 from typing import Annotated
 
 import anyio
@@ -12,7 +13,9 @@ import typer
 from plait.actors import DEFAULT_LEASE_S, LeasedRuntime, ranges, tune_gc_for_serving
 from plait.agents import Agents
 from plait.cli._common import MeshOption, err_console, fail, run
+from plait.cli._ray import AddressOption, NamespaceOption, ray_worker
 from plait.errors import ConfigError
+from plait.hosts import RunsSpec
 from plait.mesh import open_mesh
 from plait.models import load_model
 from plait.runs import serve
@@ -72,19 +75,54 @@ def worker_cmd(
             "one (default: PLAIT_TOOLS).",
         ),
     ] = None,
+    runtime_name: Annotated[
+        str,
+        typer.Option(
+            "--runtime",
+            envvar="PLAIT_RUNTIME",
+            help="local: serve in this process; ray: in Ray hosts on a Ray cluster.",
+        ),
+    ] = "local",
+    address: AddressOption = None,
+    hosts: Annotated[
+        int, typer.Option("--hosts", min=1, help="With --runtime ray: how many hosts.")
+    ] = 1,
+    namespace: NamespaceOption = "plait",
+    keep: Annotated[
+        bool,
+        typer.Option("--keep", help="With --runtime ray: leave the hosts serving on exit."),
+    ] = False,
 ) -> None:
     """Serve every run on the mesh (a dead process's too) until SIGINT or SIGTERM.
 
     Exits 2 at once, with one line, if ``--model`` names a model that cannot work. A run
-    whose graph names a tool this worker does not offer is left for one that does.
+    whose graph names a tool this worker does not offer is left for one that does. With
+    ``--runtime ray`` the runs are served by ``--hosts`` Ray hosts (started, or adopted
+    if running), which this command shows and, on exit, drains.
     """
+    if runtime_name not in ("local", "ray"):
+        fail(f"--runtime must be local or ray, not {runtime_name!r}", 2)
     try:
         default_model = load_model(model) if model else None
     except ConfigError as exc:
         fail(str(exc), 2)
+    refs = tuple(r.strip() for r in (tools or "").split(",") if r.strip())
+    if runtime_name == "ray":
+        assert mesh is not None
+        spec = RunsSpec(
+            tools=refs,
+            model=model,
+            cwd=str(Path.cwd()),
+            lease_s=lease_s,
+            partitions=partitions,
+            visibility_timeout_ms=int(visibility_timeout * 1000),
+            drain_timeout_s=drain_timeout,
+        )
+        ray_worker(mesh, spec, hosts=hosts, namespace=namespace, address=address, keep=keep)
+        return
 
     async def main() -> None:
-        registry = serving_registry(r.strip() for r in (tools or "").split(",") if r.strip())
+        registry = serving_registry(refs)
         tune_gc_for_serving()
         async with open_mesh(mesh) as m:
 

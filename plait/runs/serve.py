@@ -70,6 +70,7 @@ async def serve(
     store: RunStore | None = None,
     beat: bool = True,
     agents: AgentsFactory | None = None,
+    host_id: str | None = None,
 ) -> AsyncIterator[Serving[R]]:
     """Serve runs on ``mesh`` in this process for the block, then drain.
 
@@ -96,13 +97,15 @@ async def serve(
         agents: builds the agent actors' service the programs of runs get as ``agents``
             (:class:`plait.agents.Agents`, passed in by the layer above); None: they get
             an agents capability that refuses.
+        host_id: the host id of the runtime and run host (default: a new one, see
+            :func:`~plait.actors.new_host_id`); a Ray host gives its own.
 
     Beside the runtime, a :class:`~plait.actors.TopicRouter` forwards subscribed topics
     into the mailboxes this process serves.
     """
     host = RunHost(
         mesh,
-        host=new_host_id(),
+        host=host_id or new_host_id(),
         model=model,
         tools=tools,
         cwd=cwd,

@@ -3,6 +3,9 @@
 ``make_runtime`` builds a runtime of the kind under test on this test's mesh. A runtime
 joins the conformance suite by adding its name to :data:`RUNTIMES` and a branch here
 (skipping meshes it refuses, as a remote runtime refuses ``memory://``).
+
+The ``ray`` runtime runs one host on the session's Ray cluster (``ray_cluster``), on
+Redis only: its host is another process, which a memory or SQLite mesh cannot reach.
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ import pytest
 from plait.actors import ActorRuntime, Handler, LeasedRuntime, LocalRuntime
 from plait.mesh import Mesh
 
-RUNTIMES = ["local", "leased"]
+RUNTIMES = [
+    "local",
+    "leased",
+    pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.xdist_group("ray")]),
+]
 
 LEASE_S = 1.0
 """Leases in tests: short, so a dead runtime's partitions move fast."""
@@ -31,8 +38,14 @@ def runtime_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_runtime(runtime_name: str, mesh: Mesh) -> MakeRuntime:
+def make_runtime(
+    request: pytest.FixtureRequest, runtime_name: str, mesh: Mesh, mesh_url: str
+) -> MakeRuntime:
     """A factory of runtimes of the kind under test on this test's mesh."""
+    if runtime_name == "ray":
+        if not mesh_url.startswith("redis"):
+            pytest.skip("the Ray runtime refuses meshes in one process or file (memory, SQLite)")
+        request.getfixturevalue("ray_cluster")
 
     def make(
         *,
@@ -56,6 +69,20 @@ def make_runtime(runtime_name: str, mesh: Mesh) -> MakeRuntime:
         if runtime_name == "leased":
             return LeasedRuntime(
                 mesh,
+                lease_s=LEASE_S,
+                handlers=handlers,
+                host=host,
+                services=services,
+                visibility_timeout_ms=visibility_timeout_ms,
+                max_attempts=max_attempts,
+                drain_timeout_s=drain_timeout_s,
+            )
+        if runtime_name == "ray":
+            from plait.actors.ray_runtime import RayRuntime
+
+            return RayRuntime(
+                mesh,
+                url=mesh_url,
                 lease_s=LEASE_S,
                 handlers=handlers,
                 host=host,

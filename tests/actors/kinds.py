@@ -18,6 +18,7 @@ handles the message in. What it does is said by the message body:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,3 +146,15 @@ class LogReader:
     async def close(self) -> None:
         """Stop reading."""
         await self.sub.close()
+
+
+REPORT_KIND = "conformance:report"
+"""A kind that logs where it runs: its process and the Ray resources it holds."""
+
+
+async def report(ctx: ActorContext, mail: Mail) -> None:
+    """Log this process's pid and the Ray resources assigned to it."""
+    import ray
+
+    held = ray.get_runtime_context().get_assigned_resources()
+    await note(ctx, mail, "report", pid=os.getpid(), resources=held)

@@ -1,0 +1,291 @@
+"""Chaos on Redis: hundreds of runs asking people while serving processes are SIGKILLed.
+
+Runs of a revise loop with a person's sign-off (``draft -> review -> (again: draft |
+ok: approve) -> ship``) are started a few a second on Redis and served by 3 processes
+with one-second leases: ``plait worker`` processes (``--runtime local``, the default)
+or 3 Ray hosts (``--runtime ray``, on a Ray cluster this benchmark starts). Every
+300–700 ms one of them, chosen at random, is SIGKILLed: a local worker is started again
+in its place, a Ray host is restarted by Ray. A script answers each sign-off at a
+random moment after it is asked. The kills go on for ``--seconds`` (at least 60 by
+default), then the runs are let finish. At the end every run must be done, every audit
+chain must verify, no (node, visit) may be committed twice, and every decision must be
+answered exactly once.
+
+Figures: ``chaos_runs_done`` (of the runs started), ``chaos_kills``,
+``chaos_double_commits`` (0) and ``chaos_lost`` (0: runs not done, decisions not
+answered or answered twice).
+
+Run: ``python bench/chaos.py [--runtime ray] [--runs 300] [--seconds 60] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from _common import Figure, redis_mesh_url, redis_scratch, report
+
+from plait.actors import load_partitions
+from plait.decisions import DecisionDesk, Human
+from plait.graphs.loader import load_graph
+from plait.graphs.store import import_graph
+from plait.mesh import Mesh, open_mesh
+from plait.runs import RunRecord, Runs
+from plait.runs.audit import read_events
+
+BENCH = "chaos"
+ROOT = Path(__file__).resolve().parent.parent
+PLAIT = Path(sys.executable).with_name("plait")
+SERVERS = 3
+PARTITIONS = 16
+LEASE_S = 1.0
+ANSWER_WITHIN_S = 2.0
+FINISH_WITHIN_S = 180.0
+
+GRAPH = {
+    "name": "chaos", "agent": "assistant", "entry": "draft", "budget": 20,
+    "nodes": [
+        {"id": "draft", "type": "agent", "prompt": "Draft {{input}}", "next": "review"},
+        {"id": "review", "type": "verifier", "prompt": "Review {{draft}}",
+         "verdicts": {"again": "draft", "ok": "approve"}},
+        {"id": "approve", "type": "human", "ask": "Ship {{draft}}?", "next": "ship"},
+        {"id": "ship", "type": "agent", "prompt": "Ship {{draft}} ({{approve}})"},
+    ],
+}  # fmt: skip
+VISITS = Counter({("draft", 1): 1, ("review", 1): 1, ("draft", 2): 1, ("review", 2): 1,
+                  ("approve", 1): 1, ("ship", 1): 1})  # fmt: skip
+
+
+def script(path: Path, runs: int) -> str:
+    """A model whose answers name the run's item (outputs cannot cross runs); its model
+    nodes take a moment, so a kill often lands on one in flight."""
+    rules: list[dict[str, Any]] = [
+        {"node": "review", "visit": 1, "text": "again"},
+        {"node": "review", "text": "ok"},
+    ]
+    for i in range(runs):
+        rules += [
+            {"node": "draft", "match": f"<{i}>", "text": f"draft<{i}>", "delay_ms": 100},
+            {"node": "ship", "match": f"draft<{i}> (yes)", "text": f"ship<{i}>",
+             "delay_ms": 100},
+        ]  # fmt: skip
+    path.write_text(json.dumps({"rules": rules}))
+    return f"scripted:{path}"
+
+
+class Zero(Figure):
+    """A count that must be 0: its ratio is 1 when it is, else 0."""
+
+    __slots__ = ()
+
+    @property
+    def ratio(self) -> float:
+        """1 for 0, else 0."""
+        return 1.0 if self.value == 0 else 0.0
+
+
+class LocalServers:
+    """``plait worker`` processes; a killed one is started again in its place."""
+
+    def __init__(self, url: str, model: str, logs: Path) -> None:
+        self.url, self.model, self.logs = url, model, logs
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.started = 0
+
+    def start(self) -> None:
+        """One more worker."""
+        self.started += 1
+        args = [str(PLAIT), "worker", "--mesh", self.url, "--model", self.model,
+                "--lease-s", str(LEASE_S), "--partitions", str(PARTITIONS),
+                "--visibility-timeout", "1"]  # fmt: skip
+        with (self.logs / f"worker-{self.started}.log").open("wb") as log:
+            self.procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log))
+
+    async def kill_one(self, rng: random.Random) -> None:
+        """SIGKILL a random worker and start another."""
+        victim = rng.choice(self.procs)
+        victim.kill()
+        victim.wait()
+        self.procs.remove(victim)
+        self.start()
+
+    async def close(self) -> None:
+        """SIGTERM every worker (each drains)."""
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+class RayServers:
+    """Ray hosts; a killed one is restarted by Ray."""
+
+    def __init__(self, url: str, model: str, cwd: str) -> None:
+        import ray
+
+        from plait.hosts import RunsSpec
+
+        self.namespace = f"chaos-{uuid.uuid4().hex[:8]}"
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p
+        )
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(num_cpus=2, include_dashboard=False, namespace=self.namespace,
+                 log_to_driver=False)  # fmt: skip
+        self.url = url
+        self.spec = RunsSpec(model=model, cwd=cwd, lease_s=LEASE_S, partitions=PARTITIONS,
+                             visibility_timeout_ms=1000)  # fmt: skip
+
+    async def start_all(self) -> None:
+        """Start the hosts."""
+        from plait.hosts import scale
+
+        await scale(self.url, self.spec, SERVERS, namespace=self.namespace)
+
+    async def kill_one(self, rng: random.Random) -> None:
+        """SIGKILL a random host's process that answers (one restarting is skipped)."""
+        from plait.hosts import host_infos
+
+        live = [i for i in await host_infos(self.namespace, timeout_s=0.3) if i.get("pid")]
+        if live:
+            os.kill(rng.choice(live)["pid"], signal.SIGKILL)
+
+    async def close(self) -> None:
+        """Drain the hosts and leave the cluster."""
+        import ray
+
+        from plait.hosts import drain
+
+        await drain(namespace=self.namespace)
+        ray.shutdown()
+
+
+async def drive(
+    mesh: Mesh, servers: Any, count: int, seconds: float, rng: random.Random
+) -> tuple[list[str], int, Counter[str]]:
+    """Start the runs over ``seconds``, answer each sign-off, and kill a server every
+    300–700 ms meanwhile; the run ids, the kills, and how often each decision was
+    answered by this script."""
+    runs = Runs(mesh)
+    ids: list[str] = []
+    answered: Counter[str] = Counter()
+    due: dict[str, float] = {}
+    started = time.monotonic()
+    next_kill = started + rng.uniform(0.3, 0.7)
+    kills = 0
+    left: set[str] = set()
+    while True:
+        now = time.monotonic()
+        chaos = now - started < seconds
+        want = min(count, int(count * (now - started) / (seconds * 0.8)) + 1)
+        while len(ids) < want:
+            rec = await runs.start("assistant", "chaos", f"item <{len(ids)}>")
+            ids.append(rec.run_id)
+            left.add(rec.run_id)
+        if chaos and now >= next_kill:
+            await servers.kill_one(rng)
+            kills += 1
+            next_kill = now + rng.uniform(0.3, 0.7)
+        for run_id in list(left):
+            rec = await runs.get(run_id)
+            if rec.terminal:
+                left.discard(run_id)
+                continue
+            asked = rec.waiting.decision_id if rec.waiting else None
+            if asked and not answered[asked]:
+                when = due.setdefault(asked, now + rng.uniform(0, ANSWER_WITHIN_S))
+                if now >= when:
+                    await runs.resume(run_id, "yes", by=Human("chaos"))
+                    answered[asked] += 1
+        if not chaos and len(ids) == count and not left:
+            return ids, kills, answered
+        if now - started > seconds + FINISH_WITHIN_S:
+            raise TimeoutError(f"{len(left)} runs did not finish")
+        await asyncio.sleep(0.1)
+
+
+async def check(mesh: Mesh, ids: list[str], answered: Counter[str]) -> tuple[int, int, int]:
+    """Runs done, visits committed more than once, and what was lost (runs not done,
+    decisions unanswered or answered more than once)."""
+    runs, desk = Runs(mesh), DecisionDesk(mesh)
+    done = doubles = lost = 0
+    for run_id in ids:
+        rec: RunRecord = await runs.get(run_id)
+        if rec.status == "done":
+            done += 1
+        else:
+            lost += 1
+        await runs.verify(run_id)  # raises if the audit chain is broken
+        events = await read_events(mesh, run_id)
+        committed = Counter((e.node, e.visit) for e in events if e.type == "node.committed")
+        doubles += sum(n - 1 for n in committed.values() if n > 1)
+        for decision_id in rec.decisions.values():
+            decision = await desk.get(decision_id)
+            if decision.status != "answered" or answered[decision_id] != 1:
+                lost += 1
+    return done, doubles, lost
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else BENCH)
+    parser.add_argument("--json", action="store_true", help="print one JSON object per figure")
+    parser.add_argument("--runtime", choices=["local", "ray"], default="local")
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long the kills go on")
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    rng = random.Random(seed)
+    async with redis_scratch() as scratch:
+        if scratch is None:
+            return
+        url = redis_mesh_url(scratch[1])
+        with tempfile.TemporaryDirectory(prefix="plait-chaos-") as tmp:
+            model = script(Path(tmp) / "chaos.model.json", args.runs)
+            async with open_mesh(url) as mesh:
+                await import_graph(mesh, load_graph(GRAPH))
+                await load_partitions(mesh, PARTITIONS)  # before a run start fixes the default
+                servers: Any
+                if args.runtime == "ray":
+                    servers = RayServers(url, model, tmp)
+                    await servers.start_all()
+                else:
+                    servers = LocalServers(url, model, Path(tmp))
+                    for _ in range(SERVERS):
+                        servers.start()
+                try:
+                    ids, kills, answered = await drive(mesh, servers, args.runs, args.seconds, rng)
+                finally:
+                    await servers.close()
+                done, doubles, lost = await check(mesh, ids, answered)
+    note = f"{args.runtime}, {SERVERS} servers, seed {seed}"
+    report(
+        [
+            Figure(BENCH, "chaos_runs_done", done, "runs", len(ids), 1.0, note),
+            Figure(BENCH, "chaos_kills", kills, "kills", kills, 1.0, f"over {args.seconds:.0f} s"),
+            Zero(BENCH, "chaos_double_commits", doubles, "visits", 0.0, 1.0, "must be 0"),
+            Zero(BENCH, "chaos_lost", lost, "runs/decisions", 0.0, 1.0, "must be 0"),
+        ],
+        as_json=args.json,
+        title=f"chaos ({args.runtime})",
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
