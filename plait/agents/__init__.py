@@ -5,6 +5,8 @@
 - :mod:`plait.agents.tools` — the capabilities as tools, with a turn's buffered effects.
 - :mod:`plait.agents.actor` — the actor kind: one agent turn per message, committed
   with its ack; budgets park it; crashes follow ``on_indeterminate``.
+- :mod:`plait.agents.program_actor` — program actors: each message runs one program
+  (``program=REF``) instead of a model turn.
 - :mod:`plait.agents.service` — :class:`Agents`: start, tell, list, show, stop.
 
 Fleets are agent actors coordinating through topics

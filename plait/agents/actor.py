@@ -5,6 +5,9 @@ to) becomes the user message of one turn: the agent node's loop (model, tool cal
 until it answers) with the profile's instructions, the conversation so far (its last
 ``window`` messages) and the capabilities as tools (:mod:`plait.agents.tools`).
 
+A program actor (started with ``program=REF``) runs that program once per message
+instead (:mod:`plait.agents.program_actor`).
+
 Exactly once on the mesh. The turn's mesh writes, publishes and tells are held until it
 answers, then committed in one transaction with the conversation, the actor's state,
 the turn's summary, the removal of its backlog marker and the ack (fenced by the
@@ -40,6 +43,7 @@ from plait.actors import (
 from plait.actors.directory import MAIL_KIND
 from plait.actors.topics import topic_event
 from plait.agents.config import AgentActorConfig, agent_name
+from plait.agents.program_actor import handle_program
 from plait.agents.service import Agents
 from plait.agents.store import (
     InFlight,
@@ -127,6 +131,9 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
         raise ActorError(f"actor {ctx.id!r} is not an agent actor (ids are agent:NAME)")
     cfg = AgentActorConfig.model_validate(ctx.record.config)
     body = mail.body
+    if cfg.program is not None:  # a program actor: the program, not a model, handles it
+        await handle_program(ctx, mail, name, cfg, prompt_of(body))
+        return
     if isinstance(body, dict) and body.get("control") == RESUME:
         await _resume(ctx, mail, name, str(body.get("decision")))
         return

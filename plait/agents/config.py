@@ -8,7 +8,7 @@ under ``agent-actors/NAME/`` (:mod:`plait.agents.store`).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,6 +69,10 @@ class AgentActorConfig(BaseModel):
             serving process's ``--model``).
         turns_kept: how many turn summaries ``agents show`` can list.
         approval_wait_s: how long a turn waits for a person to approve a gated tool.
+        program: a program ref (a promoted saved program, or a registered one): each
+            message runs it once instead of a model turn (a program actor, see
+            :mod:`plait.agents.program_actor`); None: a model turn per message.
+        input: what such a program's payload holds besides ``message``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -82,6 +86,8 @@ class AgentActorConfig(BaseModel):
     model: str | None = None
     turns_kept: int = Field(default=20, ge=1)
     approval_wait_s: float = Field(default=3600.0, ge=0)
+    program: str | None = Field(default=None, min_length=1)
+    input: dict[str, Any] = Field(default_factory=dict)
 
 
 __all__ = [

@@ -22,7 +22,13 @@ from plait.actors import (
 )
 from plait.actors.directory import create_record, find_record, stop_record
 from plait.actors.topics import StartAt
-from plait.agents.config import AGENT_KIND, AGENT_PREFIX, AgentActorConfig, agent_actor_id
+from plait.agents.config import (
+    AGENT_KIND,
+    AGENT_PREFIX,
+    AgentActorConfig,
+    agent_actor_id,
+    agent_name,
+)
 from plait.agents.store import (
     AgentState,
     TurnSummary,
@@ -37,7 +43,8 @@ from plait.graphs.ports import ExecEnv
 from plait.ids import new_id
 from plait.mesh import Entry, Mesh
 from plait.models import CallContext, Message, Model
-from plait.profiles import get_profile
+from plait.profiles import DEFAULT_ASSISTANT, get_profile
+from plait.programs import find_callable, resolve_saved
 from plait.tools import ToolRegistry, default_registry
 
 
@@ -109,12 +116,23 @@ class Agents:
         ``start`` says where a new subscription starts (``earliest``: every event its
         topic still holds).
 
+        With ``program=REF`` it is a program actor (:mod:`plait.agents.program_actor`):
+        each message runs ``REF`` (promoted, if a saved program) with ``input`` as its
+        payload, and its tools are gated by ``profile`` (default ``assistant``).
+
         Raises:
             AgentNotFound: no such profile.
             ValidationError: a setting is not one of :class:`AgentActorConfig`.
+            ProgramNotFound: ``program`` names no program.
+            ProgramNotPromoted: ``program`` is a saved version not promoted.
         """
-        await get_profile(self.mesh, profile or name)
         cfg = AgentActorConfig(profile=profile, max_concurrency=max_concurrency, **config)
+        if cfg.program is not None:
+            if find_callable(cfg.program) is None:
+                await resolve_saved(cfg.program, self.mesh, require_promoted=True)
+            await get_profile(self.mesh, profile or DEFAULT_ASSISTANT.name)
+        else:
+            await get_profile(self.mesh, profile or name)
         actor_id = agent_actor_id(name)
         settings = cfg.model_dump(exclude_defaults=True) | {"max_concurrency": max_concurrency}
         record = await create_record(
@@ -157,13 +175,13 @@ class Agents:
         return record
 
     async def tell(self, name: str, message: str) -> str:
-        """Send agent actor ``name`` a message; its id.
+        """Send agent actor ``name`` (or its actor id, ``agent:NAME``) a message; its id.
 
         Raises:
             ActorNotFound: it was never started.
             ActorError: it is stopped.
         """
-        record = await self._record(name)
+        record = await self._record(agent_name(name) or name)
         if record.stopped:
             raise ActorError(f"agent actor {name!r} is stopped: start it again first")
         return await tell_tracked(self.mesh, record.id, {"text": message})
