@@ -225,11 +225,14 @@ class AgentsCapability:
 
     async def create(self, name: str, **options: Any) -> dict[str, Any]:
         """Start the agent profile ``name`` as a durable agent actor (``topics``,
-        ``max_concurrency``, ``profile``, ``budget``... as ``plait agents start``)."""
+        ``max_concurrency``, ``profile``, ``budget``... as ``plait agents start``);
+        with ``program=REF`` and ``input={...}``, one whose every message runs that
+        promoted program once instead of a model turn."""
         return await self.__use().create(name, **options)
 
     async def tell(self, id: str, message: str) -> str:
-        """Send agent actor ``id`` a message (one turn handles it); the message id."""
+        """Send agent actor ``id`` (``agent:NAME``, or its name) a message (one turn
+        handles it); the message id."""
         return await self.__use().tell(id, message)
 
     async def run(self, task: str, **options: Any) -> dict[str, Any]:
