@@ -43,7 +43,7 @@ async def ticks(mesh: Mesh, topic: str) -> list[Any]:
 async def test_the_graph_runs_one_node_per_wake_and_ticks_once_while_open(mesh: Mesh) -> None:
     await save_and_promote(mesh)
     async with serving(mesh, []):
-        report = await start(mesh, run="r1", wait_ms="50", tick_ms="2000")
+        report = await start(mesh, run="r1", wait_ms="50", tick_ms="3000")
         assert report == {
             "run": "r1",
             "key": "runs/r1/graph",
