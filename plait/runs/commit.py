@@ -25,14 +25,15 @@ from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Attempt
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
-from plait.runs.audit import AuditEvent, append, append_fields, output_digest
-from plait.runs.ports import ended, store_history
+from plait.runs.audit import AuditEvent, append, chained, output_digest
+from plait.runs.log import entry_value, output_ref
+from plait.runs.ports import ended, history_delta, history_part_key
 from plait.runs.record import (
     PROGRESS_KEPT_S,
     RunRecord,
     as_record,
+    audit_key,
     dump,
-    events_topic,
     index_key,
     output_key,
     owner_id,
@@ -116,21 +117,19 @@ class RunCommit:
         wake, which claims the entry node as every commit claims the next. A run id
         already taken raises VersionConflict."""
         tx = self.mesh.transact()
-        append(tx, rec, AuditEvent(seq=0, type="run.started", detail=detail, at=rec.created_at))
+        started = chained(rec, type="run.started", detail=detail, at=rec.created_at)
         wake = tell_in(tx, owner.id, {"run": rec.run_id, "why": "start"})
         claimed, attempt = claim(spec, rec, rec.ready[0], wake)
+        progress: dict[str, Any] = {"node": None, "status": rec.status, "started": []}
         if attempt is not None:
             rec = claimed
-            tx.publish(
-                events_topic(rec.run_id),
-                "progress",
-                {
-                    "node": None,
-                    "status": rec.status,
-                    "started": [_started(attempt)],
-                    "audit_seq": rec.audit_seq,
-                },
-            )
+            progress = {"node": None, "status": rec.status, "started": [_started(attempt)]}
+        progress["audit_seq"] = rec.audit_seq
+        tx.put(
+            audit_key(rec.run_id, started["seq"]),
+            entry_value([started], {}, {}, progress),
+            if_version=0,
+        )
         tx.put(record_key(rec.run_id), dump(rec), if_version=0)
         tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
@@ -140,20 +139,20 @@ class RunCommit:
     async def cancel(self, new: RunRecord, version: int, *, by: str) -> None:
         """Write a run's cancellation (``new``, from :func:`engine.cancel`)."""
         tx = self.mesh.transact()
-        event = AuditEvent(seq=0, type="run.cancelled", actor=by, at=time.time())
-        append(tx, new, event)
+        body = chained(new, type="run.cancelled", actor=by, at=time.time())
+        progress = {
+            "node": None,
+            "status": "cancelled",
+            "ended_detail": "cancelled",
+            "audit_seq": new.audit_seq,
+        }
+        tx.put(
+            audit_key(new.run_id, body["seq"]),
+            entry_value([body], {}, {}, progress),
+            if_version=0,
+        )
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         tx.put(index_key(new.run_id), summary_of(new).model_dump())
-        tx.publish(
-            events_topic(new.run_id),
-            "progress",
-            {
-                "node": None,
-                "status": "cancelled",
-                "ended_detail": "cancelled",
-                "audit_seq": new.audit_seq,
-            },
-        )
         ended(tx, new)
         await tx.commit()
 
@@ -229,21 +228,24 @@ class RunCommit:
     ) -> None:
         """Write a claim of ``attempt`` (the run resumed first, if ``resumed`` says how)."""
         tx = self.mesh.transact()
-        for event in resumed:
-            append_fields(tx, claimed, **self._audit_fields(event, None, {}))
+        first = claimed.audit_seq + 1
+        bodies = [chained(claimed, **self._audit_fields(event, None, {})) for event in resumed]
         tx.put(record_key(claimed.run_id), dump(claimed), if_version=version)
-        tx.publish(
-            events_topic(claimed.run_id),
-            "started",
-            {
+        if bodies:
+            # A claim with nothing to audit writes no log entry: a watcher learns of
+            # the visit from the commit that ends it.
+            progress = {
                 "node": attempt.node,
                 "visit": attempt.visit,
                 "status": "running",
                 "at": attempt.started_at,
                 "audit_seq": claimed.audit_seq,
-            },
-        )
-        if resumed:
+            }
+            tx.put(
+                audit_key(claimed.run_id, first),
+                entry_value(bodies, {}, {}, progress),
+                if_version=0,
+            )
             tx.put(index_key(claimed.run_id), summary_of(claimed).model_dump())
         await self._commit(tx, claimed, version)
 
@@ -272,8 +274,12 @@ class RunCommit:
         # A shallow copy owning its outputs dict: audit appends set scalars on it, and
         # _store_outputs replaces entries that may be shared with the state it came from.
         new = new.model_copy(update={"outputs": dict(new.outputs)})
+        # The log entry's key is its first event's seq (see plait.runs.log); with no
+        # event to audit there is no entry, and outputs go under keys of their own.
+        entry_key = audit_key(new.run_id, new.audit_seq + 1) if events else None
         digests: dict[str, str] = {}
-        outputs = self._store_outputs(tx, new, key, result, digests)
+        payloads: dict[str, Any] = {}
+        outputs = self._store_outputs(tx, new, key, result, digests, payloads, entry_key)
         # Outputs written with no event of their own (a fan-out target's aggregate) are
         # pinned by the first event, so every pointer in the record is in the chain.
         named = {e.get("node") for e in events if e["type"] == "node.committed"}
@@ -282,13 +288,14 @@ class RunCommit:
             for name, ref in outputs.items()
             if name not in named
         }
+        bodies: list[dict[str, Any]] = []
         for index, event in enumerate(events):
             node = event.get("node")
             if event["type"] == "node.committed" and node in digests:
                 event = {**event, "output_sha256": digests[node]}
             if also and index == 0:
                 event = {**event, "outputs": also}
-            append_fields(tx, new, **self._audit_fields(event, result, outputs))
+            bodies.append(chained(new, **self._audit_fields(event, result, outputs)))
         started: list[dict[str, Any]] = []
         new = self._claim_next(tx, spec, new, started)
         # The runtime takes the wakes this commit sends (up to a few), and handles them
@@ -300,19 +307,24 @@ class RunCommit:
         )
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         history: tuple[str, tuple[int, list[Any]]] | None = None
+        parts: dict[str, Any] = {}
         if result is not None and result.history is not None and key is not None:
             visit = new.visits.get(key) or (new.attempts[key].visit if key in new.attempts else 1)
             cache = self.store.histories if self.store is not None else Lru()
-            history = store_history(tx, cache, new.run_id, key, visit, result.history)
+            part, history = history_delta(cache, new.run_id, key, visit, result.history)
+            if entry_key is not None:
+                parts[key] = part
+            else:
+                tx.put(history_part_key(new.run_id, key, visit), part["messages"])
         if new.waiting is not None:
             await self._tick(tx, new)
         elif new.terminal:
             ended(tx, new, self.progress_kept_s)
         if listing_status(new.status) != listing_status(before.status):
             tx.put(index_key(new.run_id), summary_of(new).model_dump())
-        tx.publish(
-            events_topic(new.run_id), "progress", _progress(new, key, result, events, started)
-        )
+        if entry_key is not None:
+            progress = _progress(new, key, result, events, started)
+            tx.put(entry_key, entry_value(bodies, payloads, parts, progress), if_version=0)
         mail.ack_in(tx)
         try:
             committed = await self._commit(tx, new, version)
@@ -367,12 +379,16 @@ class RunCommit:
         key: str | None,
         result: NodeResult | None,
         digests: dict[str, str],
+        payloads: dict[str, Any],
+        entry_key: str | None,
     ) -> dict[str, str]:
-        """Move the values of this transition's outputs under their own keys in ``tx``.
+        """Move the values of this transition's outputs into its log entry.
 
         ``new`` must own its ``outputs`` dict; its entries are replaced, never changed
-        in place, since they may be shared with older states. Returns the output key
-        written per node; ``digests`` receives each written payload's sha256 per node.
+        in place, since they may be shared with older states. Returns the output ref
+        written per node; ``digests`` receives each payload's sha256 per node and
+        ``payloads`` the payloads for the log entry at ``entry_key`` (None: there is no
+        entry, and each payload is put under a key of its own in ``tx``).
         """
         refs: dict[str, str] = {}
         outputs = new.outputs
@@ -380,11 +396,15 @@ class RunCommit:
             if out.value is None and name != key:
                 continue
             if out.seq == new.seq and out.ref is None:
-                ref = output_key(new.run_id, name, out.visit)
                 payload: dict[str, Any] = {"value": out.value}
                 if name == key and result is not None:
                     payload.update(prompt=result.prompt, error=result.error)
-                tx.put(ref, payload)
+                if entry_key is not None:
+                    ref = output_ref(entry_key, name)
+                    payloads[name] = payload
+                else:
+                    ref = output_key(new.run_id, name, out.visit)
+                    tx.put(ref, payload)
                 digests[name] = output_digest(payload)
                 if self.store is not None:
                     self.store.values[ref] = out.value

@@ -18,6 +18,7 @@ from plait.graphs.engine import node_of
 from plait.graphs.spec import GraphSpec
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh
+from plait.runs.log import read_payload
 from plait.runs.record import RunRecord, load, record_key
 
 _CACHE_SIZE = 10_000
@@ -47,8 +48,8 @@ async def read_record(mesh: Mesh, run_id: str) -> tuple[RunRecord | None, int]:
 
 async def read_value(mesh: Mesh, ref: str) -> Any:
     """The output value stored at ``ref`` (None if it is gone)."""
-    entry = await mesh.get(ref)
-    return entry.value.get("value") if entry is not None else None
+    payload = await read_payload(mesh, ref)
+    return payload.get("value") if isinstance(payload, dict) else None
 
 
 async def run_output(mesh: Mesh, rec: RunRecord) -> Any:
