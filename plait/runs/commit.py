@@ -69,13 +69,24 @@ def listing_status(status: str) -> str:
 
 
 def claim(
-    spec: GraphSpec, rec: RunRecord, key: str, wake: str, host: str = ""
+    spec: GraphSpec,
+    rec: RunRecord,
+    key: str,
+    wake: str,
+    host: str = "",
+    *,
+    begun: bool | None = None,
 ) -> tuple[RunRecord, Attempt | None]:
-    """``rec`` with ``key`` claimed for ``wake`` (see :func:`plait.graphs.engine.claim`)."""
+    """``rec`` with ``key`` claimed for ``wake`` (see :func:`plait.graphs.engine.claim`);
+    ``begun`` as the attempt records it (see :class:`plait.graphs.state.Attempt`)."""
     claimed, attempt = engine.claim(
         spec, rec, key, nonce=new_id(), now=time.time(), host=host, wake=wake
     )
-    return as_record(claimed), attempt
+    out = as_record(claimed)
+    if attempt is not None and begun is not None:
+        attempt = attempt.model_copy(update={"begun": begun})
+        out.attempts[key] = attempt
+    return out, attempt
 
 
 class RunCommit:
@@ -212,6 +223,18 @@ class RunCommit:
 
     # -- what a run's owner writes -----------------------------------------------------
 
+    async def begin(self, rec: RunRecord, version: int, attempt: Attempt) -> tuple[RunRecord, int]:
+        """Record that ``attempt`` (claimed by a commit) starts now: the one extra write
+        of nodes whose ``on_indeterminate`` is ``verify`` or ``escalate``, so a crash
+        before this write is known to have run nothing. Returns the record and version.
+        """
+        begun = rec.model_copy(update={"attempts": dict(rec.attempts)})
+        begun.attempts[attempt.node] = attempt.model_copy(update={"begun": True})
+        tx = self.mesh.transact()
+        tx.put(record_key(rec.run_id), dump(begun), if_version=version)
+        await self._commit(tx, begun, version)
+        return begun, version + 1
+
     async def park(self, rec: RunRecord, mail: Mail, step: int) -> None:
         """Stay parked: schedule the fallback tick (backed off ``step`` times) and ack."""
         tx = self.mesh.transact()
@@ -261,14 +284,20 @@ class RunCommit:
         key: str | None = None,
         result: NodeResult | None = None,
         wakes: OwnWakes | None = None,
-    ) -> None:
+        own: bool = False,
+    ) -> Attempt | None:
         """Write one transition from ``before`` (at ``version``) to ``new`` and ack
         ``mail``: a visit's commit, a park, a resume, an escalation or the run's end.
 
-        Each node that may run next gets a wake, claimed for it in this same commit
-        (``spec`` may be None only for a transition that leaves nothing to run);
-        ``wakes``, if given, takes up to a few of them straight back for this runtime.
-        Raises VersionConflict (nothing written, ``mail`` not acked) if the record moved.
+        Each node that may run next is claimed in this same commit (``spec`` may be
+        None only for a transition that leaves nothing to run). With ``own``, the first
+        one that may run now is claimed for ``mail`` itself, with no message: the
+        caller continues with it (the returned attempt) and ``mail`` stays unacked
+        until the commit that claims nothing for it, so a crash meanwhile is taken
+        over as any unacked wake is, and the claim in the record says what was in
+        flight. Every other node gets a wake; ``wakes``, if given, takes up to a few
+        of them straight back for this runtime. Raises VersionConflict (nothing
+        written, ``mail`` not acked) if the record moved.
         """
         tx = self.mesh.transact()
         # A shallow copy owning its outputs dict: audit appends set scalars on it, and
@@ -297,14 +326,10 @@ class RunCommit:
                 event = {**event, "outputs": also}
             bodies.append(chained(new, **self._audit_fields(event, result, outputs)))
         started: list[dict[str, Any]] = []
-        new = self._claim_next(tx, spec, new, started)
+        new, mine, sent = self._claim_next(tx, spec, new, started, mail.id if own else None)
         # The runtime takes the wakes this commit sends (up to a few), and handles them
         # without reading them back from the mesh.
-        took = (
-            bool(started)
-            and wakes is not None
-            and wakes.take_in(tx, min(len(started), _TAKE_AT_MOST))
-        )
+        took = sent > 0 and wakes is not None and wakes.take_in(tx, min(sent, _TAKE_AT_MOST))
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         history: tuple[str, tuple[int, list[Any]]] | None = None
         parts: dict[str, Any] = {}
@@ -325,7 +350,8 @@ class RunCommit:
         if entry_key is not None:
             progress = _progress(new, key, result, events, started)
             tx.put(entry_key, entry_value(bodies, payloads, parts, progress), if_version=0)
-        mail.ack_in(tx)
+        if mine is None:
+            mail.ack_in(tx)
         try:
             committed = await self._commit(tx, new, version)
         except VersionConflict:
@@ -335,6 +361,7 @@ class RunCommit:
             self.store.histories[history[0]] = history[1]
         if took and committed.taken and wakes is not None:
             wakes.deliver(committed.taken)
+        return mine
 
     # -- the parts of a commit ---------------------------------------------------------
 
@@ -344,33 +371,45 @@ class RunCommit:
         spec: GraphSpec | None,
         new: RunRecord,
         started: list[dict[str, Any]],
-    ) -> RunRecord:
-        """Send one wake per node that may run next, each node claimed for its wake.
+        own: str | None,
+    ) -> tuple[RunRecord, Attempt | None, int]:
+        """Claim every node that may run next: the first that may run now for ``own``
+        (the message being handled, if given), each other for a wake of its own.
 
-        The claim rides in this commit, so the wake's handler runs its node at once
-        instead of writing a claim of its own. A wake arriving a second time finds its
-        attempt unfinished: its first handler died, and the node's policy decides.
-        Each claimed visit is added to ``started`` (for the progress event).
+        The claim rides in this commit, so whoever runs the node runs it at once
+        instead of writing a claim of its own. A message arriving a second time finds
+        its attempt unfinished: its handler died, and the node's policy decides.
+        Each claimed visit is added to ``started`` (for the progress). Returns the
+        record, the attempt claimed for ``own`` (or None) and how many wakes were sent.
         """
         keys = engine.claimable(new)
         if keys and spec is None:
             raise RunError(f"run {new.run_id}: a commit that claims nodes needs their graph")
+        mine: Attempt | None = None
+        sent = 0
         for key in keys:
             assert spec is not None
             # A retry after a transient error waits its backoff in the mailbox, not in
             # a task: the wake that runs it is delivered later.
             delay_ms = int(engine.retry_delay_s(spec, new, key) * 1000)
+            if own is not None and mine is None and not delay_ms:
+                claimed, attempt = claim(spec, new, key, own, self.actor or "", begun=False)
+                if attempt is not None:
+                    new, mine = claimed, attempt
+                    started.append(_started(attempt))
+                    continue
             why = "retry" if delay_ms else "next"
             wake = tell_in(
                 tx, owner_id(new.run_id), {"run": new.run_id, "why": why}, after_ms=delay_ms
             )
-            claimed, attempt = claim(spec, new, key, wake, self.actor or "")
+            sent += 0 if delay_ms else 1
+            claimed, attempt = claim(spec, new, key, wake, self.actor or "", begun=False)
             if attempt is None:
                 continue  # a budget is spent: the plain wake's handler says so
             new = claimed
             if not delay_ms:
                 started.append(_started(attempt))
-        return new
+        return new, mine, sent
 
     def _store_outputs(
         self,

@@ -22,6 +22,9 @@ import logging
 import time
 from typing import Any
 
+import anyio
+import anyio.lowlevel
+
 from plait.actors import ActorContext, Mail
 from plait.errors import (
     ConfigError,
@@ -116,6 +119,7 @@ class _Wake:
         self.wakes = wakes
         self.run_id = run_id
         self.mail = mail
+        self.continuation: Attempt | None = None
 
     async def run(self) -> None:
         """Handle the wake; a record another wake moved meanwhile is decided on again."""
@@ -136,13 +140,34 @@ class _Wake:
                 return
             try:
                 await self._step(rec, version)
-                return
             except VersionConflict:
                 continue
+            await self._continue()
+            return
         raise RunError(
             f"run {self.run_id}: the record kept moving under "
             f"{_CLAIM_TRIES} tries to handle one wake"
         )
+
+    async def _continue(self) -> None:
+        """Run the nodes the commits of this wake claimed for it, one after another.
+
+        Each commit that claims the next node for this wake (see
+        :meth:`RunCommit.step`) leaves it unacked, so the chain needs no message per
+        transition; the last commit acks it. The loop yields once per transition.
+        """
+        while (attempt := self.continuation) is not None:
+            self.continuation = None
+            await anyio.lowlevel.checkpoint()
+            rec, version = await self.store.record(self.run_id)
+            if not _holds(rec, attempt):
+                rec, version = await self.store.record(self.run_id, fresh=True)
+            if rec is None or not _holds(rec, attempt):
+                if not self.mail.acked:
+                    await self.mail.ack()  # fenced out: someone else runs this node now
+                return
+            spec = await self.store.spec(rec)
+            await self._execute_and_commit(spec, rec, version, attempt, verify=False)
 
     async def _sweep(self, rec: RunRecord) -> None:
         """Delete a run's progress topic once it has been over for the host's keep time.
@@ -197,7 +222,10 @@ class _Wake:
             return
         policy = "retry"
         if crashed is not None:
-            policy = self.host.env.on_indeterminate(spec, rec, crashed)
+            # A claim no handler recorded as begun (nodes whose policy asks record it)
+            # ran nothing: it is simply run again.
+            if crashed.begun is not False:
+                policy = self.host.env.on_indeterminate(spec, rec, crashed)
             if policy == "escalate":
                 did = await ask_to_retry(self.host.board, self.host.mesh, self.run_id, crashed)
                 parked, events = engine.escalate(rec, crashed, decision_id=did)
@@ -211,7 +239,7 @@ class _Wake:
                     await self._write(spec, before, rec, version, resumed)
                 return
             key = keys[0]
-        claimed, attempt = claim(spec, rec, key, self.mail.id, self.host.id)
+        claimed, attempt = claim(spec, rec, key, self.mail.id, self.host.id, begun=True)
         if attempt is None:  # the budget ended or parked the run
             await ask_for_budget(self.host.board, self.host.mesh, claimed)
             events = [*resumed, *as_data(engine.status_events(before, claimed))]
@@ -248,6 +276,11 @@ class _Wake:
         self, spec: GraphSpec, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
     ) -> None:
         key = attempt.node
+        if attempt.begun is False and self.host.env.on_indeterminate(spec, rec, attempt) in (
+            "verify",
+            "escalate",
+        ):
+            rec, version = await self.commit.begin(rec, version, attempt)
         result = await self._execute(spec, rec, attempt, verify)
         base, base_version = rec, version
         while True:
@@ -303,9 +336,24 @@ class _Wake:
         key: str | None = None,
         result: NodeResult | None = None,
     ) -> None:
-        await self.commit.step(
-            spec, before, new, version, events, self.mail, key=key, result=result, wakes=self.wakes
+        self.continuation = await self.commit.step(
+            spec,
+            before,
+            new,
+            version,
+            events,
+            self.mail,
+            key=key,
+            result=result,
+            wakes=self.wakes,
+            own=True,
         )
+
+
+def _holds(rec: RunRecord | None, attempt: Attempt) -> bool:
+    """Whether ``rec`` still holds ``attempt``'s claim."""
+    mine = rec.attempts.get(attempt.node) if rec is not None else None
+    return mine is not None and mine.nonce == attempt.nonce
 
 
 def _too_large(result: NodeResult, exc: ValueTooLarge) -> NodeResult:
