@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -63,6 +64,7 @@ LOOP_TARGET = 2.0
 REDIS_RT_BASELINE = 4.0
 CONCURRENT_FLOOR = 2000.0
 RESUME_BASELINE_MS = 100.0
+STATEMENTS_BASELINE = 17.9  # per SQLite transition before the two-write commit (9.1 writes)
 
 LOOP = {
     "name": "loop", "entry": "draft", "budget": {"steps": 100},
@@ -214,6 +216,57 @@ async def sqlite_transitions(seconds: float, tmp: Path) -> list[Figure]:
                f"LangGraph SqliteSaver, durability=sync ({pragmas})"),
         Figure(BENCH, "runs_sqlite_vs_lg_async", value, "transitions/s", lg_async,
                LOOP_TARGET, f"LangGraph SqliteSaver, durability=async ({pragmas})"),
+    ]  # fmt: skip
+
+
+class Statements:
+    """Counts the SQL statements every SQLite connection opened in the block runs."""
+
+    def __init__(self) -> None:
+        self.all = 0
+        self.writes = 0
+        self.on = False
+
+    def trace(self, sql: str) -> None:
+        if self.on:
+            self.all += 1
+            head = sql.lstrip()[:7].upper()
+            self.writes += head.startswith(("INSERT", "UPDATE", "DELETE", "REPLACE"))
+
+    @contextmanager
+    def tracing(self) -> Iterator[None]:
+        """Trace every connection ``sqlite3.connect`` opens while the block runs."""
+        connect = sqlite3.connect
+
+        def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+            conn = connect(*args, **kwargs)
+            conn.set_trace_callback(self.trace)
+            return conn
+
+        sqlite3.connect = traced  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            sqlite3.connect = connect
+
+
+async def sqlite_statements(tmp: Path) -> list[Figure]:
+    # Every statement the mesh's connections run during one run, per transition
+    # (BEGIN and COMMIT included); writes are its INSERT, UPDATE and DELETE statements.
+    counter = Statements()
+    with counter.tracing():
+        async with open_mesh(f"sqlite:///{tmp / 'statements.db'}") as mesh:
+            async with hosted(mesh, FAILS, LOOP) as host:
+                runs = Runs(mesh)
+                await run_once(runs, host)  # warm: spec, groups
+                counter.on = True
+                rec = await run_once(runs, host)
+                counter.on = False
+    transitions = sum(rec.visits.values())
+    return [
+        Cost(BENCH, "runs_sqlite_statements", counter.all / transitions, "statements/transition",
+             STATEMENTS_BASELINE, 1.0,
+             f"{counter.writes / transitions:.2f} of them writes"),
     ]  # fmt: skip
 
 
@@ -395,6 +448,7 @@ async def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
         figures += await sqlite_transitions(args.seconds, Path(tmp))
         figures += await resume_latency(Path(tmp))
+        figures += await sqlite_statements(Path(tmp))
     figures += await redis_roundtrips()
     # Three rounds, each on a fresh prefix; the best is the one least disturbed by
     # anything else the machine ran meanwhile (as best_of does for the rates above).
