@@ -385,6 +385,13 @@ class ActorRuntime(abc.ABC):
         runtime cannot serve ``actor_id``'s mailbox: the messages are delivered as usual.
         """
 
+    def keeps(self, actor_id: str) -> bool:
+        """Whether a handler of ``actor_id`` may go on with more of its actor's work
+        in the message it holds (a run's owner continuing with its next node) rather
+        than leave it to a new message: False once this runtime is closing, or (where
+        mailboxes are leased) gives up the actor's partition."""
+        return True
+
     @abc.abstractmethod
     def handle_taken(self, deliveries: Sequence[Delivery]) -> None:
         """Handle the mailbox messages a committed transaction took (see

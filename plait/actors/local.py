@@ -258,6 +258,10 @@ class LocalRuntime(ActorRuntime):
         """The :class:`Mail` a handler gets for a delivery (None: not to be handled here)."""
         return Mail(actor_id, body, delivery)
 
+    def keeps(self, actor_id: str) -> bool:
+        """See :meth:`ActorRuntime.keeps`: not while closing."""
+        return self._tg is not None and not self._closing
+
     def handle_taken(self, deliveries: Sequence[Delivery]) -> None:
         """Handle mailbox messages a committed transaction took (see :meth:`take_mail_in`)."""
         if self._tg is None:

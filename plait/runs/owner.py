@@ -110,6 +110,10 @@ class _OwnWakes:
         """Hand the wakes the commit took to this runtime."""
         self.runtime.handle_taken(deliveries)
 
+    def keeps(self) -> bool:
+        """Whether the wake being handled may go on with the run's next node."""
+        return self.runtime.keeps(self.owner)
+
 
 class _Wake:
     def __init__(self, host: RunHost, wakes: _OwnWakes, run_id: RunId, mail: Mail) -> None:
@@ -346,7 +350,9 @@ class _Wake:
             key=key,
             result=result,
             wakes=self.wakes,
-            own=True,
+            # A runtime closing or handing the run's partition over sends a wake
+            # instead, so the run goes on wherever its mailbox is served next.
+            own=self.wakes.keeps(),
         )
 
 
