@@ -70,6 +70,8 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
     run_id = wake.run_id
     try:
         await wake.run()
+        if wake.settled:
+            ctx.rest()  # parked or over: the host keeps nothing of it (see RunStore)
     except Exception as exc:
         if isinstance(exc, MeshUnavailable):
             raise  # nothing can be written now; the runtime leaves it for redelivery
@@ -124,6 +126,8 @@ class _Wake:
         self.run_id = run_id
         self.mail = mail
         self.continuation: Attempt | None = None
+        self.settled = False
+        """The last commit of this wake parked or ended the run."""
 
     async def run(self) -> None:
         """Handle the wake; a record another wake moved meanwhile is decided on again."""
@@ -212,6 +216,7 @@ class _Wake:
             found = engine.recheck(rec, await self._closed(rec.waiting), now=time.time())
             if found is None:
                 await self.commit.park(rec, self.mail, self._backoff())
+                self.settled = True
                 return
             unparked, resumed = as_record(found[0]), found[1]
             if unparked.terminal:
@@ -340,6 +345,7 @@ class _Wake:
         key: str | None = None,
         result: NodeResult | None = None,
     ) -> None:
+        self.settled = new.waiting is not None or new.terminal
         self.continuation = await self.commit.step(
             spec,
             before,
