@@ -206,17 +206,23 @@ class RunCommit:
         for key, value in (puts or {}).items():
             tx.put(key, value)
         rec = rec.model_copy()
-        append(tx, rec, event)
+        body = chained(rec, **event.model_dump(exclude={"seq", "prev", "mac", "hash"}))
+        event.seq, event.prev, event.hash = body["seq"], body["prev"], body["hash"]
+        event.mac = body.get("mac")
         started: list[dict[str, Any]] = []
-        rec = self._claim_next(tx, spec, rec, started)
+        rec, _, _ = self._claim_next(tx, spec, rec, started, None)
         tx.put(record_key(rec.run_id), dump(rec), if_version=version)
         tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
         if owner is not None:
             tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
-        tx.publish(
-            events_topic(rec.run_id),
-            "progress",
-            {"node": None, "status": rec.status, "started": started, "audit_seq": rec.audit_seq},
+        progress = {
+            "node": None,
+            "status": rec.status,
+            "started": started,
+            "audit_seq": rec.audit_seq,
+        }
+        tx.put(
+            audit_key(rec.run_id, body["seq"]), entry_value([body], {}, {}, progress), if_version=0
         )
         await tx.commit()
         return rec
