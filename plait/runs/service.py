@@ -380,8 +380,10 @@ class Runs:
         Each step carries its status (``done``, ``failed`` or ``waiting``), the tool
         calls the visit made and the decision it raised (see :class:`TrajectoryStep`).
         """
-        entries = [entry async for entry in read_log(self.mesh, run_id)]
+        # The events first: a stored entry that does not decode is named as the audit
+        # event it holds (AuditChainBroken), as verify names it.
         events = await read_events(self.mesh, run_id)
+        entries = [entry async for entry in read_log(self.mesh, run_id)]
         asked = {
             (e.node, e.visit): (e.detail.get("decision_id"), e.detail.get("ask"))
             for e in events
