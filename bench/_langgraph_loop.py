@@ -4,17 +4,20 @@
 fixed number of times, as the scripted model does in the plait run. Every node returns
 at once, so the figure is LangGraph's own cost per node: its step loop and one
 checkpoint per step written by ``SqliteSaver`` to a WAL file whose ``synchronous`` level
-is set to the one the plait SQLite mesh uses.
+is set to the one the plait SQLite mesh uses. :class:`LangGraphConcurrent` is the same
+loop with an ``InMemorySaver`` and async nodes, many runs at once in one event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -106,4 +109,61 @@ class LangGraphLoop:
         self.conn.close()
 
 
-__all__ = ["SYNCHRONOUS_NAMES", "Durability", "LangGraphLoop", "LoopState"]
+class LangGraphConcurrent:
+    """The loop compiled with an ``InMemorySaver``, its nodes async, for runs at once.
+
+    Args:
+        fails: how many times the verifier says ``fail`` before ``pass``.
+    """
+
+    def __init__(self, fails: int) -> None:
+        self.fails = fails
+        self.nodes = 0
+        graph = StateGraph(LoopState)
+        graph.add_node("draft", self._draft)
+        graph.add_node("verify", self._verify)
+        graph.add_node("publish", self._publish)
+        graph.add_edge(START, "draft")
+        graph.add_edge("draft", "verify")
+        graph.add_conditional_edges(
+            "verify", lambda s: s["verdict"], {"pass": "publish", "fail": "draft"}
+        )
+        graph.add_edge("publish", END)
+        self.app = graph.compile(checkpointer=InMemorySaver())
+
+    async def _draft(self, state: LoopState) -> dict[str, Any]:
+        self.nodes += 1
+        drafts = state.get("drafts", 0) + 1
+        return {"draft": f"draft {drafts} of {state['input']}", "drafts": drafts}
+
+    async def _verify(self, state: LoopState) -> dict[str, Any]:
+        self.nodes += 1
+        verdict = "pass" if state["drafts"] > self.fails else "fail"
+        return {"critique": f"{state['draft']}: {verdict}", "verdict": verdict}
+
+    async def _publish(self, state: LoopState) -> dict[str, Any]:
+        self.nodes += 1
+        return {"output": state["draft"]}
+
+    async def rate(self, runs: int) -> float:
+        """Nodes per second of ``runs`` runs at once in this event loop."""
+        before = self.nodes
+
+        async def one() -> None:
+            config: Any = {"configurable": {"thread_id": uuid.uuid4().hex}}
+            state = await self.app.ainvoke({"input": "x"}, config)
+            if state.get("output") is None:
+                raise RuntimeError("the LangGraph loop ended without publishing")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(runs)))
+        return (self.nodes - before) / (time.perf_counter() - started)
+
+
+__all__ = [
+    "SYNCHRONOUS_NAMES",
+    "Durability",
+    "LangGraphConcurrent",
+    "LangGraphLoop",
+    "LoopState",
+]

@@ -13,8 +13,13 @@ draft | pass: publish)`` with a verifier that fails a fixed number of times.
   default, which writes checkpoints in the background.
 - ``runs_redis_roundtrips``: requests this process sent to Redis during one run, counted
   on the client, per transition (a cost: ``ratio`` is baseline / value).
-- ``runs_redis_concurrent``: transitions per second of 200 runs at once on Redis, the
-  best of three rounds.
+- ``runs_sqlite_concurrent`` / ``runs_redis_concurrent``: transitions per second of 200
+  runs at once on SQLite / Redis, against LangGraph with ``InMemorySaver`` running 200
+  runs at once in this process; rounds interleaved, the best of three of each.
+- ``runs_sqlite_statements``: SQL statements per transition (and how many write).
+- ``runs_length_growth``: the cost per transition of the last 50 steps of a 1,000-step
+  run over its first 50 (a cost: ``ratio`` is 1.1 / value).
+- ``parked_run_bytes``: host memory held per parked run (tracemalloc; ratio 4096 / value).
 - ``resume_latency_ms``: median time from answering a parked run to its next claim.
 
 The process tunes Python's cyclic garbage collector as a serving process does
@@ -28,10 +33,13 @@ that are removed afterwards; its figures are skipped if it does not answer.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
+import sqlite3
 import statistics
 import tempfile
 import time
+import tracemalloc
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -40,7 +48,7 @@ from typing import Any
 
 import redis.asyncio.connection as redis_connection
 from _common import Figure, best_of, parse_args, redis_mesh_url, redis_scratch, report
-from _langgraph_loop import SYNCHRONOUS_NAMES, LangGraphLoop
+from _langgraph_loop import SYNCHRONOUS_NAMES, LangGraphConcurrent, LangGraphLoop
 
 from plait.actors import tune_gc_for_serving
 from plait.decisions import Human
@@ -61,8 +69,13 @@ CONCURRENT_ROUNDS = 3
 RESUMES = 21
 LOOP_TARGET = 2.0
 REDIS_RT_BASELINE = 4.0
-CONCURRENT_FLOOR = 2000.0
+CONCURRENT_TARGET = 1.5
+LONG_STEPS = 1000
+GROWTH_TARGET = 1.1
+PARKED = 200
+PARKED_TARGET = 4096.0
 RESUME_BASELINE_MS = 100.0
+STATEMENTS_BASELINE = 17.9  # per SQLite transition before the two-write commit (9.1 writes)
 
 LOOP = {
     "name": "loop", "entry": "draft", "budget": {"steps": 100},
@@ -85,13 +98,15 @@ APPROVE = {
 
 
 def scripted(fails: int) -> ScriptedModel:
-    """The instant model: the verifier fails ``fails`` times, then passes."""
+    """The instant model: the verifier fails ``fails`` times, then passes. It keeps
+    its last few calls only: a test double's log is not the host's memory."""
     return ScriptedModel(
         [
             {"node": "verify", "visit": fails + 1, "text": "Good now.\npass"},
             {"node": "verify", "text": "Needs a source.\nfail"},
             {"text": "A draft."},
-        ]
+        ],
+        keep_calls=8,
     )
 
 
@@ -217,6 +232,57 @@ async def sqlite_transitions(seconds: float, tmp: Path) -> list[Figure]:
     ]  # fmt: skip
 
 
+class Statements:
+    """Counts the SQL statements every SQLite connection opened in the block runs."""
+
+    def __init__(self) -> None:
+        self.all = 0
+        self.writes = 0
+        self.on = False
+
+    def trace(self, sql: str) -> None:
+        if self.on:
+            self.all += 1
+            head = sql.lstrip()[:7].upper()
+            self.writes += head.startswith(("INSERT", "UPDATE", "DELETE", "REPLACE"))
+
+    @contextmanager
+    def tracing(self) -> Iterator[None]:
+        """Trace every connection ``sqlite3.connect`` opens while the block runs."""
+        connect = sqlite3.connect
+
+        def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+            conn = connect(*args, **kwargs)
+            conn.set_trace_callback(self.trace)
+            return conn
+
+        sqlite3.connect = traced  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            sqlite3.connect = connect
+
+
+async def sqlite_statements(tmp: Path) -> list[Figure]:
+    # Every statement the mesh's connections run during one run, per transition
+    # (BEGIN and COMMIT included); writes are its INSERT, UPDATE and DELETE statements.
+    counter = Statements()
+    with counter.tracing():
+        async with open_mesh(f"sqlite:///{tmp / 'statements.db'}") as mesh:
+            async with hosted(mesh, FAILS, LOOP) as host:
+                runs = Runs(mesh)
+                await run_once(runs, host)  # warm: spec, groups
+                counter.on = True
+                rec = await run_once(runs, host)
+                counter.on = False
+    transitions = sum(rec.visits.values())
+    return [
+        Cost(BENCH, "runs_sqlite_statements", counter.all / transitions, "statements/transition",
+             STATEMENTS_BASELINE, 1.0,
+             f"{counter.writes / transitions:.2f} of them writes"),
+    ]  # fmt: skip
+
+
 # -- Redis ------------------------------------------------------------------------------
 
 
@@ -301,44 +367,137 @@ async def redis_roundtrips() -> list[Figure]:
     ]  # fmt: skip
 
 
-async def redis_concurrent() -> list[Figure]:
-    async with redis_mesh() as mesh:
-        if mesh is None:
-            return []
-        runs = Runs(mesh)
-        await import_graph(mesh, load_graph(LOOP))
-        # The runs are written before a runtime serves them, so the clock measures
-        # transitions only; 50 starts at a time keep the setup short.
-        gate = asyncio.Semaphore(50)
+async def concurrent_round(mesh: Mesh) -> tuple[float, float]:
+    """Transitions per second of CONCURRENT_RUNS runs at once on ``mesh``, and the
+    median number of runs with a node claimed meanwhile."""
+    runs = Runs(mesh)
+    await import_graph(mesh, load_graph(LOOP))
+    # The runs are written before a runtime serves them, so the clock measures
+    # transitions only; 50 starts at a time keep the setup short.
+    gate = asyncio.Semaphore(50)
 
-        async def start() -> str:
-            async with gate:
-                return (await runs.start("assistant", "loop", "x")).run_id
+    async def start() -> str:
+        async with gate:
+            return (await runs.start("assistant", "loop", "x")).run_id
 
-        ids = await asyncio.gather(*(start() for _ in range(CONCURRENT_RUNS)))
-        async with hosted(mesh, CONCURRENT_FAILS) as host:
-            host.pending.update(ids)
-            # How many runs have a node claimed at once: near 200 if the runtime takes
-            # the runs' wakes as fast as it can run them.
-            busy: list[int] = []
+    ids = await asyncio.gather(*(start() for _ in range(CONCURRENT_RUNS)))
+    async with hosted(mesh, CONCURRENT_FAILS) as host:
+        host.pending.update(ids)
+        busy: list[int] = []
 
-            async def sample() -> None:
-                while True:
-                    busy.append(len(host.executing))
-                    await asyncio.sleep(0.01)
+        async def sample() -> None:
+            while True:
+                busy.append(len(host.executing))
+                await asyncio.sleep(0.01)
 
-            sampler = asyncio.ensure_future(sample())
-            started = time.perf_counter()
-            try:
-                await asyncio.wait_for(host.all_settled.wait(), 120)
-            finally:
-                elapsed = time.perf_counter() - started
-                sampler.cancel()
-    value = host.transitions / elapsed
+        sampler = asyncio.ensure_future(sample())
+        started = time.perf_counter()
+        try:
+            await asyncio.wait_for(host.all_settled.wait(), 120)
+        finally:
+            elapsed = time.perf_counter() - started
+            sampler.cancel()
+    return host.transitions / elapsed, statistics.median(busy or [0])
+
+
+async def concurrent(name: str, meshes: Callable[[], Any]) -> list[Figure]:
+    # Rounds of plait (each on a fresh mesh) and of LangGraph with InMemorySaver
+    # (CONCURRENT_RUNS runs at once in this event loop) alternate; the best of each.
+    lg = LangGraphConcurrent(CONCURRENT_FAILS)
+    ours: list[tuple[float, float]] = []
+    theirs: list[float] = []
+    for _ in range(CONCURRENT_ROUNDS):
+        async with meshes() as mesh:
+            if mesh is None:
+                return []
+            ours.append(await concurrent_round(mesh))
+        theirs.append(await lg.rate(CONCURRENT_RUNS))
+    value, busy = max(ours)
     return [
-        Figure(BENCH, "runs_redis_concurrent", value, "transitions/s", CONCURRENT_FLOOR, 1.0,
-               f"fixed floor; {CONCURRENT_RUNS} runs, {host.transitions} transitions, "
-               f"median {statistics.median(busy or [0]):.0f} nodes in flight"),
+        Figure(BENCH, name, value, "transitions/s", max(theirs), CONCURRENT_TARGET,
+               f"LangGraph InMemorySaver, {CONCURRENT_RUNS} runs at once in this process; "
+               f"median {busy:.0f} nodes in flight"),
+    ]  # fmt: skip
+
+
+@asynccontextmanager
+async def sqlite_mesh(tmp: Path) -> AsyncIterator[Mesh]:
+    """A fresh SQLite mesh under ``tmp``."""
+    async with open_mesh(f"sqlite:///{tmp / f'concurrent-{time.monotonic_ns()}.db'}") as mesh:
+        yield mesh
+
+
+# -- one long run, parked runs ------------------------------------------------------------
+
+
+class Steps(Watch):
+    """A Watch that notes when each transition of its runs committed."""
+
+    def __init__(self, mesh: Mesh) -> None:
+        super().__init__(mesh)
+        self.at: dict[str, dict[int, float]] = {}
+
+    def remember(self, rec: RunRecord, version: int) -> None:
+        """As :meth:`Watch.remember`, noting the time of each new step."""
+        self.at.setdefault(rec.run_id, {}).setdefault(rec.usage.steps, time.perf_counter())
+        super().remember(rec, version)
+
+
+async def length_growth(tmp: Path) -> list[Figure]:
+    # One run of LONG_STEPS transitions: the cost per transition of its last 50 over
+    # its first 50 (a record, an output or a conversation that grows would show here).
+    # A graph's step budget is capped at import (100), so a person raises this run's
+    # before it is served, as `plait graph raise-budget` would.
+    async with open_mesh(f"sqlite:///{tmp / 'long.db'}") as mesh:
+        await import_graph(mesh, load_graph(LOOP))
+        runs = Runs(mesh)
+        rec = await runs.start("assistant", "loop", "x")
+        await runs.raise_budget(rec.run_id, {"steps": LONG_STEPS}, by=Human("bench"))
+        host = Steps(mesh)
+        host.pending.add(rec.run_id)
+        async with serve(mesh, model=scripted(LONG_STEPS // 2 - 1), store=host, beat=False):
+            done = await host.until(rec.run_id, lambda r: r.terminal)
+    at = host.at[rec.run_id]
+    last = max(at)
+    first_cost = (at[51] - at[1]) / 50
+    last_cost = (at[last] - at[last - 50]) / 50
+    value = last_cost / first_cost
+    return [
+        Cost(BENCH, "runs_length_growth", value, "last/first cost", GROWTH_TARGET, 1.0,
+             f"{done.usage.steps} steps, SQLite: steps 1-50 {first_cost * 1e6:.0f} us, "
+             f"the last 50 {last_cost * 1e6:.0f} us per transition"),
+    ]  # fmt: skip
+
+
+async def parked_run_bytes(tmp: Path) -> list[Figure]:
+    # Host memory per parked run: traced allocations still held once PARKED runs of
+    # the approval graph wait on their person, over those held before they started.
+    async with open_mesh(f"sqlite:///{tmp / 'parked.db'}") as mesh:
+        async with hosted(mesh, 0, APPROVE) as host:
+            runs = Runs(mesh)
+            await run_once_parked(runs, host)  # warm: spec, groups
+            gc.collect()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.take_snapshot()
+                ids = [
+                    (await runs.start("assistant", "approve", "x")).run_id for _ in range(PARKED)
+                ]
+                host.pending.update(ids)
+                for run_id in ids:
+                    await host.until(run_id, settled)
+                host.latest.clear()  # the bench's own bookkeeping, not the host's
+                host.changed.clear()
+                host.claimed.clear()
+                gc.collect()
+                after = tracemalloc.take_snapshot()
+            finally:
+                tracemalloc.stop()
+    held = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    value = held / PARKED
+    return [
+        Cost(BENCH, "parked_run_bytes", value, "bytes/run", PARKED_TARGET, 1.0,
+             f"{PARKED} parked runs, SQLite, tracemalloc"),
     ]  # fmt: skip
 
 
@@ -395,11 +554,12 @@ async def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
         figures += await sqlite_transitions(args.seconds, Path(tmp))
         figures += await resume_latency(Path(tmp))
+        figures += await sqlite_statements(Path(tmp))
+        figures += await length_growth(Path(tmp))
+        figures += await parked_run_bytes(Path(tmp))
+        figures += await concurrent("runs_sqlite_concurrent", lambda: sqlite_mesh(Path(tmp)))
     figures += await redis_roundtrips()
-    # Three rounds, each on a fresh prefix; the best is the one least disturbed by
-    # anything else the machine ran meanwhile (as best_of does for the rates above).
-    rounds = [await redis_concurrent() for _ in range(CONCURRENT_ROUNDS)]
-    figures += max(rounds, key=lambda found: found[0].value if found else 0.0)
+    figures += await concurrent("runs_redis_concurrent", redis_mesh)
     report(figures, as_json=args.json, title="durable runs")
 
 

@@ -201,6 +201,11 @@ class ActorContext:
         """Stop this actor: its record is marked stopped and later messages dropped."""
         await self.runtime.stop(self.record.id)
 
+    def rest(self) -> None:
+        """Say this actor has nothing to do until its next message: the runtime lets its
+        activation go once its handlers finish, instead of keeping it until idle."""
+        self.runtime.rest(self.record.id)
+
 
 Handler = Callable[[ActorContext, Mail], Awaitable[None]]
 """An actor's behaviour: ``async def handle(ctx, mail) -> None``."""
@@ -384,6 +389,16 @@ class ActorRuntime(abc.ABC):
         like any delivery. False (nothing added) while not serving, or when this
         runtime cannot serve ``actor_id``'s mailbox: the messages are delivered as usual.
         """
+
+    def rest(self, actor_id: str) -> None:  # noqa: B027 -- optional hook
+        """See :meth:`ActorContext.rest`; a runtime without activations ignores it."""
+
+    def keeps(self, actor_id: str) -> bool:
+        """Whether a handler of ``actor_id`` may go on with more of its actor's work
+        in the message it holds (a run's owner continuing with its next node) rather
+        than leave it to a new message: False once this runtime is closing, or (where
+        mailboxes are leased) gives up the actor's partition."""
+        return True
 
     @abc.abstractmethod
     def handle_taken(self, deliveries: Sequence[Delivery]) -> None:

@@ -149,6 +149,12 @@ class LeasedRuntime(LocalRuntime):
             if partition_of(actor_id, partitions(self.mesh)) in lost and not activation.running:
                 del self._activations[actor_id]
 
+    def keeps(self, actor_id: str) -> bool:
+        """See :meth:`ActorRuntime.keeps`: while the actor's partition is served here
+        (held, trusted and not being released to a runtime that joined)."""
+        partition = partition_of(actor_id, partitions(self.mesh))
+        return super().keeps(actor_id) and partition in self._serving
+
     def _mailbox_served(self, actor_id: str) -> str | None:
         partition = partition_of(actor_id, partitions(self.mesh))
         if self.keeper is None or self.keeper.trusted(partition) is None:

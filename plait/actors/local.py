@@ -91,6 +91,8 @@ class _Activation:
     starting: int = 0
     """Workers spawned that have not taken a message yet."""
     last_used: float = 0.0
+    resting: bool = False
+    """Its actor said it has nothing to do until its next message (see rest)."""
 
     @property
     def max_concurrency(self) -> int:
@@ -258,6 +260,16 @@ class LocalRuntime(ActorRuntime):
         """The :class:`Mail` a handler gets for a delivery (None: not to be handled here)."""
         return Mail(actor_id, body, delivery)
 
+    def rest(self, actor_id: str) -> None:
+        """See :meth:`ActorRuntime.rest`: a parked run's owner, say, holds no memory."""
+        activation = self._activations.get(actor_id)
+        if activation is not None:
+            activation.resting = True
+
+    def keeps(self, actor_id: str) -> bool:
+        """See :meth:`ActorRuntime.keeps`: not while closing."""
+        return self._tg is not None and not self._closing
+
     def handle_taken(self, deliveries: Sequence[Delivery]) -> None:
         """Handle mailbox messages a committed transaction took (see :meth:`take_mail_in`)."""
         if self._tg is None:
@@ -394,6 +406,7 @@ class LocalRuntime(ActorRuntime):
     async def _activate(self, actor_id: str) -> _Activation | None:
         activation = self._activations.get(actor_id)
         if activation is not None:
+            activation.resting = False  # a new message: it has work again
             self._activations.move_to_end(actor_id)
             return activation
         record = await find_record(self.mesh, actor_id)
@@ -457,6 +470,9 @@ class LocalRuntime(ActorRuntime):
                 activation.last_used = time.monotonic()
         finally:
             activation.running -= 1
+            if activation.resting and not activation.running and not activation.queue:
+                if self._activations.get(activation.record.id) is activation:
+                    del self._activations[activation.record.id]
 
     async def _handle(self, activation: _Activation, ctx: ActorContext, mail: Mail) -> None:
         """Run the handler on one message, then ack it if the handler did not."""

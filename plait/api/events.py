@@ -1,21 +1,18 @@
-"""A run's events as server-sent events: its progress as published, until it settles."""
+"""A run's events as server-sent events: the progress of its log, until it settles."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 
-from plait.errors import MeshUnavailable
-from plait.ids import new_id
 from plait.runs import RunRecord, Runs
-from plait.runs.record import events_topic
+from plait.runs.log import LogFollower
 
 BATCH_S = 0.25
-"""How long events are gathered before they are sent and the run is read again."""
+"""How long the stream waits before it reads the run's log and record again."""
 
 
 def sse(event: str, data: Any) -> str:
@@ -29,35 +26,24 @@ async def run_events(
     """``progress`` events of ``rec``'s run from its first, then ``settled`` with the run
     (what ``settled()`` returns) once it is done, failed, cancelled or waits on a person.
 
-    The events are read in a consumer group of this stream's own, dropped at the end, so
-    following a run changes nothing its owner reads.
+    The events are the progress of the run's log entries, read as they are appended
+    (:class:`plait.runs.log.LogFollower`), so following a run changes nothing.
     """
-    topic = events_topic(rec.run_id)
-    group = new_id("sse-")
-    sub = runs.mesh.subscribe(topic, group, "sse", start="begin")
-    try:
-        yield ": following run " + rec.run_id + "\n\n"
-        last_round = False
-        while True:
-            batch: list[dict[str, Any]] = []
-            # Gathered inside the scope, sent outside it: a generator must not yield
-            # from within a cancel scope.
-            with anyio.move_on_after(BATCH_S):
-                async for delivery in sub:
-                    await delivery.ack()
-                    batch.append(delivery.data)
-            for data in batch:
-                yield sse("progress", data)
-            if last_round:
-                yield sse("settled", await settled())
-                return
-            current = await runs.get(rec.run_id)
-            # One more round once settled: the commit that settled it published with it.
-            last_round = current.terminal or await runs.asks(current) is not None
-    finally:
-        await sub.close()
-        with anyio.CancelScope(shield=True), contextlib.suppress(MeshUnavailable):
-            await runs.mesh.drop_group(topic, group)
+    follower = LogFollower(runs.mesh, rec.run_id)
+    yield ": following run " + rec.run_id + "\n\n"
+    last_round = False
+    while True:
+        for entry in await follower.poll():
+            if entry.progress is not None:
+                yield sse("progress", entry.progress)
+        if last_round:
+            yield sse("settled", await settled())
+            return
+        current = await runs.get(rec.run_id)
+        # One more round once settled: the commit that settled it wrote its entry with it.
+        last_round = current.terminal or await runs.asks(current) is not None
+        if not last_round:
+            await anyio.sleep(BATCH_S)
 
 
 __all__ = ["BATCH_S", "run_events", "sse"]

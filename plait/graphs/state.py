@@ -106,6 +106,10 @@ class Attempt(BaseModel):
         wake: the id of the mailbox message whose handling claimed it; that message
             arriving again means the claimer died before committing.
         started_at: epoch seconds.
+        begun: False while a commit has claimed it and no handler has started it yet;
+            True once a handler recorded that it started (done only for nodes whose
+            ``on_indeterminate`` asks a check or a person, whom an attempt that did
+            nothing must not trouble); None when not recorded.
     """
 
     node: str
@@ -114,6 +118,7 @@ class Attempt(BaseModel):
     host: str = ""
     wake: str | None = None
     started_at: float = 0.0
+    begun: bool | None = None
 
 
 class Waiting(BaseModel):

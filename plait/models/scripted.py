@@ -48,7 +48,9 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -114,22 +116,35 @@ class ScriptedCall(BaseModel):
     round: int = 1
 
 
+KEEP_CALLS = 1_000
+"""How many of its latest calls a scripted model keeps by default."""
+
+_COUNTED_KEPT = 1_024
+
+
 class ScriptedModel(Model):
     """A model that answers from rules; see the module docstring for the rule format.
 
     Args:
         rules: the rules, as :class:`ScriptRule` objects or plain dicts.
         source: where the rules came from, for error messages.
+        keep_calls: how many of the latest calls ``calls`` keeps.
 
     Attributes:
-        calls: every call received, in order, including those that raised.
+        calls: the latest calls received (at least the last ``keep_calls``, at most
+            twice as many), in order, including those that raised; older ones are let
+            go, so a long-serving model's memory does not grow with its calls.
 
     Raises:
         ConfigError: a rule has an unknown field or a bad value.
     """
 
     def __init__(
-        self, rules: Sequence[ScriptRule | Mapping[str, Any]], *, source: str = "<rules>"
+        self,
+        rules: Sequence[ScriptRule | Mapping[str, Any]],
+        *,
+        source: str = "<rules>",
+        keep_calls: int = KEEP_CALLS,
     ) -> None:
         if isinstance(rules, str | Path):
             raise ConfigError(f"ScriptedModel takes rules; to load {rules} use from_file()")
@@ -137,6 +152,8 @@ class ScriptedModel(Model):
         self.source = source
         self.spec = f"scripted:{source}"
         self.calls: list[ScriptedCall] = []
+        self.keep_calls = max(1, keep_calls)
+        self._counted: OrderedDict[tuple[str | None, str, str | None], _Counted] = OrderedDict()
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
@@ -180,6 +197,8 @@ class ScriptedModel(Model):
             ScriptedModelError: no rule matches, or the matching rule sets ``error``.
         """
         round_ = round_of(messages)
+        if len(self.calls) >= 2 * self.keep_calls:
+            del self.calls[: -self.keep_calls + 1]  # in halves: amortised O(1) per call
         self.calls.append(
             ScriptedCall(
                 context=context,
@@ -214,7 +233,7 @@ class ScriptedModel(Model):
         ]
         text = refs.fill(rule.text) if "{{" in rule.text else rule.text
         usage = rule.usage or Usage(
-            input_tokens=sum(_words(message.content) for message in messages),
+            input_tokens=self._input_words(context, messages),
             output_tokens=_words(text)
             + sum(_words(f"{call.name} {json.dumps(call.arguments)}") for call in calls),
         )
@@ -225,6 +244,32 @@ class ScriptedModel(Model):
             model="scripted",
             stop_reason="tool_calls" if calls else "stop",
         )
+
+    def _input_words(self, context: CallContext, messages: Sequence[Message]) -> int:
+        """The words of ``messages``, counting only what follows the conversation this
+        node's last call counted (a conversation only grows by appending)."""
+        key = (context.run_id, context.node, context.instance)
+        last = self._counted.pop(key, None)
+        start, total = 0, 0
+        if last is not None and 0 < last.length <= len(messages):
+            if messages[last.length - 1] is last.tail:
+                start, total = last.length, last.words
+        total += sum(_words(message.content) for message in messages[start:])
+        if messages:
+            self._counted[key] = _Counted(len(messages), messages[-1], total)
+            while len(self._counted) > _COUNTED_KEPT:
+                self._counted.popitem(last=False)
+        return total
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """How many messages of a node's conversation were counted, the last of them (the
+    object itself) and their words."""
+
+    length: int
+    tail: Message
+    words: int
 
 
 _REF = re.compile(r"\{\{\s*([A-Za-z_][\w.]*)\s*\}\}")
@@ -337,6 +382,7 @@ def pin_model_spec(spec: str | None, cwd: Path | None = None) -> str | None:
 
 
 __all__ = [
+    "KEEP_CALLS",
     "ScriptRule",
     "ScriptedCall",
     "ScriptedModel",

@@ -24,7 +24,8 @@ import orjson
 from pydantic import BaseModel, Field, ValidationError
 
 from plait.errors import AuditChainBroken, CorruptValue
-from plait.mesh import Entry, Mesh, Transaction
+from plait.mesh import Mesh, Transaction
+from plait.runs.log import LogEntry, entry_value, read_log, read_payload, split_ref
 from plait.runs.record import RunRecord, audit_key, audit_prefix
 
 AUDIT_KEY_ENV = "PLAIT_AUDIT_KEY"
@@ -151,7 +152,7 @@ def _mac(value: Any, key: bytes) -> str:
 
 
 def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
-    """Chain ``event`` after the record's newest one and add its write to ``tx``.
+    """Chain ``event`` after the record's newest one and add its log entry to ``tx``.
 
     Updates ``record.audit_seq`` and ``record.last_hash`` in place; the caller writes
     the record in the same transaction.
@@ -164,7 +165,19 @@ def append(tx: Transaction, record: RunRecord, event: AuditEvent) -> AuditEvent:
 
 def append_fields(tx: Transaction, record: RunRecord, **fields: Any) -> dict[str, Any]:
     """:func:`append` of an event given as :class:`AuditEvent` fields (no ``seq``,
-    ``prev`` or ``hash``); returns the event as stored."""
+    ``prev`` or ``hash``), as a log entry of its own; returns the event as stored."""
+    body = chained(record, **fields)
+    tx.put(audit_key(record.run_id, body["seq"]), entry_value([body], {}, {}, None), if_version=0)
+    return body
+
+
+def chained(record: RunRecord, **fields: Any) -> dict[str, Any]:
+    """The next event of the record's chain, as stored (given as :class:`AuditEvent`
+    fields without ``seq``, ``prev`` or ``hash``), hashed after the newest one.
+
+    Moves ``record.audit_seq`` and ``record.last_hash`` on to it; the caller writes the
+    event in a log entry (:mod:`plait.runs.log`) beside the record, in one transaction.
+    """
     key = audit_key_bytes()
     body = body_of(
         seq=record.audit_seq + 1,
@@ -173,7 +186,6 @@ def append_fields(tx: Transaction, record: RunRecord, **fields: Any) -> dict[str
         **fields,
     )
     body["hash"] = _mac(body, key) if key is not None else _digest(body)
-    tx.put(audit_key(record.run_id, body["seq"]), body, if_version=0)
     record.audit_seq, record.last_hash = body["seq"], body["hash"]
     return body
 
@@ -183,13 +195,13 @@ def output_digest(payload: Any) -> str:
     return _digest(payload)
 
 
-def _parse(run_id: str, entry: Entry) -> AuditEvent:
+def _parse(run_id: str, key: str, value: Any, offset: int = 0) -> AuditEvent:
     try:
-        return AuditEvent.model_validate(entry.value)
+        return AuditEvent.model_validate(value)
     except ValidationError as exc:
         raise AuditChainBroken(
             run_id,
-            _position(run_id, entry.key) or 0,
+            (_position(run_id, key) or 0) + offset,
             f"not an audit event ({exc.error_count()} problems)",
         ) from None
 
@@ -216,8 +228,11 @@ async def read_events(mesh: Mesh, run_id: str) -> list[AuditEvent]:
     Raises:
         AuditChainBroken: a stored event does not parse as one.
     """
-    scan = mesh.scan(audit_prefix(run_id), on_corrupt=_unreadable(run_id))
-    return [_parse(run_id, entry) async for entry in scan]
+    return [
+        _parse(run_id, entry.key, value, offset)
+        async for entry in read_log(mesh, run_id, on_corrupt=_unreadable(run_id))
+        for offset, value in enumerate(entry.events)
+    ]
 
 
 async def verify(mesh: Mesh, record: RunRecord) -> int:
@@ -237,42 +252,26 @@ async def verify(mesh: Mesh, record: RunRecord) -> int:
     key = audit_key_bytes()
     prev, expected = "", 1
     replay = _Replay()
-    async for entry in mesh.scan(audit_prefix(run_id), on_corrupt=_unreadable(run_id)):
+    async for entry in read_log(mesh, run_id, on_corrupt=_unreadable(run_id)):
         at = _position(run_id, entry.key)
         if at != expected:
             found = entry.key if at is None else f"event {at}"
             raise AuditChainBroken(run_id, expected, f"missing: the next one stored is {found}")
-        event = _parse(run_id, entry)
-        if event.seq != expected:
-            raise AuditChainBroken(
-                run_id, expected, f"its place holds event {event.seq} (moved or swapped)"
-            )
-        if event.prev != prev:
-            raise AuditChainBroken(
-                run_id,
-                expected,
-                "does not follow the event before it "
-                "(reordered, or an event before it was replaced)",
-            )
-        _check_mac(run_id, event, key)
-        if event_hash(event, key) != event.hash:
-            raise AuditChainBroken(
-                run_id,
-                expected,
-                "its content does not match its HMAC (edited, or another PLAIT_AUDIT_KEY)"
-                if event.mac is not None
-                else "its content does not match its hash (edited)",
-            )
-        for ref, pinned in _pins(event):
-            stored = await mesh.get(ref)
-            if stored is None or output_digest(stored.value) != pinned:
-                raise AuditChainBroken(
-                    run_id,
-                    expected,
-                    f"the output it pins at {ref} is {'gone' if stored is None else 'changed'}",
-                )
-        replay.add(event)
-        prev, expected = event.hash, expected + 1
+        if not entry.events:
+            raise AuditChainBroken(run_id, expected, "a log entry that holds no event")
+        for offset, value in enumerate(entry.events):
+            event = _parse(run_id, entry.key, value, offset)
+            _check_event(run_id, event, expected, prev, key)
+            for ref, pinned in _pins(event):
+                stored = await _pinned_payload(mesh, entry, ref)
+                if stored is None or output_digest(stored) != pinned:
+                    raise AuditChainBroken(
+                        run_id,
+                        expected,
+                        f"the output it pins at {ref} is {'gone' if stored is None else 'changed'}",
+                    )
+            replay.add(event)
+            prev, expected = event.hash, expected + 1
     if expected - 1 != record.audit_seq or prev != record.last_hash:
         raise AuditChainBroken(
             run_id,
@@ -284,6 +283,39 @@ async def verify(mesh: Mesh, record: RunRecord) -> int:
     if disagreement is not None:
         raise AuditChainBroken(run_id, disagreement[0], disagreement[1])
     return expected - 1
+
+
+def _check_event(
+    run_id: str, event: AuditEvent, expected: int, prev: str, key: bytes | None
+) -> None:
+    """Raise AuditChainBroken unless ``event`` is the chain's ``expected`` one after ``prev``."""
+    if event.seq != expected:
+        raise AuditChainBroken(
+            run_id, expected, f"its place holds event {event.seq} (moved or swapped)"
+        )
+    if event.prev != prev:
+        raise AuditChainBroken(
+            run_id,
+            expected,
+            "does not follow the event before it (reordered, or an event before it was replaced)",
+        )
+    _check_mac(run_id, event, key)
+    if event_hash(event, key) != event.hash:
+        raise AuditChainBroken(
+            run_id,
+            expected,
+            "its content does not match its HMAC (edited, or another PLAIT_AUDIT_KEY)"
+            if event.mac is not None
+            else "its content does not match its hash (edited)",
+        )
+
+
+async def _pinned_payload(mesh: Mesh, entry: LogEntry, ref: str) -> Any:
+    """The payload an event of ``entry`` pins at ``ref`` (its own entry's, read in place)."""
+    key, node = split_ref(ref)
+    if node is not None and key == entry.key:
+        return entry.outputs.get(node)
+    return await read_payload(mesh, ref)
 
 
 def _check_mac(run_id: str, event: AuditEvent, key: bytes | None) -> None:
@@ -393,6 +425,7 @@ __all__ = [
     "append_fields",
     "audit_key_bytes",
     "body_of",
+    "chained",
     "event_hash",
     "output_digest",
     "read_events",

@@ -25,14 +25,15 @@ from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Attempt
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
-from plait.runs.audit import AuditEvent, append, append_fields, output_digest
-from plait.runs.ports import ended, store_history
+from plait.runs.audit import AuditEvent, append, chained, output_digest
+from plait.runs.log import entry_value, output_ref
+from plait.runs.ports import ended, history_delta, history_part_key
 from plait.runs.record import (
     PROGRESS_KEPT_S,
     RunRecord,
     as_record,
+    audit_key,
     dump,
-    events_topic,
     index_key,
     output_key,
     owner_id,
@@ -68,13 +69,24 @@ def listing_status(status: str) -> str:
 
 
 def claim(
-    spec: GraphSpec, rec: RunRecord, key: str, wake: str, host: str = ""
+    spec: GraphSpec,
+    rec: RunRecord,
+    key: str,
+    wake: str,
+    host: str = "",
+    *,
+    begun: bool | None = None,
 ) -> tuple[RunRecord, Attempt | None]:
-    """``rec`` with ``key`` claimed for ``wake`` (see :func:`plait.graphs.engine.claim`)."""
+    """``rec`` with ``key`` claimed for ``wake`` (see :func:`plait.graphs.engine.claim`);
+    ``begun`` as the attempt records it (see :class:`plait.graphs.state.Attempt`)."""
     claimed, attempt = engine.claim(
         spec, rec, key, nonce=new_id(), now=time.time(), host=host, wake=wake
     )
-    return as_record(claimed), attempt
+    out = as_record(claimed)
+    if attempt is not None and begun is not None:
+        attempt = attempt.model_copy(update={"begun": begun})
+        out.attempts[key] = attempt
+    return out, attempt
 
 
 class RunCommit:
@@ -116,21 +128,19 @@ class RunCommit:
         wake, which claims the entry node as every commit claims the next. A run id
         already taken raises VersionConflict."""
         tx = self.mesh.transact()
-        append(tx, rec, AuditEvent(seq=0, type="run.started", detail=detail, at=rec.created_at))
+        started = chained(rec, type="run.started", detail=detail, at=rec.created_at)
         wake = tell_in(tx, owner.id, {"run": rec.run_id, "why": "start"})
         claimed, attempt = claim(spec, rec, rec.ready[0], wake)
+        progress: dict[str, Any] = {"node": None, "status": rec.status, "started": []}
         if attempt is not None:
             rec = claimed
-            tx.publish(
-                events_topic(rec.run_id),
-                "progress",
-                {
-                    "node": None,
-                    "status": rec.status,
-                    "started": [_started(attempt)],
-                    "audit_seq": rec.audit_seq,
-                },
-            )
+            progress = {"node": None, "status": rec.status, "started": [_started(attempt)]}
+        progress["audit_seq"] = rec.audit_seq
+        tx.put(
+            audit_key(rec.run_id, started["seq"]),
+            entry_value([started], {}, {}, progress),
+            if_version=0,
+        )
         tx.put(record_key(rec.run_id), dump(rec), if_version=0)
         tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
@@ -140,20 +150,20 @@ class RunCommit:
     async def cancel(self, new: RunRecord, version: int, *, by: str) -> None:
         """Write a run's cancellation (``new``, from :func:`engine.cancel`)."""
         tx = self.mesh.transact()
-        event = AuditEvent(seq=0, type="run.cancelled", actor=by, at=time.time())
-        append(tx, new, event)
+        body = chained(new, type="run.cancelled", actor=by, at=time.time())
+        progress = {
+            "node": None,
+            "status": "cancelled",
+            "ended_detail": "cancelled",
+            "audit_seq": new.audit_seq,
+        }
+        tx.put(
+            audit_key(new.run_id, body["seq"]),
+            entry_value([body], {}, {}, progress),
+            if_version=0,
+        )
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         tx.put(index_key(new.run_id), summary_of(new).model_dump())
-        tx.publish(
-            events_topic(new.run_id),
-            "progress",
-            {
-                "node": None,
-                "status": "cancelled",
-                "ended_detail": "cancelled",
-                "audit_seq": new.audit_seq,
-            },
-        )
         ended(tx, new)
         await tx.commit()
 
@@ -196,22 +206,40 @@ class RunCommit:
         for key, value in (puts or {}).items():
             tx.put(key, value)
         rec = rec.model_copy()
-        append(tx, rec, event)
+        body = chained(rec, **event.model_dump(exclude={"seq", "prev", "mac", "hash"}))
+        event.seq, event.prev, event.hash = body["seq"], body["prev"], body["hash"]
+        event.mac = body.get("mac")
         started: list[dict[str, Any]] = []
-        rec = self._claim_next(tx, spec, rec, started)
+        rec, _, _ = self._claim_next(tx, spec, rec, started, None)
         tx.put(record_key(rec.run_id), dump(rec), if_version=version)
         tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
         if owner is not None:
             tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
-        tx.publish(
-            events_topic(rec.run_id),
-            "progress",
-            {"node": None, "status": rec.status, "started": started, "audit_seq": rec.audit_seq},
+        progress = {
+            "node": None,
+            "status": rec.status,
+            "started": started,
+            "audit_seq": rec.audit_seq,
+        }
+        tx.put(
+            audit_key(rec.run_id, body["seq"]), entry_value([body], {}, {}, progress), if_version=0
         )
         await tx.commit()
         return rec
 
     # -- what a run's owner writes -----------------------------------------------------
+
+    async def begin(self, rec: RunRecord, version: int, attempt: Attempt) -> tuple[RunRecord, int]:
+        """Record that ``attempt`` (claimed by a commit) starts now: the one extra write
+        of nodes whose ``on_indeterminate`` is ``verify`` or ``escalate``, so a crash
+        before this write is known to have run nothing. Returns the record and version.
+        """
+        begun = rec.model_copy(update={"attempts": dict(rec.attempts)})
+        begun.attempts[attempt.node] = attempt.model_copy(update={"begun": True})
+        tx = self.mesh.transact()
+        tx.put(record_key(rec.run_id), dump(begun), if_version=version)
+        await self._commit(tx, begun, version)
+        return begun, version + 1
 
     async def park(self, rec: RunRecord, mail: Mail, step: int) -> None:
         """Stay parked: schedule the fallback tick (backed off ``step`` times) and ack."""
@@ -229,21 +257,24 @@ class RunCommit:
     ) -> None:
         """Write a claim of ``attempt`` (the run resumed first, if ``resumed`` says how)."""
         tx = self.mesh.transact()
-        for event in resumed:
-            append_fields(tx, claimed, **self._audit_fields(event, None, {}))
+        first = claimed.audit_seq + 1
+        bodies = [chained(claimed, **self._audit_fields(event, None, {})) for event in resumed]
         tx.put(record_key(claimed.run_id), dump(claimed), if_version=version)
-        tx.publish(
-            events_topic(claimed.run_id),
-            "started",
-            {
+        if bodies:
+            # A claim with nothing to audit writes no log entry: a watcher learns of
+            # the visit from the commit that ends it.
+            progress = {
                 "node": attempt.node,
                 "visit": attempt.visit,
                 "status": "running",
                 "at": attempt.started_at,
                 "audit_seq": claimed.audit_seq,
-            },
-        )
-        if resumed:
+            }
+            tx.put(
+                audit_key(claimed.run_id, first),
+                entry_value(bodies, {}, {}, progress),
+                if_version=0,
+            )
             tx.put(index_key(claimed.run_id), summary_of(claimed).model_dump())
         await self._commit(tx, claimed, version)
 
@@ -259,21 +290,31 @@ class RunCommit:
         key: str | None = None,
         result: NodeResult | None = None,
         wakes: OwnWakes | None = None,
-    ) -> None:
+        own: bool = False,
+    ) -> Attempt | None:
         """Write one transition from ``before`` (at ``version``) to ``new`` and ack
         ``mail``: a visit's commit, a park, a resume, an escalation or the run's end.
 
-        Each node that may run next gets a wake, claimed for it in this same commit
-        (``spec`` may be None only for a transition that leaves nothing to run);
-        ``wakes``, if given, takes up to a few of them straight back for this runtime.
-        Raises VersionConflict (nothing written, ``mail`` not acked) if the record moved.
+        Each node that may run next is claimed in this same commit (``spec`` may be
+        None only for a transition that leaves nothing to run). With ``own``, the first
+        one that may run now is claimed for ``mail`` itself, with no message: the
+        caller continues with it (the returned attempt) and ``mail`` stays unacked
+        until the commit that claims nothing for it, so a crash meanwhile is taken
+        over as any unacked wake is, and the claim in the record says what was in
+        flight. Every other node gets a wake; ``wakes``, if given, takes up to a few
+        of them straight back for this runtime. Raises VersionConflict (nothing
+        written, ``mail`` not acked) if the record moved.
         """
         tx = self.mesh.transact()
         # A shallow copy owning its outputs dict: audit appends set scalars on it, and
         # _store_outputs replaces entries that may be shared with the state it came from.
         new = new.model_copy(update={"outputs": dict(new.outputs)})
+        # The log entry's key is its first event's seq (see plait.runs.log); with no
+        # event to audit there is no entry, and outputs go under keys of their own.
+        entry_key = audit_key(new.run_id, new.audit_seq + 1) if events else None
         digests: dict[str, str] = {}
-        outputs = self._store_outputs(tx, new, key, result, digests)
+        payloads: dict[str, Any] = {}
+        outputs = self._store_outputs(tx, new, key, result, digests, payloads, entry_key)
         # Outputs written with no event of their own (a fan-out target's aggregate) are
         # pinned by the first event, so every pointer in the record is in the chain.
         named = {e.get("node") for e in events if e["type"] == "node.committed"}
@@ -282,38 +323,41 @@ class RunCommit:
             for name, ref in outputs.items()
             if name not in named
         }
+        bodies: list[dict[str, Any]] = []
         for index, event in enumerate(events):
             node = event.get("node")
             if event["type"] == "node.committed" and node in digests:
                 event = {**event, "output_sha256": digests[node]}
             if also and index == 0:
                 event = {**event, "outputs": also}
-            append_fields(tx, new, **self._audit_fields(event, result, outputs))
+            bodies.append(chained(new, **self._audit_fields(event, result, outputs)))
         started: list[dict[str, Any]] = []
-        new = self._claim_next(tx, spec, new, started)
+        new, mine, sent = self._claim_next(tx, spec, new, started, mail.id if own else None)
         # The runtime takes the wakes this commit sends (up to a few), and handles them
         # without reading them back from the mesh.
-        took = (
-            bool(started)
-            and wakes is not None
-            and wakes.take_in(tx, min(len(started), _TAKE_AT_MOST))
-        )
+        took = sent > 0 and wakes is not None and wakes.take_in(tx, min(sent, _TAKE_AT_MOST))
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         history: tuple[str, tuple[int, list[Any]]] | None = None
+        parts: dict[str, Any] = {}
         if result is not None and result.history is not None and key is not None:
             visit = new.visits.get(key) or (new.attempts[key].visit if key in new.attempts else 1)
             cache = self.store.histories if self.store is not None else Lru()
-            history = store_history(tx, cache, new.run_id, key, visit, result.history)
+            part, history = history_delta(cache, new.run_id, key, visit, result.history)
+            if entry_key is not None:
+                parts[key] = part
+            else:
+                tx.put(history_part_key(new.run_id, key, visit), part["messages"])
         if new.waiting is not None:
             await self._tick(tx, new)
         elif new.terminal:
             ended(tx, new, self.progress_kept_s)
         if listing_status(new.status) != listing_status(before.status):
             tx.put(index_key(new.run_id), summary_of(new).model_dump())
-        tx.publish(
-            events_topic(new.run_id), "progress", _progress(new, key, result, events, started)
-        )
-        mail.ack_in(tx)
+        if entry_key is not None:
+            progress = _progress(new, key, result, events, started)
+            tx.put(entry_key, entry_value(bodies, payloads, parts, progress), if_version=0)
+        if mine is None:
+            mail.ack_in(tx)
         try:
             committed = await self._commit(tx, new, version)
         except VersionConflict:
@@ -323,6 +367,7 @@ class RunCommit:
             self.store.histories[history[0]] = history[1]
         if took and committed.taken and wakes is not None:
             wakes.deliver(committed.taken)
+        return mine
 
     # -- the parts of a commit ---------------------------------------------------------
 
@@ -332,33 +377,45 @@ class RunCommit:
         spec: GraphSpec | None,
         new: RunRecord,
         started: list[dict[str, Any]],
-    ) -> RunRecord:
-        """Send one wake per node that may run next, each node claimed for its wake.
+        own: str | None,
+    ) -> tuple[RunRecord, Attempt | None, int]:
+        """Claim every node that may run next: the first that may run now for ``own``
+        (the message being handled, if given), each other for a wake of its own.
 
-        The claim rides in this commit, so the wake's handler runs its node at once
-        instead of writing a claim of its own. A wake arriving a second time finds its
-        attempt unfinished: its first handler died, and the node's policy decides.
-        Each claimed visit is added to ``started`` (for the progress event).
+        The claim rides in this commit, so whoever runs the node runs it at once
+        instead of writing a claim of its own. A message arriving a second time finds
+        its attempt unfinished: its handler died, and the node's policy decides.
+        Each claimed visit is added to ``started`` (for the progress). Returns the
+        record, the attempt claimed for ``own`` (or None) and how many wakes were sent.
         """
         keys = engine.claimable(new)
         if keys and spec is None:
             raise RunError(f"run {new.run_id}: a commit that claims nodes needs their graph")
+        mine: Attempt | None = None
+        sent = 0
         for key in keys:
             assert spec is not None
             # A retry after a transient error waits its backoff in the mailbox, not in
             # a task: the wake that runs it is delivered later.
             delay_ms = int(engine.retry_delay_s(spec, new, key) * 1000)
+            if own is not None and mine is None and not delay_ms:
+                claimed, attempt = claim(spec, new, key, own, self.actor or "", begun=False)
+                if attempt is not None:
+                    new, mine = claimed, attempt
+                    started.append(_started(attempt))
+                    continue
             why = "retry" if delay_ms else "next"
             wake = tell_in(
                 tx, owner_id(new.run_id), {"run": new.run_id, "why": why}, after_ms=delay_ms
             )
-            claimed, attempt = claim(spec, new, key, wake, self.actor or "")
+            sent += 0 if delay_ms else 1
+            claimed, attempt = claim(spec, new, key, wake, self.actor or "", begun=False)
             if attempt is None:
                 continue  # a budget is spent: the plain wake's handler says so
             new = claimed
             if not delay_ms:
                 started.append(_started(attempt))
-        return new
+        return new, mine, sent
 
     def _store_outputs(
         self,
@@ -367,12 +424,16 @@ class RunCommit:
         key: str | None,
         result: NodeResult | None,
         digests: dict[str, str],
+        payloads: dict[str, Any],
+        entry_key: str | None,
     ) -> dict[str, str]:
-        """Move the values of this transition's outputs under their own keys in ``tx``.
+        """Move the values of this transition's outputs into its log entry.
 
         ``new`` must own its ``outputs`` dict; its entries are replaced, never changed
-        in place, since they may be shared with older states. Returns the output key
-        written per node; ``digests`` receives each written payload's sha256 per node.
+        in place, since they may be shared with older states. Returns the output ref
+        written per node; ``digests`` receives each payload's sha256 per node and
+        ``payloads`` the payloads for the log entry at ``entry_key`` (None: there is no
+        entry, and each payload is put under a key of its own in ``tx``).
         """
         refs: dict[str, str] = {}
         outputs = new.outputs
@@ -380,11 +441,15 @@ class RunCommit:
             if out.value is None and name != key:
                 continue
             if out.seq == new.seq and out.ref is None:
-                ref = output_key(new.run_id, name, out.visit)
                 payload: dict[str, Any] = {"value": out.value}
                 if name == key and result is not None:
                     payload.update(prompt=result.prompt, error=result.error)
-                tx.put(ref, payload)
+                if entry_key is not None:
+                    ref = output_ref(entry_key, name)
+                    payloads[name] = payload
+                else:
+                    ref = output_key(new.run_id, name, out.visit)
+                    tx.put(ref, payload)
                 digests[name] = output_digest(payload)
                 if self.store is not None:
                     self.store.values[ref] = out.value

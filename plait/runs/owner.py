@@ -22,6 +22,9 @@ import logging
 import time
 from typing import Any
 
+import anyio
+import anyio.lowlevel
+
 from plait.actors import ActorContext, Mail
 from plait.errors import (
     ConfigError,
@@ -67,6 +70,8 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
     run_id = wake.run_id
     try:
         await wake.run()
+        if wake.settled:
+            ctx.rest()  # parked or over: the host keeps nothing of it (see RunStore)
     except Exception as exc:
         if isinstance(exc, MeshUnavailable):
             raise  # nothing can be written now; the runtime leaves it for redelivery
@@ -107,6 +112,10 @@ class _OwnWakes:
         """Hand the wakes the commit took to this runtime."""
         self.runtime.handle_taken(deliveries)
 
+    def keeps(self) -> bool:
+        """Whether the wake being handled may go on with the run's next node."""
+        return self.runtime.keeps(self.owner)
+
 
 class _Wake:
     def __init__(self, host: RunHost, wakes: _OwnWakes, run_id: RunId, mail: Mail) -> None:
@@ -116,6 +125,9 @@ class _Wake:
         self.wakes = wakes
         self.run_id = run_id
         self.mail = mail
+        self.continuation: Attempt | None = None
+        self.settled = False
+        """The last commit of this wake parked or ended the run."""
 
     async def run(self) -> None:
         """Handle the wake; a record another wake moved meanwhile is decided on again."""
@@ -136,13 +148,34 @@ class _Wake:
                 return
             try:
                 await self._step(rec, version)
-                return
             except VersionConflict:
                 continue
+            await self._continue()
+            return
         raise RunError(
             f"run {self.run_id}: the record kept moving under "
             f"{_CLAIM_TRIES} tries to handle one wake"
         )
+
+    async def _continue(self) -> None:
+        """Run the nodes the commits of this wake claimed for it, one after another.
+
+        Each commit that claims the next node for this wake (see
+        :meth:`RunCommit.step`) leaves it unacked, so the chain needs no message per
+        transition; the last commit acks it. The loop yields once per transition.
+        """
+        while (attempt := self.continuation) is not None:
+            self.continuation = None
+            await anyio.lowlevel.checkpoint()
+            rec, version = await self.store.record(self.run_id)
+            if not _holds(rec, attempt):
+                rec, version = await self.store.record(self.run_id, fresh=True)
+            if rec is None or not _holds(rec, attempt):
+                if not self.mail.acked:
+                    await self.mail.ack()  # fenced out: someone else runs this node now
+                return
+            spec = await self.store.spec(rec)
+            await self._execute_and_commit(spec, rec, version, attempt, verify=False)
 
     async def _sweep(self, rec: RunRecord) -> None:
         """Delete a run's progress topic once it has been over for the host's keep time.
@@ -183,6 +216,7 @@ class _Wake:
             found = engine.recheck(rec, await self._closed(rec.waiting), now=time.time())
             if found is None:
                 await self.commit.park(rec, self.mail, self._backoff())
+                self.settled = True
                 return
             unparked, resumed = as_record(found[0]), found[1]
             if unparked.terminal:
@@ -197,7 +231,10 @@ class _Wake:
             return
         policy = "retry"
         if crashed is not None:
-            policy = self.host.env.on_indeterminate(spec, rec, crashed)
+            # A claim no handler recorded as begun (nodes whose policy asks record it)
+            # ran nothing: it is simply run again.
+            if crashed.begun is not False:
+                policy = self.host.env.on_indeterminate(spec, rec, crashed)
             if policy == "escalate":
                 did = await ask_to_retry(self.host.board, self.host.mesh, self.run_id, crashed)
                 parked, events = engine.escalate(rec, crashed, decision_id=did)
@@ -211,7 +248,7 @@ class _Wake:
                     await self._write(spec, before, rec, version, resumed)
                 return
             key = keys[0]
-        claimed, attempt = claim(spec, rec, key, self.mail.id, self.host.id)
+        claimed, attempt = claim(spec, rec, key, self.mail.id, self.host.id, begun=True)
         if attempt is None:  # the budget ended or parked the run
             await ask_for_budget(self.host.board, self.host.mesh, claimed)
             events = [*resumed, *as_data(engine.status_events(before, claimed))]
@@ -248,6 +285,11 @@ class _Wake:
         self, spec: GraphSpec, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
     ) -> None:
         key = attempt.node
+        if attempt.begun is False and self.host.env.on_indeterminate(spec, rec, attempt) in (
+            "verify",
+            "escalate",
+        ):
+            rec, version = await self.commit.begin(rec, version, attempt)
         result = await self._execute(spec, rec, attempt, verify)
         base, base_version = rec, version
         while True:
@@ -303,9 +345,27 @@ class _Wake:
         key: str | None = None,
         result: NodeResult | None = None,
     ) -> None:
-        await self.commit.step(
-            spec, before, new, version, events, self.mail, key=key, result=result, wakes=self.wakes
+        self.settled = new.waiting is not None or new.terminal
+        self.continuation = await self.commit.step(
+            spec,
+            before,
+            new,
+            version,
+            events,
+            self.mail,
+            key=key,
+            result=result,
+            wakes=self.wakes,
+            # A runtime closing or handing the run's partition over sends a wake
+            # instead, so the run goes on wherever its mailbox is served next.
+            own=self.wakes.keeps(),
         )
+
+
+def _holds(rec: RunRecord | None, attempt: Attempt) -> bool:
+    """Whether ``rec`` still holds ``attempt``'s claim."""
+    mine = rec.attempts.get(attempt.node) if rec is not None else None
+    return mine is not None and mine.nonce == attempt.nonce
 
 
 def _too_large(result: NodeResult, exc: ValueTooLarge) -> NodeResult:

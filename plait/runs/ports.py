@@ -23,6 +23,7 @@ from plait.graphs.state import Waiting
 from plait.ids import DecisionId, RunId
 from plait.mesh import Mesh, Transaction
 from plait.models import Message
+from plait.runs.log import read_log
 from plait.runs.record import (
     PROGRESS_KEPT_S,
     RunRecord,
@@ -169,7 +170,8 @@ def _answer_or_wait(
 
 
 class MeshHistories:
-    """Agent conversations, stored append-only under ``runs/<id>/hist/<key>/<visit>``.
+    """Agent conversations, stored append-only: each visit's log entry holds the
+    messages it added (see :mod:`plait.runs.log`).
 
     Each visit stores only the messages it added, so a long revise loop writes the same
     few messages per visit however long the conversation grows; the whole conversation
@@ -201,12 +203,25 @@ class MeshHistories:
             return []  # the node's first visit: nothing to read
         messages = [
             Message.model_validate(m)
-            async for entry in self.mesh.scan(f"{hkey}/")
-            if done is None or _part_visit(entry.key) <= done
-            for m in entry.value
+            for _, part in await self._parts(key, hkey, done)
+            for m in part
         ]
         self.cache[hkey] = (done if done is not None else -1, messages)
         return list(messages)
+
+    async def _parts(self, key: str, hkey: str, done: int | None) -> list[tuple[int, list[Any]]]:
+        """What each visit of ``key`` up to ``done`` added, in visit order: from the run's
+        log entries, and from the keys of the layout before them."""
+        parts = [
+            (_part_visit(entry.key), entry.value)
+            async for entry in self.mesh.scan(f"{hkey}/")
+            if done is None or _part_visit(entry.key) <= done
+        ]
+        async for entry in read_log(self.mesh, self.run_id):
+            found = entry.history.get(key)
+            if isinstance(found, dict) and (done is None or int(found["visit"]) <= done):
+                parts.append((int(found["visit"]), list(found["messages"])))
+        return sorted(parts, key=lambda part: part[0])
 
 
 def _part_visit(key: str) -> int:
@@ -219,26 +234,26 @@ def history_part_key(run_id: str, key: str, visit: int) -> str:
     return f"{history_key(run_id, key)}/{visit:06d}"
 
 
-def store_history(
-    tx: Transaction,
+def history_delta(
     cache: OrderedDict[str, Any],
     run_id: str,
     key: str,
     visit: int,
     history: list[Message],
-) -> tuple[str, tuple[int, list[Message]]]:
-    """Add the messages this visit appended to ``tx``.
+) -> tuple[dict[str, Any], tuple[str, tuple[int, list[Message]]]]:
+    """The messages this visit appended to its node's conversation, as its log entry
+    holds them (``{"visit": N, "messages": [...]}``).
 
     The visit's conversation began with what :meth:`MeshHistories.load` cached for the
-    visit before it. Returns the cache entry to set once ``tx`` commits (not before: a
-    commit that conflicts and is recomputed must store the same messages again).
+    visit before it. Returns the cache entry to set once the entry commits too (not
+    before: a commit that conflicts and is recomputed must store the same messages).
     """
     hkey = history_key(run_id, key)
     cached = cache.get(hkey)
     before = len(cached[1]) if cached is not None and cached[0] in (visit - 1, -1) else 0
     added = history[before:] if len(history) >= before else history
-    tx.put(history_part_key(run_id, key, visit), [m.model_dump() for m in added])
-    return hkey, (visit, list(history))
+    part = {"visit": visit, "messages": [m.model_dump() for m in added]}
+    return part, (hkey, (visit, list(history)))
 
 
 __all__ = [
@@ -246,7 +261,7 @@ __all__ = [
     "RunDecisions",
     "decision_id",
     "escape_id_part",
+    "history_delta",
     "history_part_key",
-    "store_history",
     "wake_notify",
 ]

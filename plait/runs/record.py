@@ -3,10 +3,14 @@
 ::
 
     runs/<run_id>                      the record (RunRecord): small, CAS-written
-    runs/<run_id>/out/<key>/<visit>    a visit's output, prompt and error
-    runs/<run_id>/hist/<key>/<visit>   what a visit added to an agent node's conversation
-    runs/<run_id>/audit/<seq>          the audit chain, one event per key
+    runs/<run_id>/audit/<seq>          the run log, one entry per transition: its audit
+                                       event(s), output(s), conversation delta and
+                                       progress (see plait.runs.log)
     runindex/<run_id>                  a summary for listing runs, written on status change
+
+Runs written before the log kept outputs under ``runs/<run_id>/out/<key>/<visit>``,
+conversations under ``runs/<run_id>/hist/<key>/<visit>`` and one audit event per key;
+they are still read.
 
 The record never holds output values, so a commit writes the same few bytes on step 5
 and on step 5,000.

@@ -22,6 +22,7 @@ from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, RunUsage
 from plait.mesh import Mesh
 from plait.runs.audit import FORKED, RETRIED, AuditEvent
+from plait.runs.log import read_payload
 from plait.runs.record import RunRecord
 
 _UNLIMITED = {name: 1e18 for name in ("steps", "tokens", "dollars", "wall_seconds", "retries")}
@@ -83,8 +84,8 @@ async def replay(mesh: Mesh, spec: GraphSpec, rec: RunRecord, events: list[Audit
         if event.type != "node.committed" or event.node is None:
             continue
         key = event.node
-        stored = await mesh.get(event.output_ref) if event.output_ref else None
-        payload = stored.value if stored is not None and isinstance(stored.value, dict) else {}
+        stored = await read_payload(mesh, event.output_ref) if event.output_ref else None
+        payload = stored if isinstance(stored, dict) else {}
         node = engine.node_of(spec, state, key)
         state, _ = engine.claim(spec, state, key, nonce="replay", now=event.at)
         result = NodeResult(
@@ -128,8 +129,8 @@ async def _forked_from(mesh: Mesh, state: RunState, event: AuditEvent) -> RunSta
     )
     outputs = {}
     for name, out in pinned.outputs.items():
-        stored = await mesh.get(out.ref) if out.ref else None
-        value = stored.value.get("value") if stored is not None else out.value
+        stored = await read_payload(mesh, out.ref) if out.ref else None
+        value = stored.get("value") if isinstance(stored, dict) else out.value
         outputs[name] = out.model_copy(update={"value": value, "ref": None})
     return state.model_copy(
         update={

@@ -33,6 +33,7 @@ from plait.ids import RunId, new_run_id
 from plait.mesh import Mesh
 from plait.runs.audit import FORKED, RETRIED, AuditEvent, output_digest, read_events
 from plait.runs.commit import RunCommit
+from plait.runs.log import parse_entry, read_log, read_payload
 from plait.runs.ports import history_part_key
 from plait.runs.record import (
     OWNER_KIND,
@@ -208,20 +209,28 @@ async def fork_run(
     )
     puts, pins, outputs = {}, {}, {}
     for name, out in target.state.outputs.items():
-        stored = await mesh.get(output_key(run_id, name, out.visit))
+        stored = await read_payload(mesh, out.ref or output_key(run_id, name, out.visit))
         copy = out.model_copy(update={"value": None, "tainted": out.tainted or tainted})
         if stored is not None or out.value is not None:
-            payload = stored.value if stored is not None else {"value": out.value}
+            payload = stored if stored is not None else {"value": out.value}
             ref = output_key(fork_id, name, out.visit)
             puts[ref] = payload
             pins[name] = {"ref": ref, "sha256": output_digest(payload)}
             copy.ref = ref
         outputs[name] = copy
+    # The fork's conversations start as copies under keys of their own (a layout
+    # MeshHistories reads beside log entries): the parent's entries hold its visits.
     for key, done in target.state.visits.items():
         async for entry in mesh.scan(f"{history_key(run_id, key)}/"):
             tail = entry.key.rpartition("/")[2]
             if tail.isdigit() and int(tail) <= done:
                 puts[history_part_key(fork_id, key, int(tail))] = entry.value
+    async for logged in read_log(mesh, run_id):
+        for key, part in logged.history.items():
+            done = target.state.visits.get(key, 0)
+            if isinstance(part, dict) and int(part.get("visit", 0)) <= done:
+                visit = int(part["visit"])
+                puts[history_part_key(fork_id, key, visit)] = list(part.get("messages") or [])
     extra: dict[str, float] = {}
     for event in chain:
         if event.type == "budget.raised":
@@ -306,7 +315,8 @@ class ForkOrigin(BaseModel):
 async def fork_origin(mesh: Mesh, run_id: str) -> ForkOrigin | None:
     """Where run ``run_id`` was forked from (None for a run that is no fork)."""
     entry = await mesh.get(audit_key(run_id, 1))
-    value = entry.value if entry is not None and isinstance(entry.value, dict) else {}
+    first = parse_entry(entry.key, entry.value).events[:1] if entry is not None else []
+    value = first[0] if first and isinstance(first[0], dict) else {}
     parent = value.get("detail", {}).get("parent") if value.get("type") == FORKED else None
     return ForkOrigin.model_validate(parent) if isinstance(parent, dict) else None
 

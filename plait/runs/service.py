@@ -35,13 +35,14 @@ from plait.errors import (
 from plait.graphs import engine
 from plait.graphs.state import Waiting
 from plait.graphs.trajectory import StepDecision, StepUsage, ToolCall, TrajectoryStep
-from plait.ids import DecisionId, RunId, new_id
+from plait.ids import DecisionId, RunId
 from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
-from plait.runs.audit import read_events
+from plait.runs.audit import AuditEvent, read_events
 from plait.runs.audit import verify as verify_chain
 from plait.runs.commit import RunCommit, listing_status
+from plait.runs.log import LogEntry, LogFollower, read_log, read_payload, split_ref
 from plait.runs.ports import history_part_key
-from plait.runs.record import RunRecord, RunSummary, as_record, events_topic
+from plait.runs.record import RunRecord, RunSummary, as_record
 from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retry_run
 from plait.runs.retention import prune as prune_runs
 from plait.runs.start import OWNER_CONCURRENCY, start_run
@@ -49,8 +50,9 @@ from plait.runs.store import read_record, run_output
 
 log = logging.getLogger("plait.runs")
 
-SETTLED_READ_S = 5.0
-"""How long a watch of a settled run reads on for the progress event that settled it."""
+_FOLLOW_MIN_S = 0.005
+_FOLLOW_MAX_S = 0.1
+"""How often a watch reads a run's log again: soon after news, backing off to this."""
 
 BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
 """The limits a person may raise."""
@@ -181,45 +183,31 @@ class Runs:
         if since is not None:
             watched = since if since.run_id == run_id else await self.get(run_id)
             shown_after = watched.audit_seq
-        group = new_id("watch-")
-        sub = self.mesh.subscribe(events_topic(run_id), group, "w", start="begin")
-        shown_end = False
+        follower = LogFollower(self.mesh, run_id, max(0, shown_after))
         backoff = Backoff(log)
-        try:
-            with anyio.fail_after(timeout):
-                while True:
-                    try:
-                        rec = await self.get(run_id)
-                        settled = rec.terminal
-                        if not settled:
-                            asking = await self.asks(rec)
-                            settled = asking is not None and asking[1].decision_id != answered
-                        if settled and (on_progress is None or shown_end):
-                            return rec
-                        # Settled: the commit that settled it published its progress event
-                        # with it, so show what is still unread before returning. Reading
-                        # stops at that event; the bound only covers a commit that
-                        # published none (a loaded machine can take a while to deliver).
-                        with anyio.move_on_after(SETTLED_READ_S if settled else 0.5):
-                            async for delivery in sub:
-                                await delivery.ack()
-                                news = delivery.data.get("audit_seq", shown_after + 1) > shown_after
-                                if on_progress is not None and news:
-                                    on_progress(delivery.data)
-                                if delivery.data.get("status") not in ("ready", "running"):
-                                    shown_end = shown_end or news
-                                    break
-                        if settled:
-                            return rec
-                    except MeshUnavailable as exc:
-                        # A watch changes nothing a run needs (it acks in a group of
-                        # its own): once the mesh is back, it reads on.
-                        await backoff.wait(exc)
-        finally:
-            await sub.close()
-            # a group the mesh could not drop now only costs its keys
-            with anyio.CancelScope(shield=True), contextlib.suppress(MeshUnavailable):
-                await self.mesh.drop_group(events_topic(run_id), group)
+        pause = _FOLLOW_MIN_S
+        with anyio.fail_after(timeout):
+            while True:
+                try:
+                    rec = await self.get(run_id)
+                    settled = rec.terminal
+                    if not settled:
+                        asking = await self.asks(rec)
+                        settled = asking is not None and asking[1].decision_id != answered
+                    # Read after the record: every entry its commit wrote is there now,
+                    # so a settled run's last progress is shown before returning.
+                    news = [e.progress for e in await follower.poll() if e.progress]
+                    for progress in news:
+                        if on_progress is not None:
+                            on_progress(progress)
+                    if settled:
+                        return rec
+                    pause = _FOLLOW_MIN_S if news else min(pause * 2, _FOLLOW_MAX_S)
+                    await anyio.sleep(pause)
+                except MeshUnavailable as exc:
+                    # A watch changes nothing a run needs: once the mesh is back, it
+                    # reads on.
+                    await backoff.wait(exc)
 
     async def asks(self, rec: RunRecord) -> tuple[RunRecord, Waiting] | None:
         """What a person must answer for ``rec`` to go on, and the run that asks it.
@@ -392,36 +380,40 @@ class Runs:
         Each step carries its status (``done``, ``failed`` or ``waiting``), the tool
         calls the visit made and the decision it raised (see :class:`TrajectoryStep`).
         """
+        # The events first: a stored entry that does not decode is named as the audit
+        # event it holds (AuditChainBroken), as verify names it.
         events = await read_events(self.mesh, run_id)
+        entries = [entry async for entry in read_log(self.mesh, run_id)]
         asked = {
             (e.node, e.visit): (e.detail.get("decision_id"), e.detail.get("ask"))
             for e in events
             if e.type == "node.waiting"
         }
         steps = []
-        for event in events:
-            if event.type != "node.committed" or event.node is None or event.visit is None:
-                continue
-            stored = await self.mesh.get(event.output_ref) if event.output_ref else None
-            payload = stored.value if stored is not None else {}
-            steps.append(
-                TrajectoryStep(
-                    node=event.node,
-                    visit=event.visit,
-                    status="failed" if event.error else "done",
-                    prompt=payload.get("prompt"),
-                    output=payload.get("value"),
-                    verdict=event.verdict,
-                    usage=StepUsage.model_validate(event.usage or {}),
-                    started_at=event.detail.get("started_at"),
-                    ended_at=event.detail.get("ended_at"),
-                    error=event.error,
-                    tools=await self._tool_calls(run_id, event.node, event.visit),
-                    decision=await self._decision(
-                        asked.pop((event.node, event.visit), (None, None))[0]
-                    ),
+        for entry in entries:
+            for value in entry.events:
+                event = AuditEvent.model_validate(value)
+                if event.type != "node.committed" or event.node is None or event.visit is None:
+                    continue
+                payload = await self._payload(entry, event.output_ref)
+                steps.append(
+                    TrajectoryStep(
+                        node=event.node,
+                        visit=event.visit,
+                        status="failed" if event.error else "done",
+                        prompt=payload.get("prompt"),
+                        output=payload.get("value"),
+                        verdict=event.verdict,
+                        usage=StepUsage.model_validate(event.usage or {}),
+                        started_at=event.detail.get("started_at"),
+                        ended_at=event.detail.get("ended_at"),
+                        error=event.error,
+                        tools=await self._tool_calls(entry, run_id, event.node, event.visit),
+                        decision=await self._decision(
+                            asked.pop((event.node, event.visit), (None, None))[0]
+                        ),
+                    )
                 )
-            )
         for (node, visit), (decision, ask) in asked.items():  # parked: asked, not committed
             if node is None or visit is None:
                 continue
@@ -436,10 +428,27 @@ class Runs:
             )
         return steps
 
-    async def _tool_calls(self, run_id: str, node: str, visit: int) -> builtins.list[ToolCall]:
-        """The tool calls an agent visit made, each with its result, from its conversation."""
-        entry = await self.mesh.get(history_part_key(run_id, node, visit))
-        messages = entry.value if entry is not None and isinstance(entry.value, list) else []
+    async def _payload(self, entry: LogEntry, ref: str | None) -> dict[str, Any]:
+        """The output payload at ``ref``, read in ``entry`` if it is there."""
+        if ref is None:
+            return {}
+        key, node = split_ref(ref)
+        found = entry.outputs.get(node) if key == entry.key and node else None
+        if found is None:
+            found = await read_payload(self.mesh, ref)
+        return found if isinstance(found, dict) else {}
+
+    async def _tool_calls(
+        self, entry: LogEntry, run_id: str, node: str, visit: int
+    ) -> builtins.list[ToolCall]:
+        """The tool calls an agent visit made, each with its result, from its conversation
+        (in its log entry, or under its own key in the layout before entries)."""
+        part = entry.history.get(node)
+        if isinstance(part, dict) and part.get("visit") == visit:
+            messages = list(part.get("messages") or [])
+        else:
+            stored = await self.mesh.get(history_part_key(run_id, node, visit))
+            messages = stored.value if stored is not None and isinstance(stored.value, list) else []
         calls: dict[str, ToolCall] = {}
         for message in messages:
             if not isinstance(message, dict):

@@ -18,7 +18,8 @@ from plait.graphs.engine import node_of
 from plait.graphs.spec import GraphSpec
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh
-from plait.runs.record import RunRecord, load, record_key
+from plait.runs.log import read_payload
+from plait.runs.record import RunRecord, history_key, load, record_key
 
 _CACHE_SIZE = 10_000
 
@@ -47,8 +48,8 @@ async def read_record(mesh: Mesh, run_id: str) -> tuple[RunRecord | None, int]:
 
 async def read_value(mesh: Mesh, ref: str) -> Any:
     """The output value stored at ``ref`` (None if it is gone)."""
-    entry = await mesh.get(ref)
-    return entry.value.get("value") if entry is not None else None
+    payload = await read_payload(mesh, ref)
+    return payload.get("value") if isinstance(payload, dict) else None
 
 
 async def run_output(mesh: Mesh, rec: RunRecord) -> Any:
@@ -91,11 +92,25 @@ class RunStore:
         return rec, version
 
     def remember(self, rec: RunRecord, version: int) -> None:
-        """Cache the record this process just committed at ``version``."""
-        if rec.terminal:
-            self.records.pop(rec.run_id, None)
+        """Cache the record this process just committed at ``version``.
+
+        A run that ended or parked leaves the caches, its outputs and conversations
+        too: a parked run is read afresh when it wakes (another host may answer for
+        it), so a host's memory stays bounded by its live runs, not its parked ones.
+        """
+        if rec.terminal or rec.waiting is not None:
+            self.forget(rec)
         else:
             self.records[rec.run_id] = (rec, version)
+
+    def forget(self, rec: RunRecord) -> None:
+        """Drop what the caches hold of ``rec``'s run."""
+        self.records.pop(rec.run_id, None)
+        for node in rec.visits:
+            self.histories.pop(history_key(rec.run_id, node), None)
+        for out in rec.outputs.values():
+            if out.ref is not None:
+                self.values.pop(out.ref, None)
 
     async def spec(self, rec: RunRecord) -> GraphSpec:
         """The graph version the run is pinned to; refuses a spec whose hash moved."""

@@ -18,7 +18,8 @@ from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import AuditEvent, Runs
 from plait.runs.audit import AUDIT_KEY_ENV, event_hash, read_events
-from plait.runs.record import audit_key, record_key
+from plait.runs.log import split_ref
+from plait.runs.record import audit_prefix, record_key
 
 from .helpers import EXAMPLES, hosting, settle, store
 
@@ -46,6 +47,34 @@ def finished_run(url: str) -> str:
     return anyio.run(main)
 
 
+async def entry_holding(mesh: Mesh, run_id: str, seq: int) -> tuple[str, dict[str, Any], int]:
+    """The log entry holding audit event ``seq``: its key, stored value and the event's
+    index in it."""
+    async for entry in mesh.scan(audit_prefix(run_id)):
+        first = int(entry.key.rpartition("/")[2])
+        if first <= seq < first + len(entry.value["events"]):
+            return entry.key, entry.value, seq - first
+    raise AssertionError(f"no log entry holds event {seq}")
+
+
+async def put_event(mesh: Mesh, run_id: str, seq: int, value: Any) -> None:
+    """Store ``value`` in the place of audit event ``seq``, in its log entry."""
+    key, stored, index = await entry_holding(mesh, run_id, seq)
+    events = list(stored["events"])
+    events[index] = value
+    await mesh.put(key, {**stored, "events": events})
+
+
+async def drop_event(mesh: Mesh, run_id: str, seq: int) -> None:
+    """Remove audit event ``seq`` from its log entry (the entry too, if it held only it)."""
+    key, stored, index = await entry_holding(mesh, run_id, seq)
+    events = [e for i, e in enumerate(stored["events"]) if i != index]
+    if events:
+        await mesh.put(key, {**stored, "events": events})
+    else:
+        await mesh.delete(key)
+
+
 def committed(events: list[AuditEvent], node: str, visit: int) -> AuditEvent:
     return next(
         e for e in events if e.type == "node.committed" and (e.node, e.visit) == (node, visit)
@@ -56,32 +85,32 @@ async def edit_a_field(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int
     event = committed(events, "verify", 1)
     stored = event.model_dump(mode="json")
     stored["verdict"] = "pass"  # as if the first review had passed
-    await mesh.put(audit_key(run_id, event.seq), stored)
+    await put_event(mesh, run_id, event.seq, stored)
     return event.seq
 
 
 async def edit_and_rehash(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
     event = committed(events, "verify", 1).model_copy(update={"verdict": "pass"})
     event.hash = event_hash(event)
-    await mesh.put(audit_key(run_id, event.seq), event.model_dump(mode="json"))
+    await put_event(mesh, run_id, event.seq, event.model_dump(mode="json"))
     return event.seq + 1  # the next event no longer follows it
 
 
 async def drop_one(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
     seq = committed(events, "draft", 2).seq
-    await mesh.delete(audit_key(run_id, seq))
+    await drop_event(mesh, run_id, seq)
     return seq
 
 
 async def drop_the_last(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
-    await mesh.delete(audit_key(run_id, events[-1].seq))
+    await drop_event(mesh, run_id, events[-1].seq)
     return events[-1].seq
 
 
 async def swap_two(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
     first, second = committed(events, "draft", 1), committed(events, "verify", 1)
-    await mesh.put(audit_key(run_id, first.seq), second.model_dump(mode="json"))
-    await mesh.put(audit_key(run_id, second.seq), first.model_dump(mode="json"))
+    await put_event(mesh, run_id, first.seq, second.model_dump(mode="json"))
+    await put_event(mesh, run_id, second.seq, first.model_dump(mode="json"))
     return first.seq
 
 
@@ -89,23 +118,26 @@ async def renumber_a_swap(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> 
     first, second = committed(events, "draft", 1), committed(events, "verify", 1)
     a = second.model_copy(update={"seq": first.seq})
     b = first.model_copy(update={"seq": second.seq})
-    await mesh.put(audit_key(run_id, first.seq), a.model_dump(mode="json"))
-    await mesh.put(audit_key(run_id, second.seq), b.model_dump(mode="json"))
+    await put_event(mesh, run_id, first.seq, a.model_dump(mode="json"))
+    await put_event(mesh, run_id, second.seq, b.model_dump(mode="json"))
     return first.seq
 
 
 async def garbage(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
     seq = committed(events, "publish", 1).seq
-    await mesh.put(audit_key(run_id, seq), {"seq": "nine", "type": ["?"]})
+    await put_event(mesh, run_id, seq, {"seq": "nine", "type": ["?"]})
     return seq
 
 
 async def edit_an_output(mesh: Mesh, run_id: str, events: list[AuditEvent]) -> int:
     event = committed(events, "draft", 2)
     assert event.output_ref is not None
-    stored = await mesh.get(event.output_ref)
-    assert stored is not None
-    await mesh.put(event.output_ref, {**stored.value, "value": "Q3 revenue rose 40%."})
+    key, node = split_ref(event.output_ref)
+    stored = await mesh.get(key)
+    assert stored is not None and node is not None
+    outputs = stored.value["outputs"]
+    outputs[node] = {**outputs[node], "value": "Q3 revenue rose 40%."}
+    await mesh.put(key, stored.value)
     return event.seq
 
 
@@ -212,7 +244,7 @@ def test_a_keyed_chain_is_an_hmac_that_verifies_only_with_its_key(
                     event.mac, event.prev = None, prev
                     event.hash = event_hash(event)
                     prev = event.hash
-                    await mesh.put(audit_key(run_id, event.seq), event.model_dump(mode="json"))
+                    await put_event(mesh, run_id, event.seq, event.model_dump(mode="json"))
                 entry = await mesh.get(record_key(run_id))
                 assert entry is not None
                 await mesh.put(record_key(run_id), {**entry.value, "last_hash": prev})

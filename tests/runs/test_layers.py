@@ -21,6 +21,7 @@ RUNS = REPO / "plait" / "runs"
 
 LINE = [
     "record",
+    "log",
     "audit",
     "ports",
     "serving",

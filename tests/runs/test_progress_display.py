@@ -10,14 +10,14 @@ from typing import Any
 import anyio
 import pytest
 
-from plait.actors import MAIL_KIND, mail_data, mailbox_of
 from plait.cli._common import err_console
 from plait.cli.runs import _progress_printer
 from plait.decisions import Human
 from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
-from plait.runs.record import events_topic, owner_id
+from plait.runs.log import read_log
+from plait.runs.record import events_topic
 
 from .helpers import EXAMPLES, agent_chain, hosting, settle, store
 
@@ -34,14 +34,8 @@ async def test_every_visit_shows_as_it_starts_and_as_it_commits(mesh: Mesh) -> N
         run_id = (await runs.start("assistant", "research-and-verify", "Q3")).run_id
         parked = await settle(runs, run_id)
     assert parked.status == "waiting_human"
-    events: list[dict[str, Any]] = []
-    sub = mesh.subscribe(events_topic(run_id), "display", "t", start="begin")
-    async for delivery in sub:
-        events.append(delivery.data)
-        await delivery.ack()
-        if delivery.data.get("status") == "waiting_human":
-            break
-    await sub.close()
+    events = await progress_events(mesh, run_id)
+    assert events[-1]["status"] == "waiting_human"
 
     show = _progress_printer(True)
     with err_console.capture() as captured:
@@ -65,6 +59,12 @@ async def test_every_visit_shows_as_it_starts_and_as_it_commits(mesh: Mesh) -> N
 
 
 async def progress_events(mesh: Mesh, run_id: str) -> list[Any]:
+    """The progress a run's log entries hold, in order."""
+    return [entry.progress async for entry in read_log(mesh, run_id) if entry.progress]
+
+
+async def published(mesh: Mesh, run_id: str) -> list[Any]:
+    """What is published on the run's events topic (commits publish nothing there)."""
     sub = mesh.subscribe(events_topic(run_id), f"probe-{time.monotonic_ns()}", "t", start="begin")
     try:
         found: list[Any] = []
@@ -79,7 +79,9 @@ async def progress_events(mesh: Mesh, run_id: str) -> list[Any]:
         await sub.close()
 
 
-async def test_a_finished_runs_progress_topic_goes_after_the_keep_time(mesh: Mesh) -> None:
+async def test_a_finished_runs_progress_is_in_its_log_and_nothing_is_published(
+    mesh: Mesh,
+) -> None:
     await store(mesh, agent_chain("pair", ["one", "two"]))
     runs = Runs(mesh)
     async with hosting(mesh, ScriptedModel([{"text": "ok"}]), progress_kept_s=0.5):
@@ -90,14 +92,12 @@ async def test_a_finished_runs_progress_topic_goes_after_the_keep_time(mesh: Mes
             "one",
             "two",
         ]
-        with anyio.fail_after(10):
-            while await progress_events(mesh, done.run_id):
-                await anyio.sleep(0.2)
+        assert await published(mesh, done.run_id) == []
     assert (await runs.get(done.run_id)).status == "done"
-    assert await runs.verify(done.run_id) == 4  # the audit chain stays: started, 2 commits, done
+    assert await runs.verify(done.run_id) == 4  # the audit chain: started, 2 commits, done
 
 
-async def test_a_cancelled_runs_progress_topic_goes_too(mesh: Mesh) -> None:
+async def test_a_cancelled_runs_progress_says_so(mesh: Mesh) -> None:
     await store(mesh, GRAPH)
     runs = Runs(mesh)
     async with hosting(mesh, ScriptedModel.from_file(SCRIPT), progress_kept_s=0.5):
@@ -105,18 +105,10 @@ async def test_a_cancelled_runs_progress_topic_goes_too(mesh: Mesh) -> None:
             runs, (await runs.start("assistant", "research-and-verify", "Q3")).run_id
         )
         await runs.cancel(parked.run_id, by=Human("ana"))
-        # Runs.cancel schedules the sweep with the default keep time; a host keeping
-        # progress for less sweeps at that wake, so move the wake up to check it here.
-        await anyio.sleep(0.5)
-        await mesh.publish(
-            mailbox_of(mesh, owner_id(parked.run_id)),
-            MAIL_KIND,
-            mail_data(owner_id(parked.run_id), {"run": parked.run_id}),
-        )
-        with anyio.fail_after(10):
-            while await progress_events(mesh, parked.run_id):
-                await anyio.sleep(0.2)
+    shown = await progress_events(mesh, parked.run_id)
+    assert shown[-1]["status"] == "cancelled"
     assert (await runs.get(parked.run_id)).status == "cancelled"
+    assert await published(mesh, parked.run_id) == []
 
 
 async def test_resuming_shows_only_what_happened_after_the_run_parked(mesh: Mesh) -> None:

@@ -27,9 +27,10 @@ from plait.models import Message
 from plait.models.scripted import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
 from plait.runs import Runs
+from plait.runs.log import entry_value
 from plait.runs.owner import TICK_MAX_MS
-from plait.runs.ports import MeshHistories, store_history
-from plait.runs.record import tick_key
+from plait.runs.ports import MeshHistories, history_delta
+from plait.runs.record import audit_key, tick_key
 from plait.tools import ToolContext, ToolRegistry, tool
 
 from .helpers import eventually, hosting, settle, store
@@ -297,20 +298,26 @@ async def test_history_setting_trims_what_the_next_visit_carries(history: Any, u
 # -- caches and ticks --------------------------------------------------------------
 
 
+async def commit_visit(
+    mesh: Mesh, cache: OrderedDict[str, Any], visit: int, history: list[Message]
+) -> None:
+    """Write what visit ``visit`` of node ``n`` of run ``r1`` added, as its commit does:
+    in its log entry (one event per visit here)."""
+    part, _ = history_delta(cache, "r1", "n", visit, history)
+    event = {"seq": visit, "type": "node.committed", "node": "n", "visit": visit}
+    await mesh.put(audit_key("r1", visit), entry_value([event], {}, {"n": part}, None))
+
+
 async def test_a_cached_conversation_of_an_older_visit_is_not_used(mesh: Mesh) -> None:
     """Worker A cached visit 1; worker B ran visit 2; A's next load must see both."""
     mine: OrderedDict[str, Any] = OrderedDict()
     theirs: OrderedDict[str, Any] = OrderedDict()
     first = [Message(role="user", content="one"), Message(role="assistant", content="1")]
-    tx = mesh.transact()
-    store_history(tx, mine, "r1", "n", 1, first)
-    await tx.commit()
+    await commit_visit(mesh, mine, 1, first)
     assert await MeshHistories(mesh, "r1", mine, {"n": 1}).load("n") == first
     loaded = await MeshHistories(mesh, "r1", theirs, {"n": 1}).load("n")
     second = [*loaded, Message(role="user", content="two"), Message(role="assistant", content="2")]
-    tx = mesh.transact()
-    store_history(tx, theirs, "r1", "n", 2, second)
-    await tx.commit()
+    await commit_visit(mesh, theirs, 2, second)
     assert await MeshHistories(mesh, "r1", mine, {"n": 2}).load("n") == second
 
 
