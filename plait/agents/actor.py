@@ -19,6 +19,13 @@ with such a mark was interrupted: if the turn had called no tool with effects ou
 the mesh it simply runs again (nothing of it was committed); otherwise the actor's
 ``on_indeterminate`` decides (``retry``, ``skip``, ``escalate``).
 
+Trust. A turn runs untrusted, and so loses its profile's pre-approved tools, when its
+message is outside content (told with ``untrusted``, or an event of one of the actor's
+``untrusted_topics``), when the conversation it carries took some in earlier, or, from
+the call on, once a tool brought some in (``http_get``). Such a turn commits its
+conversation tainted, so every later turn carrying it runs untrusted too; what it tells
+another agent is marked untrusted, and the programs it runs lose their pre-approvals.
+
 Budgets. Before every model call the day's spending is checked against the actor's
 ``budget``; a turn that would pass it stops, the actor parks (later messages are held)
 and raises a decision only a person answers: ``raise`` lifts the day's limits by as
@@ -41,7 +48,7 @@ from plait.actors import (
     tell_tracked_in,
 )
 from plait.actors.directory import MAIL_KIND
-from plait.actors.topics import topic_event
+from plait.actors.topics import matches, topic_event
 from plait.agents.config import AgentActorConfig, agent_name
 from plait.agents.program_actor import handle_program
 from plait.agents.service import Agents
@@ -57,7 +64,7 @@ from plait.agents.store import (
     state_key,
     turn_key,
 )
-from plait.agents.tools import TurnEffects, TurnTools, with_capabilities
+from plait.agents.tools import UNTRUSTED, TurnEffects, TurnTools, with_capabilities
 from plait.decisions import Agent, DecisionBoard, DecisionId
 from plait.decisions.model import Notify
 from plait.errors import ActorError, BudgetExhausted, VersionConflict
@@ -92,6 +99,15 @@ def prompt_of(body: Any) -> str:
     if isinstance(body, dict) and isinstance(body.get("text"), str):
         return str(body["text"])
     return body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+
+
+def is_outside_content(body: Any, cfg: AgentActorConfig) -> bool:
+    """Whether a mailbox body is outside content: a message told as untrusted, or an
+    event of one of the actor's ``untrusted_topics``."""
+    event = topic_event(body)
+    if event is not None:
+        return any(matches(pattern, event.topic) for pattern in cfg.untrusted_topics)
+    return isinstance(body, dict) and body.get(UNTRUSTED) is True
 
 
 class DecisionApprovals:
@@ -193,9 +209,11 @@ async def _turn(
         marker = InFlight(host=ctx.host, attempt=mail.attempt, effects=effects.outside)
         await mesh.put(inflight_key(name, mail.id), marker.model_dump())
 
-    async def program(ref: str, input: Any) -> Any:
+    async def program(ref: str, input: Any, trusted: bool) -> Any:
         agents = Agents(mesh, model=host.env.model, tools=host.tools)
-        grants = grant_all(mesh, tools=host.tools, profile=profile, by=ctx.id, agents=agents)
+        grants = grant_all(
+            mesh, tools=host.tools, profile=profile, by=ctx.id, agents=agents, trusted=trusted
+        )
         return await run_program(ref, input, grants)
 
     tools = TurnTools(mesh, ctx.id, mail.id, effects, run_program=program, on_outside=outside)
@@ -212,6 +230,7 @@ async def _turn(
         mesh=mesh,
     )
     conversation, _ = await read_conversation(mesh, name)
+    effects.tainted = conversation.tainted or is_outside_content(mail.body, cfg)
     prompt = prompt_of(mail.body)
     messages = (
         [Message(role="system", content=profile.system_prompt)] if profile.system_prompt else []
@@ -223,18 +242,22 @@ async def _turn(
         model=env.model_for(profile),
         context=CallContext(node=profile.name, visit=state.turns + 1, instance=name, prompt=prompt),
         tools=list(profile.tools),
-        trusted=True,
+        trusted=not effects.tainted,
         max_rounds=cfg.max_rounds,
         budget=budget,
+        on_untrusted=lambda: setattr(effects, "tainted", True),
     )
     with tools.bound():
-        return await _tracked(run_turn(turn, messages), effects), messages, prompt
+        return await _tracked(run_turn(turn, messages), effects, len(messages)), messages, prompt
 
 
-async def _tracked(running: Any, effects: TurnEffects) -> TurnResult:
+async def _tracked(running: Any, effects: TurnEffects, carried: int) -> TurnResult:
     result: TurnResult = await running
-    effects.called = [
-        call.name for m in result.messages if m.role == "assistant" for call in m.tool_calls
+    effects.called = [  # this turn's calls, not those of the conversation it carried
+        call.name
+        for m in result.messages[carried:]
+        if m.role == "assistant"
+        for call in m.tool_calls
     ]
     return result
 
@@ -268,13 +291,14 @@ async def _commit(
             tools=effects.called,
             tokens=result.usage.input_tokens + result.usage.output_tokens,
             dollars=result.dollars,
+            tainted=effects.tainted,
             at=time.time(),
         )
         tx = mesh.transact()
         effects.apply(tx)
         tx.put(
             conversation_key(name),
-            conversation.extended(added, cfg.window).model_dump(),
+            conversation.extended(added, cfg.window, tainted=effects.tainted).model_dump(),
             conv_version,
         )
         tx.put(state_key(name), state.model_dump(), state_version)
@@ -434,4 +458,11 @@ async def _resume(ctx: ActorContext, mail: Mail, name: str, decision_id: str) ->
         mail.ack_in(tx)
 
 
-__all__ = ["RESUME", "DecisionApprovals", "handle", "on_dead_letter", "prompt_of"]
+__all__ = [
+    "RESUME",
+    "DecisionApprovals",
+    "handle",
+    "is_outside_content",
+    "on_dead_letter",
+    "prompt_of",
+]

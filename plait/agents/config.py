@@ -73,6 +73,10 @@ class AgentActorConfig(BaseModel):
             message runs it once instead of a model turn (a program actor, see
             :mod:`plait.agents.program_actor`); None: a model turn per message.
         input: what such a program's payload holds besides ``message``.
+        untrusted_topics: topics (or prefixes like ``hooks.*``) that carry outside
+            content (a webhook, a feed): a turn handling one of their events runs
+            untrusted and loses its pre-approved tools, and so do the turns after it
+            that carry its conversation.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -88,6 +92,7 @@ class AgentActorConfig(BaseModel):
     approval_wait_s: float = Field(default=3600.0, ge=0)
     program: str | None = Field(default=None, min_length=1)
     input: dict[str, Any] = Field(default_factory=dict)
+    untrusted_topics: list[str] = Field(default_factory=list)
 
 
 __all__ = [

@@ -36,7 +36,7 @@ from plait.agents.store import (
     read_conversation,
     read_state,
 )
-from plait.agents.tools import TurnEffects, TurnTools, with_capabilities
+from plait.agents.tools import UNTRUSTED, TurnEffects, TurnTools, with_capabilities
 from plait.errors import ActorError, ActorNotFound, ConfigError, VersionConflict
 from plait.graphs.agent_loop import Turn, run_turn
 from plait.graphs.ports import ExecEnv
@@ -174,8 +174,12 @@ class Agents:
             raise ActorNotFound(f"no agent actor {name!r}: start it with plait agents start {name}")
         return record
 
-    async def tell(self, name: str, message: str) -> str:
+    async def tell(self, name: str, message: str, *, untrusted: bool = False) -> str:
         """Send agent actor ``name`` (or its actor id, ``agent:NAME``) a message; its id.
+
+        ``untrusted`` marks the message as outside content (a forwarded mail, a
+        document): the turn handling it, and the later turns carrying its
+        conversation, run untrusted and lose the profile's pre-approved tools.
 
         Raises:
             ActorNotFound: it was never started.
@@ -184,7 +188,10 @@ class Agents:
         record = await self._record(agent_name(name) or name)
         if record.stopped:
             raise ActorError(f"agent actor {name!r} is stopped: start it again first")
-        return await tell_tracked(self.mesh, record.id, {"text": message})
+        body: dict[str, Any] = {"text": message}
+        if untrusted:
+            body[UNTRUSTED] = True
+        return await tell_tracked(self.mesh, record.id, body)
 
     async def stop(self, name: str) -> None:
         """Stop agent actor ``name``: drop its subscriptions; later messages are dropped."""

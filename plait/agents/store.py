@@ -68,18 +68,26 @@ class Conversation(BaseModel):
     Attributes:
         messages: the newest messages, at most the actor's ``window``.
         dropped: how many older ones were let go.
+        tainted: outside content entered it (a turn read a fetched page, or handled a
+            message from an untrusted source): every later turn carrying it runs
+            untrusted. It stays so when the window drops the messages that brought it
+            in, since the answers after them may carry it on.
     """
 
     messages: list[Message] = Field(default_factory=list)
     dropped: int = 0
+    tainted: bool = False
 
-    def extended(self, added: list[Message], window: int) -> Conversation:
-        """This conversation with ``added`` appended, cut to the ``window`` newest."""
+    def extended(self, added: list[Message], window: int, *, tainted: bool = False) -> Conversation:
+        """This conversation with ``added`` appended, cut to the ``window`` newest;
+        ``tainted`` when ``added`` carries outside content."""
         every = [*self.messages, *added]
         cut = max(0, len(every) - window)
         while cut < len(every) and every[cut].role == "tool":
             cut += 1  # never start on a tool result whose call was cut away
-        return Conversation(messages=every[cut:], dropped=self.dropped + cut)
+        return Conversation(
+            messages=every[cut:], dropped=self.dropped + cut, tainted=self.tainted or tainted
+        )
 
 
 class AgentState(BaseModel):
@@ -134,6 +142,7 @@ class TurnSummary(BaseModel):
         dollars: dollars spent.
         outcome: ``answered``, ``skipped`` (interrupted, and skipped as the actor says)
             or ``failed`` (it kept failing and was dead-lettered).
+        tainted: it read outside content (and so ran, from then on, untrusted).
         at: when it committed, in epoch seconds.
     """
 
@@ -145,6 +154,7 @@ class TurnSummary(BaseModel):
     tokens: int = 0
     dollars: float = 0.0
     outcome: str = "answered"
+    tainted: bool = False
     at: float = 0.0
 
 

@@ -54,6 +54,10 @@ CAPABILITY_TOOLS = (
 )
 """The names of the capability tools, in the order they are described above."""
 
+UNTRUSTED = "untrusted"
+"""The key of a told message's body that marks it outside content (``{"text": ...,
+"untrusted": true}``): the turn handling it runs untrusted."""
+
 PRIVATE_PREFIXES = (*PROTECTED_PREFIXES, "agent-actors/", "subscriptions/", "cluster/", "actors/")
 """Keys an agent's ``mesh_put`` may not write: those of plait's services."""
 
@@ -68,6 +72,10 @@ class TurnEffects:
         tells: ``(actor id, body)`` in call order.
         outside: the tools called with effects outside the mesh (for crash recovery).
         called: every tool called, in order.
+        tainted: the turn has read outside content (its message came from an untrusted
+            source, its conversation carries some, or a tool fetched some): from then on
+            it runs untrusted, what it tells carries the taint, and so does the
+            conversation it commits.
     """
 
     puts: dict[str, tuple[Any, int | None, int]] = field(default_factory=dict)
@@ -75,6 +83,7 @@ class TurnEffects:
     tells: list[tuple[str, Any]] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
     called: list[str] = field(default_factory=list)
+    tainted: bool = False
 
     def apply(self, tx: Transaction) -> None:
         """Add every effect to ``tx``."""
@@ -100,7 +109,8 @@ class TurnTools:
         actor_id: the agent actor taking the turn (decisions are raised by it).
         message_id: the message the turn handles (derived ids come from it).
         effects: the turn's buffered effects.
-        run_program: runs a saved program with the agent's capabilities.
+        run_program: runs a saved program with the agent's capabilities (and whether
+            the turn still runs trusted: a tainted one loses its pre-approvals).
         on_outside: called before a tool with effects outside the mesh runs (marks the
             turn's in-flight record, so a crash after it is known for what it is).
     """
@@ -109,7 +119,7 @@ class TurnTools:
     actor_id: str
     message_id: str
     effects: TurnEffects
-    run_program: Callable[[str, Any], Awaitable[Any]] | None = None
+    run_program: Callable[[str, Any, bool], Awaitable[Any]] | None = None
     on_outside: Callable[[str], Awaitable[None]] | None = None
     _calls: int = 0
 
@@ -163,7 +173,10 @@ class TurnTools:
 
     async def agents_tell(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Send another agent actor a message (with the turn)."""
-        self.effects.tells.append((agent_actor_id(args["agent"]), {"text": args["message"]}))
+        body: dict[str, Any] = {"text": args["message"]}
+        if self.effects.tainted:
+            body[UNTRUSTED] = True  # taint follows the data into the other agent's turn
+        self.effects.tells.append((agent_actor_id(args["agent"]), body))
         return {"told": args["agent"]}
 
     # -- decisions ---------------------------------------------------------------------
@@ -196,7 +209,7 @@ class TurnTools:
             raise CapabilityMissing("programs_run is not available to this agent")
         if self.on_outside is not None:
             await self.on_outside("programs_run")
-        return await self.run_program(args["ref"], args.get("input"))
+        return await self.run_program(args["ref"], args.get("input"), not self.effects.tainted)
 
     async def manage_graph(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Store a graph (``put`` a spec), read one (``get``) or list an agent's graphs."""
@@ -380,6 +393,7 @@ def _tool(
 __all__ = [
     "CAPABILITY_TOOLS",
     "PRIVATE_PREFIXES",
+    "UNTRUSTED",
     "TurnEffects",
     "TurnTools",
     "capability_tools",

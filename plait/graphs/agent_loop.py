@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,9 @@ class Turn:
     """What the visit may still spend; shared by the visit's concurrent turns."""
     timeout_s: float | None = None
     """Seconds each model call may take (None: the adapter's own timeout)."""
+    on_untrusted: Callable[[], None] | None = None
+    """Called once when the turn stops running trusted (an external tool's result came
+    back), so what acts for it mid-turn (an agent actor's capability tools) knows."""
 
 
 async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
@@ -108,6 +112,8 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
                 out.waiting = waiting
                 return out
             if external:
+                if trusted and turn.on_untrusted is not None:
+                    turn.on_untrusted()
                 out.used_external, trusted = True, False
             out.messages.append(Message(role="tool", content=content, tool_call_id=call.id))
     raise ModelError(
