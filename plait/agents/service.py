@@ -48,6 +48,11 @@ from plait.programs import find_callable, resolve_saved
 from plait.tools import ToolRegistry, default_registry
 
 
+SHOW_READS = 10
+"""How often :meth:`Agents.show` reads an actor busy committing turns before it settles
+for the last read."""
+
+
 @dataclass
 class AgentInfo:
     """An agent actor as listed.
@@ -221,14 +226,31 @@ class Agents:
         )
 
     async def show(self, name: str, *, turns: int = 10) -> AgentDetails:
-        """Agent actor ``name``: its backlog's messages, its last ``turns`` turns."""
+        """Agent actor ``name``: its backlog's messages, its last ``turns`` turns.
+
+        The parts agree: a message is either in the backlog or among the turns, never
+        both or neither, and the day's figures count exactly the turns listed. Every
+        change that takes a message off the backlog also writes the actor's state, so
+        the parts are read between two reads of the state and read again (at most
+        :data:`SHOW_READS` times) if it changed in between.
+        """
         record = await self._record(name)
-        info = await self._info(record)
-        conversation, _ = await read_conversation(self.mesh, name)
+        for _ in range(SHOW_READS):
+            state, version = await read_state(self.mesh, name)
+            conversation, _ = await read_conversation(self.mesh, name)
+            messages = await backlog(self.mesh, record.id)
+            summaries = await last_turns(self.mesh, name, turns)
+            topics = list(await subscriptions(self.mesh, record.id))
+            if (await read_state(self.mesh, name))[1] == version:
+                break
         return AgentDetails(
-            **vars(info),
-            messages=await backlog(self.mesh, record.id),
-            turns=await last_turns(self.mesh, name, turns),
+            name=name,
+            record=record,
+            topics=topics,
+            backlog=len(messages),
+            state=state,
+            messages=messages,
+            turns=summaries,
             conversation=len(conversation.messages) + conversation.dropped,
         )
 
