@@ -47,7 +47,6 @@ from plait.profiles import DEFAULT_ASSISTANT, get_profile
 from plait.programs import find_callable, resolve_saved
 from plait.tools import ToolRegistry, default_registry
 
-
 SHOW_READS = 10
 """How often :meth:`Agents.show` reads an actor busy committing turns before it settles
 for the last read."""
