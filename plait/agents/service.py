@@ -85,6 +85,8 @@ class AgentDetails(AgentInfo):
     messages: list[Entry] = field(default_factory=list)
     turns: list[TurnSummary] = field(default_factory=list)
     conversation: int = 0
+    tainted: bool = False
+    """Its conversation holds outside content: its turns run untrusted."""
 
 
 class Agents:
@@ -251,6 +253,7 @@ class Agents:
             messages=messages,
             turns=summaries,
             conversation=len(conversation.messages) + conversation.dropped,
+            tainted=conversation.tainted,
         )
 
     # -- the agents capability ----------------------------------------------------------

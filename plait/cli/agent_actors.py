@@ -33,6 +33,7 @@ def _actor_json(info: AgentInfo) -> dict[str, Any]:
         "tokens_today": info.state.tokens,
         "dollars_today": info.state.dollars,
         "decision": info.state.decision,
+        "untrusted_topics": info.record.config.get("untrusted_topics", []),
     }
 
 
@@ -82,6 +83,7 @@ def show_cmd(
     mesh: MeshOption = None,
 ) -> None:
     """Show the agent profile NAME and, if it runs as an actor, its backlog and last turns."""
+    text_arg(name, "NAME")
 
     async def main() -> tuple[AgentProfile | None, AgentDetails | None]:
         async with open_mesh(mesh) as m:
@@ -98,6 +100,7 @@ def show_cmd(
                 "messages": [e.value for e in details.messages],
                 "last_turns": [t.model_dump(mode="json") for t in details.turns],
                 "conversation_messages": details.conversation,
+                "conversation_tainted": details.tainted,
             }
         print_json(shown)
         return
@@ -131,6 +134,11 @@ def _say_actor(d: AgentDetails) -> None:
     )
     if d.state.decision:
         say(styled("waits on decision: ", "bold"), d.state.decision)
+    if d.tainted:
+        say(
+            styled("conversation: ", "bold"),
+            "holds outside content: its turns run untrusted (no pre-approved tools)",
+        )
     say(styled(f"backlog ({d.backlog}):", "bold"))
     for entry in d.messages:
         say("  ", entry.key.rsplit("/", 1)[1], "  ", entry.value.get("body"))
@@ -138,7 +146,13 @@ def _say_actor(d: AgentDetails) -> None:
     for t in d.turns:
         at = time.strftime("%H:%M:%S", time.localtime(t.at))
         tools = f" [{', '.join(t.tools)}]" if t.tools else ""
-        say(f"  #{t.seq} {at} {t.outcome}{tools}: ", t.prompt, styled(" → ", "dim"), t.text)
+        tainted = " (untrusted)" if t.tainted else ""
+        say(
+            f"  #{t.seq} {at} {t.outcome}{tainted}{tools}: ",
+            t.prompt,
+            styled(" → ", "dim"),
+            t.text,
+        )
 
 
 @agents_app.command("start")
@@ -182,11 +196,22 @@ def start_cmd(
     model: Annotated[
         str | None, typer.Option("--model", help="A model overriding the profile's.")
     ] = None,
+    untrusted_topics: Annotated[
+        str | None,
+        typer.Option(
+            "--untrusted-topics",
+            metavar="T1,T2",
+            help="Topics (or prefixes) of outside content: their events' turns run untrusted.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
     mesh: MeshOption = None,
 ) -> None:
     """Run the agent profile as the durable actor agent:NAME (a worker serves it)."""
     text_arg(name, "NAME")
     config: dict[str, Any] = {}
+    if untrusted_topics is not None:
+        config["untrusted_topics"] = _names(untrusted_topics)
     if window is not None:
         config["window"] = window
     if on_indeterminate is not None:
@@ -218,6 +243,9 @@ def start_cmd(
             return await agents.show(name, turns=1)
 
     info = run(main)
+    if as_json:
+        print_json({"name": info.name, "id": info.record.id} | _actor_json(info))
+        return
     say("started ", info.record.id, f" (topics: {', '.join(info.topics) or 'none'})")
 
 
@@ -225,29 +253,51 @@ def start_cmd(
 def tell_cmd(
     name: Annotated[str, typer.Argument(metavar="NAME")],
     message: Annotated[str, typer.Argument(metavar="MESSAGE")],
+    untrusted: Annotated[
+        bool,
+        typer.Option(
+            "--untrusted",
+            help="The message is outside content (a forwarded mail, a page): its turn and "
+            "the turns after it run untrusted, without pre-approved tools.",
+        ),
+    ] = False,
+    as_json: JsonOption = False,
     mesh: MeshOption = None,
 ) -> None:
     """Send the agent actor NAME a message (one turn handles it); print its id."""
+    text_arg(name, "NAME")
     text_arg(message, "MESSAGE")
 
     async def main() -> str:
         async with open_mesh(mesh) as m:
-            told = await Agents(m).tell(name, message)
+            told = await Agents(m).tell(name, message, untrusted=untrusted)
             await warn_if_unserved(m)
             return told
 
-    say(run(main))
+    told = run(main)
+    if as_json:
+        print_json({"agent": name, "message": told, "untrusted": untrusted})
+        return
+    say(told)
 
 
 @agents_app.command("stop")
-def stop_cmd(name: Annotated[str, typer.Argument(metavar="NAME")], mesh: MeshOption = None) -> None:
+def stop_cmd(
+    name: Annotated[str, typer.Argument(metavar="NAME")],
+    as_json: JsonOption = False,
+    mesh: MeshOption = None,
+) -> None:
     """Stop the agent actor NAME: its subscriptions end, later messages are dropped."""
+    text_arg(name, "NAME")
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
             await Agents(m).stop(name)
 
     run(main)
+    if as_json:
+        print_json({"name": name, "id": f"agent:{name}", "status": "stopped"})
+        return
     say("stopped agent:", name)
 
 

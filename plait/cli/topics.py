@@ -41,12 +41,15 @@ def publish_cmd(
             "--key", metavar="K", help="A schedule key: a pending event with it is replaced."
         ),
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     mesh: MeshOption = None,
 ) -> None:
     """Publish an event of KIND on TOPIC and print its id; subscribed actors get it."""
     payload = _json_arg(data, "--data")
     text_arg(topic, "TOPIC")
     text_arg(kind, "KIND")
+    if key is not None:
+        text_arg(key, "--key")
 
     async def main() -> str:
         async with open_mesh(mesh) as m:
@@ -56,6 +59,9 @@ def publish_cmd(
         event_id = run(main)
     except ValueError as exc:
         fail(str(exc), code=2)
+    if as_json:
+        print_json({"id": event_id, "topic": topic, "kind": kind, "after_ms": after_ms, "key": key})
+        return
     say(event_id)
 
 

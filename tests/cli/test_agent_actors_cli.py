@@ -72,3 +72,46 @@ def test_unknown_names_are_refused(mesh_args: list[str]) -> None:
     assert code == 1 and "no agent actor 'ghost'" in err
     code, _, err = invoke("agents", "start", "w", "--topics", "a*b", *mesh_args)
     assert code == 1
+
+
+def test_untrusted_flags_and_json_output(mesh_args: list[str]) -> None:
+    assert invoke("agents", "put", "reader", "--tools", "mesh_get", *mesh_args)[0] == 0
+    code, out, err = invoke(
+        "agents", "start", "reader", "--topics", "hooks.mail,tasks.new",
+        "--untrusted-topics", "hooks.*", "--json", *mesh_args,
+    )  # fmt: skip
+    assert code == 0, err
+    started = json.loads(out)
+    assert started["id"] == "agent:reader" and started["status"] == "running"
+    assert started["untrusted_topics"] == ["hooks.*"]
+    code, out, err = invoke(
+        "agents", "tell", "reader", "read this mail", "--untrusted", "--json", *mesh_args
+    )
+    assert code == 0, err
+    told = json.loads(out)
+    assert told["agent"] == "reader" and told["untrusted"] is True
+    code, out, _ = invoke("agents", "show", "reader", "--json", *mesh_args)
+    actor = json.loads(out)["actor"]
+    (message,) = actor["messages"]
+    assert message["body"] == {"text": "read this mail", "untrusted": True}
+    assert actor["conversation_tainted"] is False  # no turn took the mail in yet
+    code, out, _ = invoke("agents", "stop", "reader", "--json", *mesh_args)
+    assert code == 0 and json.loads(out) == {
+        "name": "reader",
+        "id": "agent:reader",
+        "status": "stopped",
+    }
+
+
+def test_bad_input_is_refused_with_one_line(mesh_args: list[str]) -> None:
+    assert invoke("agents", "put", "w", "--tools", "mesh_get", *mesh_args)[0] == 0
+    code, _, err = invoke("agents", "start", "w", "--on-indeterminate", "never", *mesh_args)
+    assert code == 2 and "retry, skip, escalate" in err
+    code, _, err = invoke("agents", "start", "w", "--window", "1", *mesh_args)
+    assert code == 2
+    code, _, err = invoke("agents", "show", "ghost", *mesh_args)
+    assert code == 1 and "unknown agent 'ghost'" in err
+    code, _, err = invoke("agents", "stop", "ghost", *mesh_args)
+    assert code == 1 and "no agent actor 'ghost'" in err
+    code, _, err = invoke("agents", "tell", "w", "\udcff", *mesh_args)
+    assert code == 2 and "MESSAGE is not valid UTF-8" in err

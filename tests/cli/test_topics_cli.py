@@ -105,3 +105,13 @@ def test_tail_follows_events_as_they_come(tmp_path: Path) -> None:
             tail.kill()
     assert tail.returncode == 0, err
     assert json.loads(out.splitlines()[0])["kind"] == "ping"
+
+
+def test_publish_json_prints_the_event(mesh_args: list[str]) -> None:
+    code, out, err = invoke(
+        "mesh", "publish", "t", "tick", "--after-ms", "50", "--key", "k1", "--json", *mesh_args
+    )
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["topic"] == "t" and shown["kind"] == "tick" and shown["key"] == "k1"
+    assert shown["after_ms"] == 50 and shown["id"]
