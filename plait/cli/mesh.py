@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from plait.cli._common import MeshOption, console, fail, print_json, run
+from plait.cli._output import say
 from plait.mesh import open_mesh
 
 mesh_app = typer.Typer(help="Read and write keys of the mesh.", no_args_is_help=True)
@@ -58,7 +59,7 @@ def put(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             entry = await m.put(key, value, if_version=if_version)
-        console.print(f"{entry.key} version {entry.version}", highlight=False)
+        say(entry.key, f" version {entry.version}")
 
     run(main)
 
@@ -75,6 +76,6 @@ def ls(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             async for entry in m.scan(prefix):
-                console.print(f"{entry.key}\t{entry.version}", highlight=False, soft_wrap=True)
+                say(entry.key, f"\t{entry.version}")  # keys are data: an agent's mesh_put
 
     run(main)
