@@ -66,3 +66,11 @@ def test_mesh_url_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert (tmp_path / "env.db").exists()
     code, out, _ = invoke("mesh", "get", "from-env", "--json")
     assert code == 0 and json.loads(out)["value"] == "yes"
+
+
+def test_keys_are_printed_as_data(mesh_args: list[str]) -> None:
+    key = "tasks/\x1b[2J[bold]t1"  # what an agent's mesh_put may name
+    code, out, _ = invoke("mesh", "put", key, "1", *mesh_args)
+    assert code == 0 and "\x1b" not in out and "\\x1b[2J[bold]t1 version 1" in out
+    code, out, _ = invoke("mesh", "ls", "tasks/", *mesh_args)
+    assert code == 0 and "\x1b" not in out and "\\x1b[2J[bold]t1" in out
