@@ -266,19 +266,25 @@ class Agents:
     async def run(self, task: str, **options: Any) -> dict[str, Any]:
         """One turn of an agent on ``task`` in this process, no actor: ``{status, text}``.
 
-        Options: ``agent`` (default ``assistant``), ``max_rounds`` (default 8). Its mesh
-        effects commit when it answers (nothing of a turn that failed).
+        Options: ``agent`` (default ``assistant``), ``max_rounds`` (default 8),
+        ``untrusted`` (the task is outside content: the turn loses the agent's
+        pre-approved tools). Its mesh effects commit when it answers (nothing of a turn
+        that failed).
 
         Raises:
             ConfigError: an unknown option.
         """
-        unknown = sorted(set(options) - {"agent", "max_rounds"})
+        unknown = sorted(set(options) - {"agent", "max_rounds", "untrusted"})
         if unknown:
-            raise ConfigError(f"agents.run takes agent= and max_rounds=, not {', '.join(unknown)}")
+            raise ConfigError(
+                f"agents.run takes agent=, max_rounds= and untrusted=, not {', '.join(unknown)}"
+            )
+        untrusted = options.get("untrusted") is True
         agent = str(options.get("agent", "assistant"))
         max_rounds = int(options.get("max_rounds", 8))
         profile = await get_profile(self.mesh, agent)
         effects = TurnEffects()
+        effects.tainted = untrusted
         tools = TurnTools(self.mesh, f"{AGENT_PREFIX}{agent}", new_id("task-"), effects)
         registry = with_capabilities(self.tools)
         env = ExecEnv(
@@ -294,8 +300,9 @@ class Agents:
             model=env.model_for(profile),
             context=CallContext(node=agent, prompt=task),
             tools=list(profile.tools),
-            trusted=True,
+            trusted=not untrusted,
             max_rounds=max_rounds,
+            on_untrusted=lambda: setattr(effects, "tainted", True),
         )
         started = time.monotonic()
         with tools.bound():

@@ -201,8 +201,8 @@ class AgentsPort(Protocol):
         """Start agent actor ``name``; its record."""
         ...
 
-    async def tell(self, name: str, message: str) -> str:
-        """Send agent actor ``name`` a message; its id."""
+    async def tell(self, name: str, message: str, *, untrusted: bool = False) -> str:
+        """Send agent actor ``name`` a message (``untrusted``: outside content); its id."""
         ...
 
     async def run(self, task: str, **options: Any) -> dict[str, Any]:
@@ -211,12 +211,17 @@ class AgentsPort(Protocol):
 
 
 class AgentsCapability:
-    """Agent actors: create one, tell one, run a task on an agent."""
+    """Agent actors: create one, tell one, run a task on an agent.
 
-    __slots__ = ("__port",)
+    A caller that runs untrusted (it read outside content) passes the taint on: what it
+    tells an agent is marked untrusted, and so is a task it runs on one.
+    """
 
-    def __init__(self, port: AgentsPort | None = None) -> None:
+    __slots__ = ("__port", "__trusted")
+
+    def __init__(self, port: AgentsPort | None = None, *, trusted: bool = True) -> None:
         self.__port = port
+        self.__trusted = trusted
 
     def __use(self) -> AgentsPort:
         if self.__port is None:
@@ -233,10 +238,15 @@ class AgentsCapability:
     async def tell(self, id: str, message: str) -> str:
         """Send agent actor ``id`` (``agent:NAME``, or its name) a message (one turn
         handles it); the message id."""
-        return await self.__use().tell(id, message)
+        port = self.__use()
+        if self.__trusted:
+            return await port.tell(id, message)
+        return await port.tell(id, message, untrusted=True)
 
     async def run(self, task: str, **options: Any) -> dict[str, Any]:
         """Run one task on an agent (``agent=``, default assistant): ``{status, text}``."""
+        if not self.__trusted:
+            options = {**options, "untrusted": True}
         return await self.__use().run(task, **options)
 
 

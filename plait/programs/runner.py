@@ -139,7 +139,7 @@ def grant_all(
             decisions=decisions,
             trusted=trusted,
         ),
-        agents=AgentsCapability(agents),
+        agents=AgentsCapability(agents, trusted=trusted),
         budget=budget,
         store=mesh,
     )

@@ -20,6 +20,9 @@ from plait.agents import Agents
 from plait.agents.store import TurnSummary, read_conversation
 from plait.decisions import Decision, DecisionDesk, Human
 from plait.mesh import Mesh
+from plait.models import ScriptedModel
+from plait.profiles import AgentProfile
+from plait.programs import grant_all
 
 from .conftest import eventually, profile, serving
 
@@ -194,3 +197,18 @@ async def test_a_tainted_turns_tell_carries_the_taint_to_the_other_agent(
     assert passed.tools == ["http_get", "agents_tell"] and passed.tainted
     assert turn.tainted and turn.tools == ["manage_graph"]
     assert not await raised_by(desk, "reader")  # the reader itself never called a gated tool
+
+
+async def test_an_untrusted_program_passes_the_taint_to_the_agents_it_uses(mesh: Mesh) -> None:
+    await gated(mesh, "reader")
+    agents = Agents(mesh, model=ScriptedModel(rules("http://unused.invalid/")))
+    await agents.start("reader")
+    clean = grant_all(mesh, profile=AgentProfile(name="p"), agents=agents)
+    tainted = grant_all(mesh, profile=AgentProfile(name="p"), agents=agents, trusted=False)
+    await clean.agents.tell("reader", "list")
+    await tainted.agents.tell("reader", "list")
+    bodies = [e.value["body"] for e in (await agents.show("reader")).messages]
+    assert bodies == [{"text": "list"}, {"text": "list", "untrusted": True}]
+    assert (await clean.agents.run("list", agent="reader"))["status"] == "done"
+    # Its one-off turn loses the pre-approval: the gated call waits for a person.
+    assert (await tainted.agents.run("list", agent="reader"))["status"] == "waiting"
