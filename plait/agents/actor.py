@@ -148,7 +148,8 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
     cfg = AgentActorConfig.model_validate(ctx.record.config)
     body = mail.body
     if cfg.program is not None:  # a program actor: the program, not a model, handles it
-        await handle_program(ctx, mail, name, cfg, prompt_of(body))
+        trusted = not is_outside_content(body, cfg)
+        await handle_program(ctx, mail, name, cfg, prompt_of(body), trusted=trusted)
         return
     if isinstance(body, dict) and body.get("control") == RESUME:
         await _resume(ctx, mail, name, str(body.get("decision")))

@@ -15,6 +15,10 @@ raises :class:`~plait.errors.VersionConflict` lost a race on a key it owns — a
 message already moved it on — so the message is settled as a ``conflict`` rather than
 delivered again. Each message ends with a turn summary (``plait agents show``), its
 backlog marker cleared and its ack, in one transaction.
+
+A message that is outside content (told as untrusted, or an event of one of the
+actor's ``untrusted_topics``) runs the program untrusted: its gated tools lose their
+pre-approvals, and what it tells an agent is marked untrusted.
 """
 
 from __future__ import annotations
@@ -33,9 +37,16 @@ from plait.runs import RunHost
 
 
 async def handle_program(
-    ctx: ActorContext, mail: Mail, name: str, cfg: AgentActorConfig, prompt: str
+    ctx: ActorContext,
+    mail: Mail,
+    name: str,
+    cfg: AgentActorConfig,
+    prompt: str,
+    *,
+    trusted: bool = True,
 ) -> None:
-    """Run the actor's program once for ``mail`` and settle the message."""
+    """Run the actor's program once for ``mail`` (untrusted if the message is outside
+    content) and settle the message."""
     assert cfg.program is not None
     mesh = ctx.mesh
     host = ctx.service(RunHost)
@@ -47,6 +58,7 @@ async def handle_program(
         by=ctx.id,
         me={"id": ctx.id, "run": None, "node": None},
         agents=Agents(mesh, model=host.env.model, tools=host.tools),
+        trusted=trusted,
     )
     outcome = "answered"
     try:
@@ -56,7 +68,7 @@ async def handle_program(
         text = json.dumps(result, ensure_ascii=False, default=str)
     except VersionConflict as exc:
         outcome, text = "conflict", f"stopped on a conflict: {exc}"
-    await _settle(ctx, mail, name, prompt, text, outcome, cfg.turns_kept)
+    await _settle(ctx, mail, name, prompt, text, outcome, cfg.turns_kept, tainted=not trusted)
 
 
 async def _settle(
@@ -67,6 +79,8 @@ async def _settle(
     text: str,
     outcome: str,
     kept: int,
+    *,
+    tainted: bool = False,
 ) -> None:
     mesh = ctx.mesh
     while True:
@@ -79,6 +93,7 @@ async def _settle(
             text=text,
             tools=[],
             outcome=outcome,
+            tainted=tainted,
             at=time.time(),
         )
         tx = mesh.transact()

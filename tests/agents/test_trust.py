@@ -22,7 +22,7 @@ from plait.decisions import Decision, DecisionDesk, Human
 from plait.mesh import Mesh
 from plait.models import ScriptedModel
 from plait.profiles import AgentProfile
-from plait.programs import grant_all
+from plait.programs import grant_all, promote, save_program
 
 from .conftest import eventually, profile, serving
 
@@ -212,3 +212,26 @@ async def test_an_untrusted_program_passes_the_taint_to_the_agents_it_uses(mesh:
     assert (await clean.agents.run("list", agent="reader"))["status"] == "done"
     # Its one-off turn loses the pre-approval: the gated call waits for a person.
     assert (await tainted.agents.run("list", agent="reader"))["status"] == "waiting"
+
+
+RELAY = """
+await agents.tell("reader", payload.message)
+return "told"
+"""
+
+
+async def test_a_program_actor_runs_an_untrusted_message_untrusted(mesh: Mesh) -> None:
+    await gated(mesh, "reader")
+    await save_program(mesh, "relay", RELAY)
+    await promote(mesh, "relay", 1, by=Human("ana"))
+    agents = Agents(mesh)
+    await agents.create("relay", program="relay")
+    await agents.start("reader")
+    async with serving(mesh, [{"text": "ok"}]):
+        await agents.tell("relay", "hi")
+        await turns(agents, "reader", 1)
+        await agents.tell("relay", "mail", untrusted=True)
+        relayed = await turns(agents, "relay", 2)
+        read = await turns(agents, "reader", 2)
+    assert [t.tainted for t in relayed] == [False, True]
+    assert [(t.prompt, t.tainted) for t in read] == [("hi", False), ("mail", True)]
