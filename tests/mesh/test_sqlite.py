@@ -305,6 +305,11 @@ def _where_and_level(conn: sqlite3.Connection) -> tuple[str, int]:
 
 
 async def test_commits_run_on_the_loop_under_normal(mesh: SqliteMesh) -> None:
+    # The loop's own connection opens on the reader thread just after the mesh opens
+    # (until then, by design, a batch goes to the writer thread): wait for it.
+    loop_conn = mesh._on_loop()
+    assert loop_conn is not None
+    await loop_conn.open()
     where, level = await mesh._write(_where_and_level)
     assert (where, level) == (threading.current_thread().name, 1)
 
