@@ -53,6 +53,12 @@ async def test_the_fleet_claims_each_task_once_and_signs_off(mesh: Mesh) -> None
             return shown.turns and shown.turns[-1].text.startswith("report") and shown
 
         shown = await eventually(signed)
+
+        async def every_turn() -> Any:
+            # a worker that lost a claim may still be ending its turn when the report is in
+            found = [t.text for w in WORKERS for t in (await agents.show(w)).turns]
+            return len(found) >= 9 and found
+
+        outcomes = await eventually(every_turn)
     assert shown.turns[-1].text == "report answered: yes"
-    outcomes = [t.text for w in WORKERS for t in (await agents.show(w)).turns]
     assert sorted(o.split()[0] for o in outcomes) == ["did"] * 3 + ["lost"] * 6
