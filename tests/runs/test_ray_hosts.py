@@ -271,8 +271,9 @@ def test_the_compose_topology_without_docker(
         node.stop()
     assert "drained 2 host(s)" in said
     assert [r.status for r in done] == ["done"] * 100
-    # Spread: one host on each node, and both served runs.
-    assert len(nodes) == 2
+    # Both hosts served runs. Where they run is Ray's SPREAD, best effort: measured here,
+    # two nodes sharing one address often got both hosts on one, so it is not asserted.
+    assert nodes
     by: set[int | None] = set()
     for rec in done:
         assert committed_once(cli.mesh_url, rec.run_id) == CHAIN_VISITS
