@@ -164,6 +164,8 @@ class LocalRuntime(ActorRuntime):
         self._since: dict[int, float] = {}
         """When each in-flight message was last delivered or extended (monotonic)."""
         self._handling: set[str] = set()
+        self._routing: dict[str, deque[Delivery]] = {}
+        """Actors being activated, each with the messages that came for it meanwhile."""
         self._accepting = 0
         self._closing = False
         self._tg: TaskGroup | None = None
@@ -338,6 +340,34 @@ class LocalRuntime(ActorRuntime):
         self._since[id(delivery)] = time.monotonic()
         self._handling.add(delivery.id)
         self._busy()
+        data = delivery.data if isinstance(delivery.data, dict) else {}
+        actor_id = data.get("to")
+        if not isinstance(actor_id, str) or actor_id in self._activations:
+            await self._route_one(delivery)  # no read to wait on: the next message waits
+            return
+        # A new actor's activation reads its record (and maybe the run's): in a task of
+        # its own, so the mailbox read goes on and many actors start at once. Mail for
+        # it meanwhile queues behind, in mailbox order.
+        waiting = self._routing.get(actor_id)
+        if waiting is not None:
+            waiting.append(delivery)
+            return
+        self._routing[actor_id] = deque()
+        assert self._tg is not None
+        self._tg.start_soon(self._activate_and_route, actor_id, delivery)
+
+    async def _activate_and_route(self, actor_id: str, delivery: Delivery) -> None:
+        waiting = self._routing[actor_id]
+        try:
+            await self._route_one(delivery)
+            while waiting:
+                await self._route_one(waiting.popleft())
+        finally:
+            del self._routing[actor_id]
+            for left in waiting:  # only when cancelled: redelivered after the timeout
+                self._finish(left)
+
+    async def _route_one(self, delivery: Delivery) -> None:
         try:
             await self._route(delivery)
         except MeshUnavailable as exc:

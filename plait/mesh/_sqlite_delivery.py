@@ -62,36 +62,61 @@ _HAS_NEW = (
 )
 _OLDEST_PENDING = "SELECT min(delivered_ms) FROM pending WHERE topic = ? AND grp = ?"
 
+CLAIM_BATCH = 16
+"""Events one claim takes at most (as a Redis poll does): a runtime serving many runs
+takes new ones a batch per write, not one per write. They wait in the subscription,
+their visibility timeout running, so the batch stays small."""
+
 
 def claim(
-    conn: sqlite3.Connection, topics: Sequence[str], group: str, consumer: str, visibility_ms: int
-) -> tuple[Claimed | None, bool]:
-    """Take the next event for ``consumer`` (writer); also say whether any became due.
+    conn: sqlite3.Connection,
+    topics: Sequence[str],
+    group: str,
+    consumer: str,
+    visibility_ms: int,
+    count: int = 1,
+) -> tuple[list[Claimed], bool]:
+    """Take up to ``count`` events for ``consumer`` (writer); also say whether any became due.
 
-    An expired pending event of the group comes first (it goes to this consumer with
-    its attempt raised), then the next event after the group's cursor.
+    Expired pending events of the group come first (each goes to this consumer with
+    its attempt raised), then the next events after the group's cursor, topic by topic.
     """
     now = now_ms()
     promoted = conn.execute(_HAS_DUE, (now,)).fetchone() is not None
     if promoted:
         conn.execute(_PROMOTE, (now,))
         conn.execute(_DROP_DUE, (now,))
+    taken: list[Claimed] = []
     for topic in topics:
-        expired = conn.execute(_EXPIRED, (topic, group, now - visibility_ms)).fetchone()
-        if expired is not None:
-            seq, attempt = expired[0], expired[1] + 1
-            event = conn.execute(_EVENT, (seq,)).fetchone()
-            if event is not None:
-                conn.execute(_REDELIVER, (consumer, now, attempt, topic, group, seq))
-                return (topic, seq, attempt, *event), promoted
-            conn.execute(_DROP_PENDING, (topic, group, seq))
-        row = conn.execute(_NEXT, (topic, group)).fetchone()
-        if row is not None:
-            seq = row[0]
-            conn.execute(_ADVANCE, (seq, topic, group))
-            conn.execute(_TAKE, (topic, group, seq, consumer, now))
-            return (topic, seq, 1, *row[1:]), promoted
-    return None, promoted
+        while len(taken) < count:
+            one = _claim_in(conn, topic, group, consumer, now, visibility_ms)
+            if one is None:
+                break
+            taken.append(one)
+        if len(taken) >= count:
+            break
+    return taken, promoted
+
+
+def _claim_in(
+    conn: sqlite3.Connection, topic: str, group: str, consumer: str, now: int, visibility_ms: int
+) -> Claimed | None:
+    """Take the next event of one topic for ``consumer``: an expired one first."""
+    cutoff = now - visibility_ms
+    while (expired := conn.execute(_EXPIRED, (topic, group, cutoff)).fetchone()) is not None:
+        seq, attempt = expired[0], expired[1] + 1
+        event = conn.execute(_EVENT, (seq,)).fetchone()
+        if event is not None:
+            conn.execute(_REDELIVER, (consumer, now, attempt, topic, group, seq))
+            return (topic, seq, attempt, *event)
+        conn.execute(_DROP_PENDING, (topic, group, seq))
+    row = conn.execute(_NEXT, (topic, group)).fetchone()
+    if row is None:
+        return None
+    seq = row[0]
+    conn.execute(_ADVANCE, (seq, topic, group))
+    conn.execute(_TAKE, (topic, group, seq, consumer, now))
+    return (topic, seq, 1, *row[1:])
 
 
 def probe(
@@ -226,7 +251,7 @@ class SqliteSubscription(Subscription):
 
     async def _claim(self) -> Delivery | None:
         future = self._mesh.write(
-            claim, self._topics, self._group, self._consumer, self._visibility_ms
+            claim, self._topics, self._group, self._consumer, self._visibility_ms, CLAIM_BATCH
         )
         try:
             claimed, promoted = await asyncio.shield(future)
@@ -237,13 +262,12 @@ class SqliteSubscription(Subscription):
             raise
         if promoted:
             self._mesh.notify()
-        return None if claimed is None else self._delivery(claimed)
+        self._stash.extend(self._delivery(c) for c in claimed)
+        return self._stash.popleft() if self._stash else None
 
-    def _keep(self, future: asyncio.Future[tuple[Claimed | None, bool]]) -> None:
+    def _keep(self, future: asyncio.Future[tuple[list[Claimed], bool]]) -> None:
         if not future.cancelled() and future.exception() is None:
-            claimed = future.result()[0]
-            if claimed is not None:
-                self._stash.append(self._delivery(claimed))
+            self._stash.extend(self._delivery(c) for c in future.result()[0])
 
     def _delivery(self, claimed: Claimed) -> Delivery:
         topic, seq, attempt, event_id, kind, data, at_ms = claimed
