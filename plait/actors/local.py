@@ -74,6 +74,9 @@ def tune_gc_for_serving() -> None:
     gc.set_threshold(*SERVING_GC_THRESHOLDS)
 
 
+MAILBOX_GROUP = "actors"
+"""The consumer group every runtime serving a mesh's mailboxes reads them as (default)."""
+
 HAND_BACK_MS = 500
 """How long a message this runtime does not serve waits before it is offered again; each
 further hand-back of the same message doubles it, up to :data:`HAND_BACK_MAX_MS`."""
@@ -135,7 +138,7 @@ class LocalRuntime(ActorRuntime):
         *,
         host: str | None = None,
         services: object | None = None,
-        group: str = "actors",
+        group: str = MAILBOX_GROUP,
         visibility_timeout_ms: int = MAILBOX_VISIBILITY_TIMEOUT_MS,
         idle_s: float = 30.0,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
@@ -603,6 +606,7 @@ class LocalRuntime(ActorRuntime):
 __all__ = [
     "HAND_BACK_MAX_MS",
     "HAND_BACK_MS",
+    "MAILBOX_GROUP",
     "SERVING_GC_THRESHOLDS",
     "LocalRuntime",
     "tune_gc_for_serving",

@@ -309,6 +309,12 @@ class SqliteMesh(Mesh):
         check_key(topic, "topic")
         await self._write(ops.delete_topic, topic)
 
+    async def backlog(self, topic: str, group: str) -> int:
+        check_key(topic, "topic")
+        # Scheduled events that fell due count once a claim moves them: a read moves none.
+        found: int = await self._read(ops.backlog, topic, group)
+        return found
+
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         await self._write(ops.drop_group, topic_names(topics), group)
 
