@@ -21,6 +21,10 @@ draft | pass: publish)`` with a verifier that fails a fixed number of times.
   run over its first 50 (a cost: ``ratio`` is 1.1 / value).
 - ``parked_run_bytes``: host memory held per parked run (tracemalloc; ratio 4096 / value).
 - ``resume_latency_ms``: median time from answering a parked run to its next claim.
+- ``takeover_s``: two ``plait worker`` processes serve TAKEOVER_RUNS runs on Redis;
+  the one running a slow node of some of them is SIGKILLed, and this is the median
+  time from the kill until each of its runs commits again (on the other worker), a
+  cost against the lease expiry + 2 s.
 
 The process tunes Python's cyclic garbage collector as a serving process does
 (:func:`plait.actors.tune_gc_for_serving`, which ``plait worker`` calls too).
@@ -35,8 +39,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
+import json
+import os
+import signal
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -59,7 +68,8 @@ from plait.mesh import _redis_scripts as redis_scripts
 from plait.mesh.sqlite import SqliteMesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import RunRecord, Runs, serve
-from plait.runs.store import RunStore
+from plait.runs.record import record_key
+from plait.runs.store import RunStore, read_record
 
 BENCH = "runs"
 FAILS = 48  # 49 drafts, 49 verdicts and a publish: 99 transitions, within the step cap
@@ -75,6 +85,8 @@ GROWTH_TARGET = 1.1
 PARKED = 200
 PARKED_TARGET = 4096.0
 RESUME_BASELINE_MS = 100.0
+TAKEOVER_RUNS = 50
+TAKEOVER_LEASE_S = 3.0
 STATEMENTS_BASELINE = 17.9  # per SQLite transition before the two-write commit (9.1 writes)
 
 LOOP = {
@@ -534,6 +546,102 @@ async def run_once_parked(runs: Runs, host: Watch) -> RunRecord:
     return rec
 
 
+# -- takeover after a SIGKILL -----------------------------------------------------------
+
+SLOW_CHAIN = {
+    "name": "slow", "entry": "first",
+    "nodes": [
+        {"id": "first", "type": "agent", "prompt": "Start {{input}}", "next": "second"},
+        {"id": "second", "type": "agent", "prompt": "Think {{first}}", "next": "third"},
+        {"id": "third", "type": "agent", "prompt": "End {{second}}"},
+    ],
+}  # fmt: skip
+SLOW_MODEL = {"rules": [{"node": "second", "delay_ms": 3000, "text": "two"}, {"text": "ok"}]}
+
+
+def worker(url: str, model: str, log: Path) -> subprocess.Popen[bytes]:
+    """A ``plait worker`` process on ``url`` with a short lease, its stderr in ``log``."""
+    plait = Path(sys.executable).with_name("plait")
+    argv = [str(plait), "worker", "--mesh", url, "--model", model,
+            "--lease-s", str(TAKEOVER_LEASE_S), "--visibility-timeout", "1"]  # fmt: skip
+    with log.open("wb") as err:
+        return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=log.parent)
+
+
+async def until(check: Callable[[], Any], within_s: float, what: str) -> Any:
+    """Poll ``check`` (sync or async) until it returns something truthy."""
+    try:
+        async with asyncio.timeout(within_s):
+            while True:
+                found = check()
+                if asyncio.iscoroutine(found):
+                    found = await found
+                if found:
+                    return found
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise RuntimeError(f"takeover: timed out waiting for {what}") from None
+
+
+async def takeover(tmp: Path) -> list[Figure]:
+    # Two workers split the partitions; the runs' second node takes 3 s, so a kill
+    # lands on runs in flight. Each victim run's record version at the kill is noted;
+    # its next version is the survivor's first commit of it.
+    async with redis_scratch() as scratch:
+        if scratch is None:
+            return []
+        url = redis_mesh_url(scratch[1])
+        model_file = tmp / "slow.model.json"
+        model_file.write_text(json.dumps(SLOW_MODEL))
+        model = f"scripted:{model_file}"
+        async with open_mesh(url) as mesh:
+            await import_graph(mesh, load_graph(SLOW_CHAIN))
+            logs = [tmp / f"takeover-{i}.log" for i in range(2)]
+            procs = [worker(url, model, log) for log in logs]
+            try:
+                await until(lambda: all("holding" in p.read_text() for p in logs), 30, "leases")
+                runs = Runs(mesh)
+                ids = [(await runs.start("assistant", "slow", f"r{i}")).run_id
+                       for i in range(TAKEOVER_RUNS)]  # fmt: skip
+
+                async def in_flight() -> dict[str, int] | None:
+                    held: dict[str, int] = {}
+                    for run_id in ids:
+                        rec, version = await read_record(mesh, run_id)
+                        second = rec.attempts.get("second") if rec is not None else None
+                        if second is not None and f":{procs[0].pid}:" in second.host:
+                            held[run_id] = version
+                    return held or None
+
+                victims: dict[str, int] = await until(in_flight, 30, "runs in flight")
+                os.kill(procs[0].pid, signal.SIGKILL)
+                killed = time.perf_counter()
+                procs[0].wait()
+                times: dict[str, float] = {}
+
+                async def moved() -> bool:
+                    for run_id, version in victims.items():
+                        if run_id not in times:
+                            entry = await mesh.get(record_key(run_id))
+                            if entry is not None and entry.version > version:
+                                times[run_id] = time.perf_counter() - killed
+                    return len(times) == len(victims)
+
+                await until(moved, TAKEOVER_LEASE_S + 60, "the runs to move")
+            finally:
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+    value = statistics.median(times.values())
+    return [
+        Cost(BENCH, "takeover_s", value, "s", TAKEOVER_LEASE_S + 2.0, 1.0,
+             f"median {value:.2f} s; {len(victims)} of {TAKEOVER_RUNS} runs on the killed "
+             "worker, Redis, "
+             f"lease {TAKEOVER_LEASE_S:g} s; slowest {max(times.values()):.2f} s"),
+    ]  # fmt: skip
+
+
 class Cost(Figure):
     """A figure where less is better: ``ratio`` is ``baseline / value``."""
 
@@ -560,6 +668,8 @@ async def main(argv: list[str] | None = None) -> None:
         figures += await concurrent("runs_sqlite_concurrent", lambda: sqlite_mesh(Path(tmp)))
     figures += await redis_roundtrips()
     figures += await concurrent("runs_redis_concurrent", redis_mesh)
+    with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
+        figures += await takeover(Path(tmp))
     report(figures, as_json=args.json, title="durable runs")
 
 

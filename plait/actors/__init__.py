@@ -58,7 +58,7 @@ from plait.actors.directory import (
 )
 from plait.actors.leased import LeasedRuntime
 from plait.actors.leases import DEFAULT_LEASE_S
-from plait.actors.local import LocalRuntime, tune_gc_for_serving
+from plait.actors.local import MAILBOX_GROUP, LocalRuntime, tune_gc_for_serving
 from plait.actors.partitions import (
     DEFAULT_PARTITIONS,
     load_partitions,
@@ -80,6 +80,7 @@ __all__ = [
     "DEFAULT_LEASE_S",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_PARTITIONS",
+    "MAILBOX_GROUP",
     "MAILBOX_TOPIC",
     "MAILBOX_VISIBILITY_TIMEOUT_MS",
     "MAIL_KIND",

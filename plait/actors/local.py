@@ -74,6 +74,9 @@ def tune_gc_for_serving() -> None:
     gc.set_threshold(*SERVING_GC_THRESHOLDS)
 
 
+MAILBOX_GROUP = "actors"
+"""The consumer group every runtime serving a mesh's mailboxes reads them as (default)."""
+
 HAND_BACK_MS = 500
 """How long a message this runtime does not serve waits before it is offered again; each
 further hand-back of the same message doubles it, up to :data:`HAND_BACK_MAX_MS`."""
@@ -135,7 +138,7 @@ class LocalRuntime(ActorRuntime):
         *,
         host: str | None = None,
         services: object | None = None,
-        group: str = "actors",
+        group: str = MAILBOX_GROUP,
         visibility_timeout_ms: int = MAILBOX_VISIBILITY_TIMEOUT_MS,
         idle_s: float = 30.0,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
@@ -164,6 +167,8 @@ class LocalRuntime(ActorRuntime):
         self._since: dict[int, float] = {}
         """When each in-flight message was last delivered or extended (monotonic)."""
         self._handling: set[str] = set()
+        self._routing: dict[str, deque[Delivery]] = {}
+        """Actors being activated, each with the messages that came for it meanwhile."""
         self._accepting = 0
         self._closing = False
         self._tg: TaskGroup | None = None
@@ -338,6 +343,34 @@ class LocalRuntime(ActorRuntime):
         self._since[id(delivery)] = time.monotonic()
         self._handling.add(delivery.id)
         self._busy()
+        data = delivery.data if isinstance(delivery.data, dict) else {}
+        actor_id = data.get("to")
+        if not isinstance(actor_id, str) or actor_id in self._activations:
+            await self._route_one(delivery)  # no read to wait on: the next message waits
+            return
+        # A new actor's activation reads its record (and maybe the run's): in a task of
+        # its own, so the mailbox read goes on and many actors start at once. Mail for
+        # it meanwhile queues behind, in mailbox order.
+        waiting = self._routing.get(actor_id)
+        if waiting is not None:
+            waiting.append(delivery)
+            return
+        self._routing[actor_id] = deque()
+        assert self._tg is not None
+        self._tg.start_soon(self._activate_and_route, actor_id, delivery)
+
+    async def _activate_and_route(self, actor_id: str, delivery: Delivery) -> None:
+        waiting = self._routing[actor_id]
+        try:
+            await self._route_one(delivery)
+            while waiting:
+                await self._route_one(waiting.popleft())
+        finally:
+            del self._routing[actor_id]
+            for left in waiting:  # only when cancelled: redelivered after the timeout
+                self._finish(left)
+
+    async def _route_one(self, delivery: Delivery) -> None:
         try:
             await self._route(delivery)
         except MeshUnavailable as exc:
@@ -573,6 +606,7 @@ class LocalRuntime(ActorRuntime):
 __all__ = [
     "HAND_BACK_MAX_MS",
     "HAND_BACK_MS",
+    "MAILBOX_GROUP",
     "SERVING_GC_THRESHOLDS",
     "LocalRuntime",
     "tune_gc_for_serving",

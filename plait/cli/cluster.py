@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.actors import ranges
+from plait.actors import MAILBOX_GROUP, ranges
 from plait.actors.leases import read_leases, read_members
-from plait.actors.partitions import load_partitions
+from plait.actors.partitions import load_partitions, mailbox_topic
 from plait.actors.ray_runtime import ray_host_of
 from plait.cli._common import MeshOption, err_console, existing_mesh, print_json, run
 from plait.cli._output import say
@@ -21,11 +21,13 @@ cluster_app = typer.Typer(help="The processes serving a mesh.", no_args_is_help=
 
 
 async def cluster_status(url: str) -> dict[str, Any]:
-    """What ``plait cluster status`` shows: members, and each partition's holder."""
+    """What ``plait cluster status`` shows: members, each partition's holder, and each
+    partition's backlog (mailbox messages the serving runtimes have not acked)."""
     async with open_mesh(url) as mesh:
         count = await load_partitions(mesh)
         members = await read_members(mesh)
         leases = await read_leases(mesh)
+        backlog = [await mesh.backlog(mailbox_topic(n), MAILBOX_GROUP) for n in range(count)]
     now = now_ms()
     held: dict[str, list[int]] = {}
     for n, (lease, _) in sorted(leases.items()):
@@ -46,6 +48,7 @@ async def cluster_status(url: str) -> dict[str, Any]:
             for m in sorted(members, key=lambda m: m.host)
         ],
         "unheld": [n for n in range(count) if not any(n in h for h in held.values())],
+        "backlog": backlog,
     }
 
 
@@ -59,7 +62,8 @@ def status_cmd(
     mesh: MeshOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List serving processes, the partitions each holds, and their messages in flight."""
+    """List serving processes, the partitions each holds, their messages in flight, and
+    the backlog of each partition."""
     found = run(lambda: cluster_status(existing_mesh(mesh)))
     if as_json:
         print_json(found)
@@ -75,6 +79,9 @@ def status_cmd(
         say("no process is serving this mesh: start `plait worker`")
     if found["unheld"]:
         say(f"unheld partitions: {ranges(found['unheld'])}")
+    waiting = [(n, b) for n, b in enumerate(found["backlog"]) if b]
+    listed = ", ".join(f"{n}: {b}" for n, b in waiting) if waiting else "none"
+    say(f"backlog {sum(found['backlog'])} message(s) by partition: {listed}")
 
 
 @cluster_app.command("scale")

@@ -84,14 +84,18 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
     trusted = turn.trusted
     for _ in range(turn.max_rounds):
         async with turn.budget.model_call():
-            with anyio.move_on_after(turn.timeout_s) as scope:
-                reply = await turn.model.complete(
-                    out.messages,
-                    tools=specs,
-                    context=turn.context,
-                    response_format=turn.response_format,
-                )
-            if scope.cancelled_caught:
+            answer = turn.model.complete(
+                out.messages,
+                tools=specs,
+                context=turn.context,
+                response_format=turn.response_format,
+            )
+            if turn.timeout_s is None:
+                reply = await answer  # no cancel scope to build: most turns set no timeout
+            else:
+                with anyio.move_on_after(turn.timeout_s) as scope:
+                    reply = await answer
+            if turn.timeout_s is not None and scope.cancelled_caught:
                 raise ModelTimeout(
                     f"node {turn.context.node!r}: the call of {turn.model.spec} took longer "
                     f"than its timeout_s of {turn.timeout_s:g}"

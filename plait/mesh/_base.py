@@ -543,6 +543,18 @@ class Mesh(abc.ABC):
         """
         raise MeshError(f"the mesh {self.url} cannot list its topics")
 
+    async def backlog(self, topic: str, group: str) -> int:
+        """How many events of ``topic`` ``group`` has not acked: those it has not
+        taken yet and those taken and not acked (scheduled events not yet due are not
+        counted). With no such group, every event the topic holds; 0 for no topic.
+
+        For status views (a partition's backlog); it counts, it never takes.
+
+        Raises:
+            MeshError: the backend cannot count (it refuses, not guesses).
+        """
+        raise MeshError(f"the mesh {self.url} cannot count a topic's backlog")
+
     @abc.abstractmethod
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         """Forget a consumer group on ``topics``: its place and its pending events.

@@ -36,8 +36,8 @@ _PROMOTE = (
 )
 _DROP_DUE = "DELETE FROM scheduled WHERE due_ms <= ?"
 _EXPIRED = (
-    "SELECT seq, attempt FROM pending WHERE topic = ? AND grp = ? AND delivered_ms <= ? "
-    "ORDER BY seq LIMIT 1"
+    "SELECT topic, seq, attempt FROM pending WHERE grp = ? AND topic IN ({}) "
+    "AND delivered_ms <= ? ORDER BY seq LIMIT ?"
 )
 _REDELIVER = (
     "UPDATE pending SET consumer = ?, delivered_ms = ?, attempt = ? "
@@ -48,7 +48,7 @@ _DROP_PENDING = "DELETE FROM pending WHERE topic = ? AND grp = ? AND seq = ?"
 _NEXT = (
     "SELECT seq, id, kind, data, at_ms FROM events WHERE topic = ?1 "
     "AND seq > (SELECT cursor FROM consumer_groups WHERE topic = ?1 AND grp = ?2) "
-    "ORDER BY seq LIMIT 1"
+    "ORDER BY seq LIMIT ?3"
 )
 _ADVANCE = "UPDATE consumer_groups SET cursor = ? WHERE topic = ? AND grp = ?"
 _TAKE = (
@@ -56,42 +56,65 @@ _TAKE = (
     "VALUES (?, ?, ?, ?, ?, 1)"
 )
 _NEXT_DUE = "SELECT min(due_ms) FROM scheduled"
-_HAS_NEW = (
-    "SELECT 1 FROM events WHERE topic = ?1 "
-    "AND seq > (SELECT cursor FROM consumer_groups WHERE topic = ?1 AND grp = ?2) LIMIT 1"
+# One statement over every topic read (a runtime reads 64 partitions): the group's
+# topics with events past its cursor, each an index seek.
+_WITH_NEW = (
+    "SELECT g.topic FROM consumer_groups g WHERE g.grp = ? AND g.topic IN ({}) "
+    "AND EXISTS (SELECT 1 FROM events e WHERE e.topic = g.topic AND e.seq > g.cursor)"
 )
-_OLDEST_PENDING = "SELECT min(delivered_ms) FROM pending WHERE topic = ? AND grp = ?"
+_OLDEST_PENDING = "SELECT min(delivered_ms) FROM pending WHERE grp = ? AND topic IN ({})"
+
+
+def _among(sql: str, topics: Sequence[str]) -> str:
+    """``sql`` with its ``IN ({})`` list holding one placeholder per topic."""
+    return sql.format(",".join("?" * len(topics)))
+
+
+CLAIM_BATCH = 16
+"""Events one claim takes at most (as a Redis poll does): a runtime serving many runs
+takes new ones a batch per write, not one per write. They wait in the subscription,
+their visibility timeout running, so the batch stays small."""
 
 
 def claim(
-    conn: sqlite3.Connection, topics: Sequence[str], group: str, consumer: str, visibility_ms: int
-) -> tuple[Claimed | None, bool]:
-    """Take the next event for ``consumer`` (writer); also say whether any became due.
+    conn: sqlite3.Connection,
+    topics: Sequence[str],
+    group: str,
+    consumer: str,
+    visibility_ms: int,
+    count: int = 1,
+) -> tuple[list[Claimed], bool]:
+    """Take up to ``count`` events for ``consumer`` (writer); also say whether any became due.
 
-    An expired pending event of the group comes first (it goes to this consumer with
-    its attempt raised), then the next event after the group's cursor.
+    Expired pending events of the group come first (each goes to this consumer with
+    its attempt raised), then the next events after the group's cursor, topic by topic.
     """
     now = now_ms()
     promoted = conn.execute(_HAS_DUE, (now,)).fetchone() is not None
     if promoted:
         conn.execute(_PROMOTE, (now,))
         conn.execute(_DROP_DUE, (now,))
-    for topic in topics:
-        expired = conn.execute(_EXPIRED, (topic, group, now - visibility_ms)).fetchone()
-        if expired is not None:
-            seq, attempt = expired[0], expired[1] + 1
-            event = conn.execute(_EVENT, (seq,)).fetchone()
-            if event is not None:
-                conn.execute(_REDELIVER, (consumer, now, attempt, topic, group, seq))
-                return (topic, seq, attempt, *event), promoted
+    taken: list[Claimed] = []
+    expired = conn.execute(
+        _among(_EXPIRED, topics), (group, *topics, now - visibility_ms, count)
+    ).fetchall()
+    for topic, seq, attempt in expired:
+        event = conn.execute(_EVENT, (seq,)).fetchone()
+        if event is None:
             conn.execute(_DROP_PENDING, (topic, group, seq))
-        row = conn.execute(_NEXT, (topic, group)).fetchone()
-        if row is not None:
-            seq = row[0]
-            conn.execute(_ADVANCE, (seq, topic, group))
-            conn.execute(_TAKE, (topic, group, seq, consumer, now))
-            return (topic, seq, 1, *row[1:]), promoted
-    return None, promoted
+            continue
+        conn.execute(_REDELIVER, (consumer, now, attempt + 1, topic, group, seq))
+        taken.append((topic, seq, attempt + 1, *event))
+    if len(taken) < count:
+        for (topic,) in conn.execute(_among(_WITH_NEW, topics), (group, *topics)).fetchall():
+            rows = conn.execute(_NEXT, (topic, group, count - len(taken))).fetchall()
+            if rows:
+                conn.execute(_ADVANCE, (rows[-1][0], topic, group))
+                conn.executemany(_TAKE, [(topic, group, r[0], consumer, now) for r in rows])
+                taken.extend((topic, r[0], 1, *r[1:]) for r in rows)
+            if len(taken) >= count:
+                break
+    return taken, promoted
 
 
 def probe(
@@ -102,15 +125,14 @@ def probe(
     wake_at: int | None = conn.execute(_NEXT_DUE).fetchone()[0]
     if wake_at is not None and wake_at <= now:
         return True, None
-    for topic in topics:
-        if conn.execute(_HAS_NEW, (topic, group)).fetchone() is not None:
+    if conn.execute(_among(_WITH_NEW, topics) + " LIMIT 1", (group, *topics)).fetchone():
+        return True, None
+    oldest = conn.execute(_among(_OLDEST_PENDING, topics), (group, *topics)).fetchone()[0]
+    if oldest is not None:
+        expires = oldest + visibility_ms
+        if expires <= now:
             return True, None
-        oldest = conn.execute(_OLDEST_PENDING, (topic, group)).fetchone()[0]
-        if oldest is not None:
-            expires = oldest + visibility_ms
-            if expires <= now:
-                return True, None
-            wake_at = expires if wake_at is None else min(wake_at, expires)
+        wake_at = expires if wake_at is None else min(wake_at, expires)
     return False, wake_at
 
 
@@ -226,7 +248,7 @@ class SqliteSubscription(Subscription):
 
     async def _claim(self) -> Delivery | None:
         future = self._mesh.write(
-            claim, self._topics, self._group, self._consumer, self._visibility_ms
+            claim, self._topics, self._group, self._consumer, self._visibility_ms, CLAIM_BATCH
         )
         try:
             claimed, promoted = await asyncio.shield(future)
@@ -237,13 +259,12 @@ class SqliteSubscription(Subscription):
             raise
         if promoted:
             self._mesh.notify()
-        return None if claimed is None else self._delivery(claimed)
+        self._stash.extend(self._delivery(c) for c in claimed)
+        return self._stash.popleft() if self._stash else None
 
-    def _keep(self, future: asyncio.Future[tuple[Claimed | None, bool]]) -> None:
+    def _keep(self, future: asyncio.Future[tuple[list[Claimed], bool]]) -> None:
         if not future.cancelled() and future.exception() is None:
-            claimed = future.result()[0]
-            if claimed is not None:
-                self._stash.append(self._delivery(claimed))
+            self._stash.extend(self._delivery(c) for c in future.result()[0])
 
     def _delivery(self, claimed: Claimed) -> Delivery:
         topic, seq, attempt, event_id, kind, data, at_ms = claimed

@@ -338,6 +338,22 @@ def trim(conn: sqlite3.Connection, topic: str) -> int:
     return int(conn.execute(_TRIM, (topic,)).rowcount)
 
 
+_BACKLOG = (
+    "SELECT (SELECT count(*) FROM events WHERE topic = ?1 AND seq > g.cursor) "
+    "+ (SELECT count(*) FROM pending WHERE topic = ?1 AND grp = ?2) "
+    "FROM consumer_groups g WHERE g.topic = ?1 AND g.grp = ?2"
+)
+_HELD = "SELECT count(*) FROM events WHERE topic = ?"
+
+
+def backlog(conn: sqlite3.Connection, topic: str, group: str) -> int:
+    """Events of ``topic`` not yet acked by ``group`` (no group: all it holds)."""
+    row = conn.execute(_BACKLOG, (topic, group)).fetchone()
+    if row is None:
+        row = conn.execute(_HELD, (topic,)).fetchone()
+    return int(row[0])
+
+
 def topics(conn: sqlite3.Connection, low: str, high: str | None) -> list[str]:
     """The topics with events or groups from ``low`` below ``high`` (None: no bound)."""
     bound, params = ("AND topic < ?", (low, high)) if high is not None else ("", (low,))

@@ -242,6 +242,17 @@ class MemoryMesh(Mesh):
         check_key(topic, "topic")
         self._topics.pop(topic, None)
 
+    async def backlog(self, topic: str, group: str) -> int:
+        check_key(topic, "topic")
+        self._promote_due()
+        found = self._topics.get(topic)
+        if found is None:
+            return 0
+        state = found.groups.get(group)
+        if state is None:
+            return len(found.log)
+        return len(found.log) - state.cursor + len(state.pending)
+
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         for name in topic_names(topics):
             topic = self._topics.get(name)

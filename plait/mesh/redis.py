@@ -475,6 +475,23 @@ class RedisMesh(Mesh):
                 found.add(name[len(head) :])
         return sorted(found)
 
+    async def backlog(self, topic: str, group: str) -> int:
+        check_key(topic, "topic")
+        stream = self._stream(topic)
+        async with self._bounded():
+            try:
+                groups = await self._client.xinfo_groups(stream)
+            except ResponseError:  # no such stream
+                return 0
+            mine = next((g for g in groups if _text(g.get("name")) == group), None)
+            if mine is None:
+                return int(await self._client.xlen(stream))
+            lag = mine.get("lag")
+            if lag is None:  # Redis cannot tell (entries deleted mid-stream): count them
+                after = "(" + _text(mine.get("last-delivered-id"))
+                lag = len(await self._client.xrange(stream, after, "+") or [])
+            return int(lag) + int(mine.get("pending") or 0)
+
     async def delete_topic(self, topic: str) -> None:
         check_key(topic, "topic")
         async with self._bounded():
@@ -772,6 +789,11 @@ class _RedisSubscription(Subscription):
             if client is not None:
                 with suppress(RedisError, OSError):
                     await client.aclose()
+
+
+def _text(value: Any) -> str:
+    """A reply's string, whether the client decodes replies or not."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _fields(flat: list[bytes]) -> dict[bytes, bytes]:

@@ -100,6 +100,10 @@ class SqliteMesh(Mesh):
             )
         self.url = f"sqlite:///{os.fspath(path)}"
         self.path = Path(path).absolute()
+        self._local_files = (
+            self.path,
+            *(self.path.with_name(self.path.name + s) for s in _JOURNALS),
+        )
         self.max_value_bytes = max_value_bytes
         self.busy_timeout = busy_timeout
         self.synchronous = level
@@ -114,7 +118,7 @@ class SqliteMesh(Mesh):
     @property
     def local_files(self) -> tuple[Path, ...]:
         """The database file and the journals SQLite keeps beside it."""
-        return (self.path, *(self.path.with_name(self.path.name + s) for s in _JOURNALS))
+        return self._local_files  # built once: every node's environment asks
 
     # lifecycle ----------------------------------------------------------------------
 
@@ -304,6 +308,12 @@ class SqliteMesh(Mesh):
     async def delete_topic(self, topic: str) -> None:
         check_key(topic, "topic")
         await self._write(ops.delete_topic, topic)
+
+    async def backlog(self, topic: str, group: str) -> int:
+        check_key(topic, "topic")
+        # Scheduled events that fell due count once a claim moves them: a read moves none.
+        found: int = await self._read(ops.backlog, topic, group)
+        return found
 
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         await self._write(ops.drop_group, topic_names(topics), group)

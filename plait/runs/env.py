@@ -8,6 +8,7 @@ about a run: what its graph may call, whether a node's effect is already there
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -88,7 +89,7 @@ class RunEnvironment:
 
     def workspace(self, rec: RunRecord) -> Path:
         """Where the run's tools work: pinned in its record, else this process's ``cwd``."""
-        return Path(rec.workspace) if rec.workspace else self.cwd
+        return _path(rec.workspace) if rec.workspace else self.cwd
 
     async def profiles(self, spec: GraphSpec) -> dict[str, AgentProfile]:
         """The profiles of ``spec``'s agents, re-read at most every PROFILE_TTL_S seconds."""
@@ -163,6 +164,12 @@ async def graph_needs(mesh: Mesh, rec: RunRecord) -> set[str]:
     return await RunEnvironment(
         mesh, store, DecisionBoard(mesh), tools=ToolRegistry(), model=None, cwd=Path.cwd()
     ).needed_tools(rec)
+
+
+@functools.lru_cache(maxsize=256)
+def _path(text: str) -> Path:
+    """``Path(text)``, built once per workspace: every node of a run asks for it."""
+    return Path(text)
 
 
 __all__ = ["PROFILE_TTL_S", "RunEnvironment", "graph_needs"]

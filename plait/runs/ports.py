@@ -8,6 +8,7 @@ decision it raised before instead of raising a second one. Each decision carries
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -96,7 +97,12 @@ class RunDecisions:
         self.board = board
         self.mesh = mesh
         self.run_id = run_id
-        self.principal = Agent(owner_id(run_id))
+
+    @functools.cached_property
+    def principal(self) -> Agent:
+        """Who the run's decisions are asked by: its owner (built when first asked:
+        every node gets this object, few ask anything)."""
+        return Agent(owner_id(self.run_id))
 
     async def ask(
         self,

@@ -531,6 +531,30 @@ async def test_drop_group_forgets_its_place_and_pending(mesh: Mesh) -> None:
     await again.close()
 
 
+async def test_backlog_counts_what_a_group_has_not_acked(mesh: Mesh) -> None:
+    assert await mesh.backlog("queued", "g") == 0  # no topic
+    for n in range(3):
+        await mesh.publish("queued", "n", n)
+    await mesh.publish("queued", "n", 9, after_ms=60_000)  # not due: not counted
+    assert await mesh.backlog("queued", "g") == 3  # no group yet: all the topic holds
+    sub = mesh.subscribe("queued", "g", "c", start="begin", visibility_timeout_ms=10_000)
+    first = await next_within(sub, 2)
+    assert first is not None
+    # Taken and not acked still counts, as do the events a read took ahead.
+    assert await mesh.backlog("queued", "g") == 3
+    await first.ack()
+    assert await mesh.backlog("queued", "g") == 2
+    for _ in range(2):
+        delivery = await next_within(sub, 2)
+        assert delivery is not None
+        await delivery.ack()
+    assert await mesh.backlog("queued", "g") == 0
+    await mesh.publish("queued", "n", 3)
+    assert await mesh.backlog("queued", "g") == 1  # new, not yet taken
+    assert await mesh.backlog("queued", "other") == 4  # a group that does not exist
+    await sub.close()
+
+
 async def test_take_delivers_the_next_event_within_the_transaction(mesh: Mesh) -> None:
     sub = mesh.subscribe("work", "workers", "me", visibility_timeout_ms=300)
     other = mesh.subscribe("work", "workers", "other", visibility_timeout_ms=300)

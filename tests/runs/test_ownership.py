@@ -421,6 +421,8 @@ def test_workers_print_partitions_as_they_change_and_cluster_status_lists_them(
     assert lines[0] == f"holding {COUNT} of {COUNT} partitions: 0-{COUNT - 1}"
     assert lines[-1].startswith(f"holding 4 of {COUNT} partitions: ")
     assert status["partitions"] == COUNT and status["unheld"] == []
+    assert status["backlog"] == [0] * COUNT  # nothing was sent: every partition is empty
+    assert "backlog 0 message(s) by partition: none" in text
     members = {m["pid"]: m for m in status["members"]}
     assert set(members) == {first.pid, second.pid}
     held = [set(m["held"]) for m in members.values()]
