@@ -60,8 +60,9 @@ from .test_serving import committed_once
 pytestmark = [
     pytest.mark.ray,
     pytest.mark.slow,
-    # No session head: a cluster of its own, so a group of its own.
-    pytest.mark.xdist_group("ray-netns"),
+    # A cluster of its own, not the session's; in the session's group all the same, so
+    # that two Ray clusters never compete for this machine's cores at once.
+    pytest.mark.xdist_group("ray"),
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
 ]
 
