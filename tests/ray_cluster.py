@@ -138,9 +138,15 @@ def join_node(
         import ray
 
         alive = sum(1 for n in ray.nodes() if n["Alive"])
+        cpus = ray.cluster_resources().get("CPU", 0)
 
         def joined() -> bool:
-            return sum(1 for n in ray.nodes() if n["Alive"]) > alive
+            # Counted alive, and its CPU in the resources the scheduler places by: a
+            # node alive but not yet there is passed over by an actor asked onto it.
+            return (
+                sum(1 for n in ray.nodes() if n["Alive"]) > alive
+                and ray.cluster_resources().get("CPU", 0) > cpus
+            )
 
     args = [
         str(RAY), "start", "--block",
