@@ -1,19 +1,24 @@
 """Chaos on Redis: hundreds of runs asking people while serving processes are SIGKILLed.
 
-Runs of a revise loop with a person's sign-off (``draft -> review -> (again: draft |
-ok: approve) -> ship``) are started a few a second on Redis and served by 3 processes
-with one-second leases: ``plait worker`` processes (``--runtime local``, the default)
-or 3 Ray hosts (``--runtime ray``, on a Ray cluster this benchmark starts). Every
-300–700 ms one of them, chosen at random, is SIGKILLed: a local worker is started again
-in its place, a Ray host is restarted by Ray. A script answers each sign-off at a
-random moment after it is asked. The kills go on for ``--seconds`` (at least 60 by
-default), then the runs are let finish. At the end every run must be done, every audit
-chain must verify, no (node, visit) may be committed twice, and every decision must be
-answered exactly once.
+Each run (graph ``chaos``) goes through a revise loop (``draft -> review``, sent back
+once), a fan-out of three ``fetch`` instances with ``on_failure: collect`` (the third
+always fails and is kept; the fan-in goes on with the other two), a subgraph
+(``chaos-sign``: ``summarise``, then a person's ``confirm``, asked through the parent)
+and a person's ``approve`` before ``ship``: 12 visits of its own, 2 of its child run's,
+2 decisions. Runs are started a few a second on Redis and served by 3 processes with
+one-second leases: ``plait worker`` processes (``--runtime local``, the default) or 3
+Ray hosts (``--runtime ray``, on a Ray cluster this benchmark starts). Every 300–700
+ms one of them, chosen at random, is SIGKILLed: a local worker is started again in its
+place, a Ray host is restarted by Ray. A script answers each question at a random
+moment after it is asked. The kills go on for ``--seconds`` (at least 60 by default),
+then the runs are let finish. At the end every run (and child run) must be done with
+its own output, every audit chain must verify, every (node, visit) must be committed
+exactly once, the failed fetch kept by ``collect``, and every decision raised exactly
+once and answered exactly once.
 
 Figures: ``chaos_runs_done`` (of the runs started), ``chaos_kills``,
-``chaos_double_commits`` (0) and ``chaos_lost`` (0: runs not done, decisions not
-answered or answered twice).
+``chaos_double_commits`` (0) and ``chaos_lost`` (0: runs not done or not as expected,
+visits missing, decisions missing, unanswered, raised twice or answered twice).
 
 Run: ``python bench/chaos.py [--runtime ray] [--runs 300] [--seconds 60] [--json]``.
 """
@@ -44,6 +49,7 @@ from plait.graphs.store import import_graph
 from plait.mesh import Mesh, open_mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
+from plait.runs.record import child_run_id
 
 BENCH = "chaos"
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,33 +60,54 @@ LEASE_S = 1.0
 ANSWER_WITHIN_S = 2.0
 FINISH_WITHIN_S = 180.0
 
+FETCHES = 3
 GRAPH = {
-    "name": "chaos", "agent": "assistant", "entry": "draft", "budget": 20,
+    "name": "chaos", "agent": "assistant", "entry": "draft", "budget": 40,
     "nodes": [
         {"id": "draft", "type": "agent", "prompt": "Draft {{input}}", "next": "review"},
         {"id": "review", "type": "verifier", "prompt": "Review {{draft}}",
-         "verdicts": {"again": "draft", "ok": "approve"}},
+         "verdicts": {"again": "draft", "ok": "research"}},
+        {"id": "research", "type": "fan_out",
+         "specs": [{"kind": "broadcast", "target_node_id": "fetch", "count": FETCHES,
+                    "on_failure": "collect"}]},
+        {"id": "fetch", "type": "agent", "prompt": "Fetch sources for {{draft}}",
+         "next": "gather"},
+        {"id": "gather", "type": "fan_in", "next": "sign"},
+        {"id": "sign", "type": "subgraph", "graph": "chaos-sign", "input": "{{gather}}",
+         "next": "approve"},
         {"id": "approve", "type": "human", "ask": "Ship {{draft}}?", "next": "ship"},
-        {"id": "ship", "type": "agent", "prompt": "Ship {{draft}} ({{approve}})"},
+        {"id": "ship", "type": "agent", "prompt": "Ship {{draft}} ({{sign}}, {{approve}})"},
     ],
 }  # fmt: skip
+CHILD = {
+    "name": "chaos-sign", "agent": "assistant", "entry": "summarise",
+    "nodes": [
+        {"id": "summarise", "type": "agent", "prompt": "Summarise {{input}}",
+         "next": "confirm"},
+        {"id": "confirm", "type": "human", "ask": "Sign {{summarise}} off?"},
+    ],
+}  # fmt: skip
+FAILING = f"fetch[{FETCHES - 1}]"
+"""The fetch instance that always fails: ``collect`` keeps it and the run goes on."""
 VISITS = Counter({("draft", 1): 1, ("review", 1): 1, ("draft", 2): 1, ("review", 2): 1,
-                  ("approve", 1): 1, ("ship", 1): 1})  # fmt: skip
+                  ("research", 1): 1, **{(f"fetch[{i}]", 1): 1 for i in range(FETCHES)},
+                  ("gather", 1): 1, ("sign", 1): 1, ("approve", 1): 1, ("ship", 1): 1})  # fmt: skip
+CHILD_VISITS = Counter({("summarise", 1): 1, ("confirm", 1): 1})
 
 
-def script(path: Path, runs: int) -> str:
-    """A model whose answers name the run's item (outputs cannot cross runs); its model
-    nodes take a moment, so a kill often lands on one in flight."""
+def script(path: Path) -> str:
+    """A model whose answers quote their prompts, so each run's output carries its own
+    item (outputs cannot cross runs); its model nodes take a moment, so a kill often
+    lands on one in flight."""
     rules: list[dict[str, Any]] = [
         {"node": "review", "visit": 1, "text": "again"},
         {"node": "review", "text": "ok"},
+        {"node": FAILING, "error": "source unreachable"},
+        {"node": "draft", "text": "draft({{prompt}})", "delay_ms": 100},
+        {"node": "fetch", "text": "{{instance}}: sources for {{prompt}}", "delay_ms": 100},
+        {"node": "summarise", "text": "summary of {{prompt}}"},
+        {"node": "ship", "text": "shipped: {{prompt}}", "delay_ms": 100},
     ]
-    for i in range(runs):
-        rules += [
-            {"node": "draft", "match": f"<{i}>", "text": f"draft<{i}>", "delay_ms": 100},
-            {"node": "ship", "match": f"draft<{i}> (yes)", "text": f"ship<{i}>",
-             "delay_ms": 100},
-        ]  # fmt: skip
     path.write_text(json.dumps({"rules": rules}))
     return f"scripted:{path}"
 
@@ -179,9 +206,9 @@ class RayServers:
 async def drive(
     mesh: Mesh, servers: Any, count: int, seconds: float, rng: random.Random
 ) -> tuple[list[str], int, Counter[str]]:
-    """Start the runs over ``seconds``, answer each sign-off, and kill a server every
-    300–700 ms meanwhile; the run ids, the kills, and how often each decision was
-    answered by this script."""
+    """Start the runs over ``seconds``, answer each question (a run's own, or its child
+    run's through it), and kill a server every 300–700 ms meanwhile; the run ids, the
+    kills, and how often each decision was answered by this script."""
     runs = Runs(mesh)
     ids: list[str] = []
     answered: Counter[str] = Counter()
@@ -207,11 +234,14 @@ async def drive(
             if rec.terminal:
                 left.discard(run_id)
                 continue
-            asked = rec.waiting.decision_id if rec.waiting else None
+            if not rec.status.startswith("waiting"):
+                continue
+            asking = await runs.asks(rec)
+            asked = asking[1].decision_id if asking is not None else None
             if asked and not answered[asked]:
                 when = due.setdefault(asked, now + rng.uniform(0, ANSWER_WITHIN_S))
                 if now >= when:
-                    await runs.resume(run_id, "yes", by=Human("chaos"))
+                    await runs.resume(rec.run_id, "yes", by=Human("chaos"))
                     answered[asked] += 1
         if not chaos and len(ids) == count and not left:
             return ids, kills, answered
@@ -220,24 +250,49 @@ async def drive(
         await asyncio.sleep(0.1)
 
 
+async def _commits(mesh: Mesh, run_id: str) -> Counter[tuple[str, int]]:
+    events = await read_events(mesh, run_id)
+    return Counter((e.node, e.visit) for e in events if e.type == "node.committed")
+
+
 async def check(mesh: Mesh, ids: list[str], answered: Counter[str]) -> tuple[int, int, int]:
-    """Runs done, visits committed more than once, and what was lost (runs not done,
-    decisions unanswered or answered more than once)."""
+    """Runs done, visits committed more than once, and what was lost: runs (or child
+    runs) not done or not with their own output, the failed fetch not kept, visits
+    missing, decisions missing, raised twice, unanswered or answered other than once."""
     runs, desk = Runs(mesh), DecisionDesk(mesh)
+    raised = Counter((d.run_id, d.node) for d in await desk.list())
+    decisions = {(d.run_id, d.node): d for d in await desk.list()}
     done = doubles = lost = 0
-    for run_id in ids:
+    for i, run_id in enumerate(ids):
         rec: RunRecord = await runs.get(run_id)
-        if rec.status == "done":
+        child_id = child_run_id(run_id, "sign", 1)
+        child = await runs.get(child_id)
+        output = await runs.output(rec) if rec.status == "done" else None
+        kept = rec.outputs.get(FAILING)
+        if (
+            rec.status == "done"
+            and child.status == "done"
+            and isinstance(output, str)
+            and f"<{i}>" in output
+            and kept is not None
+            and kept.error is not None
+        ):
             done += 1
         else:
             lost += 1
-        await runs.verify(run_id)  # raises if the audit chain is broken
-        events = await read_events(mesh, run_id)
-        committed = Counter((e.node, e.visit) for e in events if e.type == "node.committed")
-        doubles += sum(n - 1 for n in committed.values() if n > 1)
-        for decision_id in rec.decisions.values():
-            decision = await desk.get(decision_id)
-            if decision.status != "answered" or answered[decision_id] != 1:
+        for one, expected in ((run_id, VISITS), (child_id, CHILD_VISITS)):
+            await runs.verify(one)  # raises if the chain is broken
+            committed = await _commits(mesh, one)
+            doubles += sum(n - 1 for n in committed.values() if n > 1)
+            lost += sum(1 for visit in expected if visit not in committed)
+        for asker, node in ((run_id, "approve"), (child_id, "confirm")):
+            decision = decisions.get((asker, node))
+            if (
+                decision is None
+                or raised[(asker, node)] != 1
+                or decision.status != "answered"
+                or answered[decision.id] != 1
+            ):
                 lost += 1
     return done, doubles, lost
 
@@ -257,8 +312,9 @@ async def main(argv: list[str] | None = None) -> None:
             return
         url = redis_mesh_url(scratch[1])
         with tempfile.TemporaryDirectory(prefix="plait-chaos-") as tmp:
-            model = script(Path(tmp) / "chaos.model.json", args.runs)
+            model = script(Path(tmp) / "chaos.model.json")
             async with open_mesh(url) as mesh:
+                await import_graph(mesh, load_graph(CHILD))
                 await import_graph(mesh, load_graph(GRAPH))
                 await load_partitions(mesh, PARTITIONS)  # before a run start fixes the default
                 servers: Any

@@ -20,6 +20,29 @@ BACKENDS = ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)]
 REQUIRE_SERVICES = os.environ.get("PLAIT_REQUIRE_SERVICES") == "1"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Name each item's ``xdist_group`` in its node id (``ID@GROUP``), so that ``--dist
+    loadgroup`` sends a group's tests to one worker.
+
+    pytest-xdist does that by setting ``item._nodeid``, which pytest 9 no longer reads
+    (an item's id is its ``_id``): without this, each Ray test would start a cluster of
+    its own on another worker, all at once.
+    """
+    if not config.getoption("loadgroup", default=False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
+        suffix = "@" + "_".join(sorted(names))
+        if names and hasattr(item, "_id") and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

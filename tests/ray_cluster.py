@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,14 +71,21 @@ class RayCluster:
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def start_head(num_cpus: int = 2, resources: dict[str, float] | None = None) -> RayCluster:
-    """Start a head node and wait until a driver can connect to it."""
+def start_head(
+    num_cpus: int = 2,
+    resources: dict[str, float] | None = None,
+    *,
+    ip: str = "127.0.0.1",
+    env: Mapping[str, str] | None = None,
+) -> RayCluster:
+    """Start a head node at ``ip`` (its Ray settings in ``env``, ``RAY_...``) and wait
+    until a driver can connect to it."""
     port = free_port()
     temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     args = [
         str(RAY), "start", "--head", "--block",
         "--port", str(port),
-        "--node-ip-address", "127.0.0.1",
+        "--node-ip-address", ip,
         "--num-cpus", str(num_cpus),
         "--resources", repr(resources or {CUSTOM_RESOURCE: 1}).replace("'", '"'),
         "--include-dashboard", "false",
@@ -91,9 +99,13 @@ def start_head(num_cpus: int = 2, resources: dict[str, float] | None = None) -> 
     log = Path(temp_dir) / "head.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            args, env=ray_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            args,
+            env={**ray_env(), **(env or {})},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-    cluster = RayCluster(f"127.0.0.1:{port}", proc, temp_dir)
+    cluster = RayCluster(f"{ip}:{port}", proc, temp_dir)
     deadline = time.monotonic() + 60
     while b"Ray runtime started" not in log.read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -103,16 +115,43 @@ def start_head(num_cpus: int = 2, resources: dict[str, float] | None = None) -> 
     return cluster
 
 
-def join_node(head: str, resources: dict[str, float] | None = None) -> RayCluster:
+def join_node(
+    head: str,
+    resources: dict[str, float] | None = None,
+    *,
+    ip: str = "127.0.0.1",
+    inside: Callable[[Sequence[str]], list[str]] | None = None,
+    joined: Callable[[], bool] | None = None,
+) -> RayCluster:
     """Start a second node joined to the head at ``head`` (one CPU), as a Ray worker
-    machine would; it is up once the head counts it."""
-    import ray
+    machine would; it is up once the head counts it.
 
-    alive = sum(1 for n in ray.nodes() if n["Alive"])
+    Args:
+        head: the head's address.
+        resources: custom resources the node offers.
+        ip: the node's address.
+        inside: what runs the node's command line elsewhere (in a network namespace).
+        joined: whether the head counts the node (default: this process, a driver of
+            the head's cluster, asks Ray).
+    """
+    if joined is None:
+        import ray
+
+        alive = sum(1 for n in ray.nodes() if n["Alive"])
+        cpus = ray.cluster_resources().get("CPU", 0)
+
+        def joined() -> bool:
+            # Counted alive, and its CPU in the resources the scheduler places by: a
+            # node alive but not yet there is passed over by an actor asked onto it.
+            return (
+                sum(1 for n in ray.nodes() if n["Alive"]) > alive
+                and ray.cluster_resources().get("CPU", 0) > cpus
+            )
+
     args = [
         str(RAY), "start", "--block",
         "--address", head,
-        "--node-ip-address", "127.0.0.1",
+        "--node-ip-address", ip,
         "--num-cpus", "1",
         "--object-store-memory", str(200 * 1024 * 1024),
         "--resources", repr(resources or {}).replace("'", '"'),
@@ -126,11 +165,15 @@ def join_node(head: str, resources: dict[str, float] | None = None) -> RayCluste
     log = Path(temp_dir) / "node.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            args, env=ray_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            inside(args) if inside else args,
+            env=ray_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     node = RayCluster(head, proc, temp_dir)
     deadline = time.monotonic() + 60
-    while sum(1 for n in ray.nodes() if n["Alive"]) <= alive:
+    while not joined():
         if proc.poll() is not None or time.monotonic() > deadline:
             node.stop()
             raise RuntimeError(f"ray start --address failed:\n{log.read_text()}")

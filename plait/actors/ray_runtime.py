@@ -538,10 +538,29 @@ def ray_host_of(host_id: str) -> tuple[str, str] | None:
     return (namespace, name) if name else None
 
 
+def spread_nodes(count: int) -> list[str | None]:
+    """The Ray node each of ``count`` hosts of a set goes to: the live nodes in turn
+    (None each while Ray knows of none).
+
+    Hosts of a set go on different nodes where they can, so a node lost takes fewer of
+    them. Ray's own ``SPREAD`` strategy does not see to that here: successive actors of
+    no CPUs land on one node.
+    """
+    ray = require_ray()
+    nodes = sorted(str(n["NodeID"]) for n in ray.nodes() if n.get("Alive"))
+    return [nodes[i % len(nodes)] if nodes else None for i in range(count)]
+
+
 def host_options(
-    *, name: str | None, namespace: str, detached: bool, resources: Mapping[str, Any] | None
+    *,
+    name: str | None,
+    namespace: str,
+    detached: bool,
+    resources: Mapping[str, Any] | None,
+    node: str | None = None,
 ) -> dict[str, Any]:
-    """The Ray actor options of a host."""
+    """The Ray actor options of a host (on ``node`` if it can: elsewhere once that node
+    is gone or lacks its resources)."""
     options: dict[str, Any] = {
         "max_restarts": -1,
         # A call in flight when a host died is not replayed on its restart: its
@@ -550,8 +569,7 @@ def host_options(
         "max_concurrency": 64,
         "namespace": namespace,
         "num_cpus": 0,
-        # Hosts of a set on different nodes where it can: a node lost takes fewer.
-        "scheduling_strategy": "SPREAD",
+        "scheduling_strategy": "SPREAD" if node is None else _on_node(node),
     }
     if name is not None:
         options["name"] = name
@@ -563,6 +581,13 @@ def host_options(
     return options
 
 
+def _on_node(node: str) -> Any:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    # Soft: a host restarted after its node is gone is placed on another.
+    return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+
+
 def start_host(
     url: str,
     spec: HostSpec,
@@ -572,11 +597,15 @@ def start_host(
     detached: bool = False,
     host: str | None = None,
     resources: Mapping[str, Any] | None = None,
+    node: str | None = None,
 ) -> Any:
-    """Start a host (or, named, adopt the one already running by that name); its handle."""
+    """Start a host (on ``node`` if it can, see :func:`spread_nodes`), or, named, adopt
+    the one already running by that name; its handle."""
     ray = require_ray()
     remote = ray.remote(HostActor)
-    options = host_options(name=name, namespace=namespace, detached=detached, resources=resources)
+    options = host_options(
+        name=name, namespace=namespace, detached=detached, resources=resources, node=node
+    )
     return remote.options(**options).remote(url, spec, host)
 
 
@@ -664,7 +693,7 @@ class RayRuntime(ActorRuntime):
         """Start the hosts and wait until each serves."""
         if self.handles:
             return
-        for i in range(self.count):
+        for i, node in enumerate(spread_nodes(self.count)):
             name = None if self.name is None else f"{self.name}-{i}"
             self.handles.append(
                 start_host(
@@ -674,6 +703,7 @@ class RayRuntime(ActorRuntime):
                     namespace=self.namespace,
                     detached=self.detached,
                     host=self._host_id(i),
+                    node=node,
                 )
             )
         self.hosts = list(await asyncio.gather(*(h.ready.remote() for h in self.handles)))
@@ -726,5 +756,6 @@ __all__ = [
     "refuse_unshared",
     "require_ray",
     "split_resources",
+    "spread_nodes",
     "start_host",
 ]

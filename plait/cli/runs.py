@@ -61,6 +61,15 @@ from plait.runs.audit import read_events
 from plait.runs.service import LISTING_STATUSES
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+RuntimeOption = Annotated[
+    str,
+    typer.Option(
+        "--runtime",
+        envvar="PLAIT_RUNTIME",
+        help="local: serve the run here if no worker does; ray: hand it to Ray hosts "
+        "(started if none serves the mesh; Ray's address from RAY_ADDRESS).",
+    ),
+]
 ModelOption = Annotated[
     str | None,
     typer.Option(
@@ -294,15 +303,7 @@ def run_graph_cmd(
         ),
     ] = False,
     mesh: CreatingMeshOption = None,
-    runtime_name: Annotated[
-        str,
-        typer.Option(
-            "--runtime",
-            envvar="PLAIT_RUNTIME",
-            help="local: serve the run here if no worker does; ray: hand it to Ray hosts "
-            "(started if none serves the mesh; Ray's address from RAY_ADDRESS).",
-        ),
-    ] = "local",
+    runtime_name: RuntimeOption = "local",
 ) -> None:
     """Start a durable run of a stored graph and follow it until it settles.
 
@@ -311,12 +312,7 @@ def run_graph_cmd(
     before any run is queued).
     """
     text_arg(input, "--input")
-    ray_url = None
-    if runtime_name not in ("local", "ray"):
-        fail(f"--runtime must be local or ray, not {runtime_name!r}", 2)
-    if runtime_name == "ray":
-        assert mesh is not None
-        ray_url = ray_mesh(mesh)
+    ray_url = ray_url_for(runtime_name, mesh)
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
@@ -371,6 +367,17 @@ def run_graph_cmd(
     run(main)
 
 
+def ray_url_for(runtime_name: str, mesh: str | None) -> str | None:
+    """The mesh URL Ray hosts serve for ``--runtime ray`` (None for ``local``); exits 2
+    for another runtime name, a mesh hosts cannot share, or without Ray."""
+    if runtime_name not in ("local", "ray"):
+        fail(f"--runtime must be local or ray, not {runtime_name!r}", 2)
+    if runtime_name == "local":
+        return None
+    assert mesh is not None  # the mesh option's callback resolved it
+    return ray_mesh(mesh)
+
+
 def refuse_bad_model(spec: str) -> None:
     """Exit 2 with one line if a model spec cannot work (nothing is queued then)."""
     try:
@@ -391,20 +398,23 @@ def resume_cmd(
     answer: Annotated[str, typer.Argument(metavar="ANSWER")],
     as_json: JsonOption = False,
     mesh: MeshOption = None,
+    runtime_name: RuntimeOption = "local",
 ) -> None:
     """Answer what a waiting run asks, then follow it until it settles again.
 
     Exit codes: 0 the run is done or waits on a person again (waiting_*); 1 it failed
-    or was cancelled, or the command failed.
+    or was cancelled, or the command failed; 2 a usage error (a mesh Ray hosts cannot
+    share with ``--runtime ray`` is refused before the answer is given).
     """
     text_arg(answer, "ANSWER")
+    ray_url = ray_url_for(runtime_name, mesh)
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
             before = await runs.resume(RunId(run_id), answer, by=human())
             outer = before if before.run_id == run_id else await runs.get(RunId(run_id))
-            rec = await _follow(m, runs, outer, as_json, since=before)
+            rec = await _follow(m, runs, outer, as_json, since=before, ray_url=ray_url)
             await _report(runs, rec, as_json)
             exit_for(rec)
 

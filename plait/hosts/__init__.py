@@ -34,6 +34,7 @@ from plait.actors.ray_runtime import (
     HostSpec,
     refuse_unshared,
     require_ray,
+    spread_nodes,
     start_host,
 )
 from plait.agents import Agents
@@ -174,8 +175,10 @@ async def scale(
     running = host_names(namespace)
     extra = [n for n in running if (host_index(n) or 0) >= count]
     handles = [
-        start_host(url, spec, name=f"{HOST_PREFIX}{i}", namespace=namespace, detached=True)
-        for i in range(count)
+        start_host(
+            url, spec, name=f"{HOST_PREFIX}{i}", namespace=namespace, detached=True, node=node
+        )
+        for i, node in enumerate(spread_nodes(count))
     ]
     results = await asyncio.gather(*(h.ready.remote() for h in handles), return_exceptions=True)
     failed = [r for r in results if isinstance(r, BaseException)]

@@ -18,7 +18,18 @@ from plait.models.scripted import ScriptedModel
 from plait.runs import AuditEvent, RunRecord, Runs
 from plait.runs.audit import read_events
 
-from .helpers import EXAMPLES, Cli, agent_chain, commits, hosting, settle, store
+from .helpers import (
+    ASKING_CHILD,
+    EXAMPLES,
+    Cli,
+    agent_chain,
+    asking_model_rules,
+    commits,
+    hosting,
+    settle,
+    store,
+)
+from .test_crash import record_of, with_mesh
 
 GRAPH = EXAMPLES / "research_and_verify.json"
 SCRIPT = EXAMPLES / "research_and_verify.model.yaml"
@@ -223,3 +234,20 @@ def test_a_run_parked_on_its_budget_says_how_to_raise_it(tmp_path: Path) -> None
     run_id = next(line.split()[1] for line in shown.stdout.splitlines() if line.startswith("run "))
     assert f"raise it with: plait graph raise-budget {run_id} --steps N" in shown.stdout
     assert "plait graph resume" not in shown.stdout
+
+
+def test_graph_resume_on_the_ray_runtime_refuses_an_unshared_mesh_before_answering(
+    cli: Cli, tmp_path: Path
+) -> None:
+    model = tmp_path / "asking.model.json"
+    model.write_text(json.dumps({"rules": asking_model_rules()}))
+    with_mesh(cli.mesh_url, lambda mesh: store(mesh, ASKING_CHILD))
+    asked = cli.json("graph", "run", "assistant", "sign-off", "--model", f"scripted:{model}")
+    assert asked["status"] == "waiting_human"
+    refused = cli("graph", "resume", asked["run_id"], "yes", "--runtime", "ray", ok=False)
+    assert refused.returncode == 2
+    assert "the Ray runtime cannot serve the mesh" in refused.stderr
+    rec = record_of(cli.mesh_url, asked["run_id"])
+    assert rec is not None and rec.status == "waiting_human"  # the answer was not given
+    wrong = cli("graph", "resume", asked["run_id"], "yes", "--runtime", "cloud", ok=False)
+    assert wrong.returncode == 2 and "--runtime must be local or ray" in wrong.stderr

@@ -25,7 +25,7 @@ import pytest
 
 from plait.hosts import host_infos
 
-from .helpers import Cli, poll, store
+from .helpers import ASKING_CHILD, Cli, asking_model_rules, poll, store
 from .test_crash import with_mesh
 from .test_ownership import (
     CHAIN_MODEL,
@@ -315,3 +315,42 @@ def test_graph_run_on_the_ray_runtime_hands_the_run_to_a_ray_host(
     refused = local("graph", "run", "assistant", "quick-chain", "--runtime", "ray", ok=False)
     assert refused.returncode == 2
     assert "the Ray runtime cannot serve the mesh" in refused.stderr
+
+
+def test_graph_resume_on_the_ray_runtime_hands_the_answered_run_to_a_ray_host(
+    ray_cluster: str, mesh_url: str, tmp_path: Path
+) -> None:
+    from plait.hosts import drain
+
+    cli = ray_cli(tmp_path, mesh_url)
+    cli.env["RAY_ADDRESS"] = ray_cluster
+    model = tmp_path / "asking.model.json"
+    model.write_text(json.dumps({"rules": asking_model_rules()}))
+    with_mesh(cli.mesh_url, lambda mesh: store(mesh, ASKING_CHILD))
+    try:
+        asked = cli("graph", "run", "assistant", "sign-off", "--input", "x",
+                    "--model", f"scripted:{model}", "--runtime", "ray", "--json",
+                    timeout=90)  # fmt: skip
+        rec = json.loads(asked.stdout)
+        assert rec["status"] == "waiting_human"
+        run_id = rec["run_id"]
+        (first,) = ray_members(cli).values()
+        # No host serves the mesh when the answer comes: resume starts one (from
+        # PLAIT_RUNTIME here, as --runtime ray), which serves the rest of the run.
+        anyio.run(lambda: drain(namespace="plait"))
+        assert named_hosts("plait") == []
+        cli.env["PLAIT_RUNTIME"] = "ray"
+        done = cli("graph", "resume", run_id, "yes", "--json", timeout=90)
+        assert "started Ray host host-0" in done.stderr
+        assert "serves run" not in done.stderr  # this process only watched
+        settled = json.loads(done.stdout)
+        assert settled["status"] == "done" and settled["output"] == "shipped v2"
+        (second,) = ray_members(cli).values()
+        who = committers(cli.mesh_url, run_id)
+    finally:
+        anyio.run(lambda: drain(namespace="plait"))
+    assert named_hosts("plait") == []
+    assert second["host"] != first["host"]
+    assert who[("draft", 1)] == first["host"]
+    assert who[("approve", 1)] == who[("ship", 1)] == second["host"]
+    assert committed_once(cli.mesh_url, run_id) == [("draft", 1), ("approve", 1), ("ship", 1)]
