@@ -11,7 +11,7 @@ chain (:func:`spent`), as :func:`~plait.runs.audit.verify` sums it. Retry and fo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from plait.errors import TemplateError
 from plait.graphs import engine
@@ -76,7 +76,7 @@ async def replay(mesh: Mesh, spec: GraphSpec, rec: RunRecord, events: list[Audit
     visits = []
     for event in events:
         if event.type == RETRIED:  # the failed run went on with these nodes
-            state = _reopened(state, list(event.detail.get("nodes") or []))
+            state = reopened(state, list(event.detail.get("nodes") or []))
             continue
         if event.type == FORKED:  # a fork's chain starts from the state it pins
             state = await _forked_from(mesh, state, event)
@@ -104,8 +104,12 @@ async def replay(mesh: Mesh, spec: GraphSpec, rec: RunRecord, events: list[Audit
     return Replay(visits, state)
 
 
-def _reopened(state: RunState, ready: list[str]) -> RunState:
-    """``state`` gone on again with ``ready``, as a retry does."""
+S = TypeVar("S", bound=RunState)
+
+
+def reopened(state: S, ready: list[str]) -> S:
+    """``state`` gone on again with ``ready``, as a retry does (a replay, or the retry
+    itself)."""
     return state.model_copy(
         update={
             "status": "ready",
@@ -171,4 +175,4 @@ def spent(events: list[AuditEvent]) -> RunUsage:
     )
 
 
-__all__ = ["FORK_STATE", "Replay", "ReplayedVisit", "replay", "spent"]
+__all__ = ["FORK_STATE", "Replay", "ReplayedVisit", "reopened", "replay", "spent"]

@@ -44,7 +44,7 @@ from plait.runs.record import (
     output_key,
     owner_id,
 )
-from plait.runs.replay import FORK_STATE, ReplayedVisit, replay, spent
+from plait.runs.replay import FORK_STATE, ReplayedVisit, reopened, replay, spent
 from plait.runs.start import OWNER_CONCURRENCY
 from plait.runs.store import RunStore, read_record
 
@@ -90,20 +90,7 @@ async def retry_run(mesh: Mesh, run_id: RunId, *, by: str) -> RunRecord:
         if not ready:
             raise RunNotRetryable(run_id, rec.status, "nothing of it is left to run again")
         now = time.time()
-        retried = rec.model_copy(
-            update={
-                "status": "ready",
-                "ready": ready,
-                "attempts": {},
-                "waiting": None,
-                "retrying": {},
-                "ended_detail": None,
-                "error": None,
-                "error_node": None,
-                "error_visit": None,
-                "updated_at": now,
-            }
-        )
+        retried = reopened(rec, ready).model_copy(update={"updated_at": now})
         event = AuditEvent(
             seq=0,
             type=RETRIED,
