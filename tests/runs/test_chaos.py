@@ -140,7 +140,10 @@ async def drive(mesh: Mesh, workers: Workers, rng: random.Random) -> list[RunRec
     """Queue the runs, answer each sign-off, and kill a worker at random commit counts."""
     runs = Runs(mesh)
     ids = [(await runs.start("assistant", "chaos", f"item <{i}>")).run_id for i in range(RUNS)]
-    kill_at = sorted(rng.sample(range(2, STEPS - 8), KILLS))
+    # Not in the last two waves: the runs' last nodes commit within one poll of each
+    # other (in-process continuation made each transition fast), so a kill drawn
+    # there could find every run already done.
+    kill_at = sorted(rng.sample(range(2, STEPS - 2 * RUNS), KILLS))
     answered: set[str] = set()
     with anyio.fail_after(45):
         while True:
