@@ -56,7 +56,7 @@ from plait.actors.directory import (
     mail_data,
     tell_in,
 )
-from plait.actors.leased import LeasedRuntime
+from plait.actors.leased import GainsPartitions, LeasedRuntime
 from plait.actors.leases import DEFAULT_LEASE_S
 from plait.actors.local import MAILBOX_GROUP, LocalRuntime, tune_gc_for_serving
 from plait.actors.partitions import (
@@ -91,6 +91,7 @@ __all__ = [
     "ActorRuntime",
     "DeadLetterHook",
     "Fence",
+    "GainsPartitions",
     "Handler",
     "LeasedRuntime",
     "LocalRuntime",

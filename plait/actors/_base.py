@@ -304,7 +304,9 @@ class ActorRuntime(abc.ABC):
     services: object | None
     """What the serving process injects for handlers (a run host, for run owners): set
     at construction, or assigned before :meth:`start`. Handlers read it through
-    :meth:`ActorContext.service`; the runtime never looks inside it."""
+    :meth:`ActorContext.service`; the runtime never looks inside it, but for the hooks it
+    offers services (a leased runtime tells :class:`~plait.actors.GainsPartitions` of
+    partitions it takes over)."""
 
     accepts: Accepts | None
     """Which actors this runtime activates (None: all). A message for another is handed
@@ -399,6 +401,11 @@ class ActorRuntime(abc.ABC):
         than leave it to a new message: False once this runtime is closing, or (where
         mailboxes are leased) gives up the actor's partition."""
         return True
+
+    def handling(self, actor_id: str) -> set[str] | None:
+        """The ids (:attr:`Mail.id`) of ``actor_id``'s messages this runtime has taken
+        and not finished, queued or running; None if this runtime cannot tell."""
+        return None
 
     @abc.abstractmethod
     def handle_taken(self, deliveries: Sequence[Delivery]) -> None:

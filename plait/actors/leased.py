@@ -16,13 +16,19 @@ serving every run is live; it hands back other actors' mail in that partition
 (``accepts``). A worker that starts while it runs makes it release the partition after
 its messages in flight, and the worker continues the run (the foreground watches).
 Two foregrounds whose runs share a partition take turns: one waits for the other.
+
+Partitions gained. Whatever actors of a partition were doing when its last holder died
+may have no message left to come back. Services that implement
+:class:`GainsPartitions` are told each time this runtime takes partitions it did not
+hold (after an expiry, a release or on its first beat), once it reads them, and find
+that work themselves (the run layer wakes each run in flight there).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import anyio
 
@@ -41,6 +47,16 @@ from plait.ids import ActorId
 from plait.mesh import Delivery, Mesh
 
 log = logging.getLogger("plait.actors")
+
+
+@runtime_checkable
+class GainsPartitions(Protocol):
+    """Services told of the partitions their :class:`LeasedRuntime` takes over."""
+
+    async def partitions_gained(self, runtime: LeasedRuntime, gained: set[int]) -> None:
+        """Called once per beat that took ``gained`` (not held before), after the
+        runtime started reading them; raising a :class:`~plait.errors.PlaitError`
+        calls it again at the next beat with those of them still served."""
 
 
 class LeasedRuntime(LocalRuntime):
@@ -77,6 +93,9 @@ class LeasedRuntime(LocalRuntime):
         self._serving: set[int] = set()
         self._scopes: dict[int, tuple[int, anyio.CancelScope]] = {}
         """The cancel scope of each handler running, by its delivery, with its partition."""
+        self._gained: set[int] = set()
+        """Partitions taken that the services were not yet told of (GainsPartitions)."""
+        self._telling = False
 
     @property
     def serving(self) -> set[int]:
@@ -120,12 +139,14 @@ class LeasedRuntime(LocalRuntime):
         assert self.keeper is not None
         keeper = self.keeper
         while True:
+            before = set(keeper.held)
             try:
                 lost = await keeper.beat()
             except PlaitError as exc:
                 log.warning("runtime %s cannot beat: %s", self.host, exc)
                 lost = keeper.expire()
             self._apply(keeper.serving(), lost)
+            self._tell_gained(set(keeper.held) - before)
             # Wake again when the first trusted lease would lapse, or at the next beat.
             await anyio.sleep(keeper.beat_s)
 
@@ -138,6 +159,25 @@ class LeasedRuntime(LocalRuntime):
             self._read(sorted(mailbox_topic(n) for n in serving))
             if self.on_change is not None and self.keeper is not None:
                 self.on_change(set(serving), self.keeper.count)
+
+    def _tell_gained(self, gained: set[int]) -> None:
+        """Tell the services (if they ask, see GainsPartitions) of partitions taken."""
+        if not isinstance(self.services, GainsPartitions):
+            return
+        self._gained = (self._gained | gained) & self._serving
+        if self._gained and not self._telling and self._tg is not None:
+            self._telling = True
+            self._tg.start_soon(self._tell, self.services, set(self._gained))
+
+    async def _tell(self, services: GainsPartitions, gained: set[int]) -> None:
+        try:
+            await services.partitions_gained(self, gained)
+        except PlaitError as exc:
+            log.warning("runtime %s: partitions %s gained, told again: %s", self.host, gained, exc)
+        else:
+            self._gained -= gained
+        finally:
+            self._telling = False
 
     def _drop_partitions(self, lost: set[int]) -> None:
         log.warning("runtime %s lost partition(s) %s: dropping their work", self.host, sorted(lost))
@@ -189,4 +229,4 @@ class LeasedRuntime(LocalRuntime):
             log.warning("actor %s: message %s dropped with its partition", ctx.id, mail.delivery.id)
 
 
-__all__ = ["LeasedRuntime"]
+__all__ = ["GainsPartitions", "LeasedRuntime"]

@@ -275,6 +275,17 @@ class LocalRuntime(ActorRuntime):
         """See :meth:`ActorRuntime.keeps`: not while closing."""
         return self._tg is not None and not self._closing
 
+    def handling(self, actor_id: str) -> set[str]:
+        """See :meth:`ActorRuntime.handling` (a scan of the messages in flight: for rare
+        callers, such as a run taken over)."""
+        found: set[str] = set()
+        for delivery in self._in_flight.values():
+            data = delivery.data if isinstance(delivery.data, dict) else {}
+            if data.get("to") == actor_id:
+                first = data.get("first_id")
+                found.add(first if isinstance(first, str) else delivery.id)
+        return found
+
     def handle_taken(self, deliveries: Sequence[Delivery]) -> None:
         """Handle mailbox messages a committed transaction took (see :meth:`take_mail_in`)."""
         if self._tg is None:

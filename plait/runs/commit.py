@@ -26,6 +26,7 @@ from plait.graphs.state import Attempt
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
 from plait.runs.audit import AuditEvent, append, chained, output_digest
+from plait.runs.live import index_live
 from plait.runs.log import entry_value, output_ref
 from plait.runs.ports import ended, history_delta, history_part_key
 from plait.runs.record import (
@@ -143,6 +144,7 @@ class RunCommit:
         )
         tx.put(record_key(rec.run_id), dump(rec), if_version=0)
         tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
+        index_live(tx, rec)
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
         await tx.commit()
         return rec
@@ -164,6 +166,7 @@ class RunCommit:
         )
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         tx.put(index_key(new.run_id), summary_of(new).model_dump())
+        index_live(tx, new)
         ended(tx, new)
         await tx.commit()
 
@@ -181,6 +184,7 @@ class RunCommit:
         )
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         tx.put(index_key(new.run_id), summary_of(new).model_dump())
+        index_live(tx, new)
         tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "budget"})
         await tx.commit()
 
@@ -213,6 +217,7 @@ class RunCommit:
         rec, _, _ = self._claim_next(tx, spec, rec, started, None)
         tx.put(record_key(rec.run_id), dump(rec), if_version=version)
         tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
+        index_live(tx, rec)
         if owner is not None:
             tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
         progress = {
@@ -276,6 +281,7 @@ class RunCommit:
                 if_version=0,
             )
             tx.put(index_key(claimed.run_id), summary_of(claimed).model_dump())
+            index_live(tx, claimed)
         await self._commit(tx, claimed, version)
 
     async def step(
@@ -353,6 +359,7 @@ class RunCommit:
             ended(tx, new, self.progress_kept_s)
         if listing_status(new.status) != listing_status(before.status):
             tx.put(index_key(new.run_id), summary_of(new).model_dump())
+            index_live(tx, new)
         if entry_key is not None:
             progress = _progress(new, key, result, events, started)
             tx.put(entry_key, entry_value(bodies, payloads, parts, progress), if_version=0)

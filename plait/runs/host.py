@@ -7,7 +7,9 @@ handed to its runtime, whose run owners get it through their actor context:
 - :class:`~plait.runs.commit.RunCommit` writes every transition;
 - :class:`~plait.runs.env.RunEnvironment` gives executors their models, profiles,
   tools and workspace;
-- :meth:`RunHost.accepts` decides which actors the runtime activates.
+- :meth:`RunHost.accepts` decides which actors the runtime activates;
+- :meth:`RunHost.partitions_gained` wakes the runs of partitions a leased runtime
+  takes over.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from plait.actors import new_host_id
+from plait.actors import LeasedRuntime, new_host_id
 from plait.decisions import DecisionBoard
 from plait.mesh import Mesh
 from plait.models import Model
 from plait.runs.commit import RunCommit
 from plait.runs.env import RunEnvironment
+from plait.runs.live import wake_live
 from plait.runs.record import PROGRESS_KEPT_S, owner_id
 from plait.runs.serving import missing_tools, serves_run
 from plait.runs.store import Lru, RunStore
@@ -85,6 +88,11 @@ class RunHost:
             progress_kept_s=progress_kept_s,
         )
         self._servable: Lru = Lru()
+
+    async def partitions_gained(self, runtime: LeasedRuntime, gained: set[int]) -> None:
+        """Wake the runs in flight under partitions its runtime took over (see
+        :mod:`plait.runs.live`): whatever held them before may have left no wake."""
+        await wake_live(self.mesh, gained, only_run=self.only_run)
 
     @property
     def tools(self) -> ToolRegistry:

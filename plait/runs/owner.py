@@ -26,6 +26,7 @@ import anyio
 import anyio.lowlevel
 
 from plait.actors import ActorContext, Mail
+from plait.actors.directory import tell_now
 from plait.errors import (
     ConfigError,
     DecisionNotFound,
@@ -46,6 +47,7 @@ from plait.mesh import Delivery, Transaction
 from plait.runs.asks import ask_for_budget, ask_to_retry
 from plait.runs.commit import TICK_MAX_MS, claim, listing_status
 from plait.runs.host import RunHost
+from plait.runs.live import taken_over
 from plait.runs.record import OWNER_KIND, RunRecord, as_record, events_topic, owner_id
 from plait.runs.store import read_record
 
@@ -225,7 +227,9 @@ class _Wake:
                 return
             rec = unparked
         crashed = next((a for a in rec.attempts.values() if a.wake == self.mail.id), None)
-        if crashed is not None and self.mail.attempt == 1 and not resumed:
+        if crashed is None and (orphans := await self._taken_over(rec)):
+            crashed = orphans[0]  # a holder before this one left it: a crash as well
+        elif crashed is not None and self.mail.attempt == 1 and not resumed:
             # Claimed for this very wake by the commit that sent it: nobody has run it.
             await self._execute_and_commit(spec, rec, version, crashed, verify=False)
             return
@@ -257,6 +261,14 @@ class _Wake:
         await self.commit.claim(claimed, version, attempt, resumed)
         verify = crashed is not None and policy == "verify"
         await self._execute_and_commit(spec, claimed, version + 1, attempt, verify=verify)
+
+    async def _taken_over(self, rec: RunRecord) -> list[Attempt]:
+        """For a takeover wake, the claims of ``rec`` left by an earlier holder (see
+        :mod:`plait.runs.live`); with more than one, another such wake takes the next."""
+        orphans = taken_over(self.wakes.runtime, self.host.id, self.mail, rec)
+        if len(orphans) > 1:
+            await tell_now(self.host.mesh, self.wakes.owner, self.mail.body)
+        return orphans
 
     async def _closed(self, waiting: Waiting) -> Closed | None:
         """How what the run waits on stands now (None if there is nothing to read)."""

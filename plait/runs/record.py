@@ -7,6 +7,7 @@
                                        event(s), output(s), conversation delta and
                                        progress (see plait.runs.log)
     runindex/<run_id>                  a summary for listing runs, written on status change
+    runlive/<partition>/<run_id>       present while it is listed running (plait.runs.live)
 
 Runs written before the log kept outputs under ``runs/<run_id>/out/<key>/<visit>``,
 conversations under ``runs/<run_id>/hist/<key>/<visit>`` and one audit event per key;

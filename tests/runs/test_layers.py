@@ -25,6 +25,7 @@ LINE = [
     "audit",
     "ports",
     "serving",
+    "live",
     "retention",
     "store",
     "replay",

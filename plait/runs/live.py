@@ -1,0 +1,123 @@
+"""The live-run index: which runs of each mailbox partition have work in flight.
+
+::
+
+    runlive/<partition>/<run_id>       present while the run is listed ``running``
+
+A run's key is put in the commit that makes its listing status ``running`` (its start,
+a retry or a fork, a resume from parked) and deleted in the one that takes it away (it
+parks, ends or is cancelled): beside its listing summary, so the index costs nothing per
+transition. ``<partition>`` is its owner's mailbox partition
+(:func:`~plait.actors.partition_of`), so the runtime that takes a partition over lists
+one prefix.
+
+Takeover. A run in flight may have no message left that would wake it: the holder that
+died had acked the wake that claimed its node, or the wake is lost. When a runtime
+takes a partition it did not hold (see :class:`~plait.actors.GainsPartitions`), each
+run listed under it gets one ``takeover`` wake. The record decides what that wake
+does, never the message: a claim left by a holder of the partition before this one,
+whose wake is not in this runtime's hands, is a crash, and the node's
+``on_indeterminate`` policy decides. A first delivery of such a wake still on its way
+runs nothing: its claim is no longer its own once the takeover wake claimed it again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from plait.actors import ActorRuntime, Mail, partition_of, tell_in
+from plait.actors.partitions import partitions
+from plait.graphs.state import Attempt
+from plait.mesh import Mesh, Transaction
+from plait.runs.record import RunRecord, owner_id
+from plait.runs.serving import serves_run
+
+log = logging.getLogger("plait.runs")
+
+LIVE_PREFIX = "runlive/"
+"""The key prefix of the live-run index."""
+
+TAKEOVER = "takeover"
+"""The ``why`` of the wake a run gets when a runtime takes its partition over."""
+
+_PER_TRANSACTION = 256
+
+
+def live_prefix(partition: int) -> str:
+    """The key prefix of the runs in flight in mailbox partition ``partition``."""
+    return f"{LIVE_PREFIX}{partition}/"
+
+
+def live_key(mesh: Mesh, run_id: str) -> str:
+    """The index key of ``run_id`` (under its owner's partition on ``mesh``)."""
+    return live_prefix(partition_of(owner_id(run_id), partitions(mesh))) + run_id
+
+
+def index_live(tx: Transaction, rec: RunRecord) -> None:
+    """Add to ``tx`` (a commit that writes ``rec``'s listing) its live-index entry:
+    put while the run is listed ``running``, deleted otherwise."""
+    key = live_key(tx.mesh, rec.run_id)
+    if rec.status in ("ready", "running"):  # listed as running (see listing_status)
+        tx.put(key, {})
+    else:
+        tx.delete(key)
+
+
+async def live_runs(mesh: Mesh, partition: int) -> list[str]:
+    """The runs listed in flight under ``partition``."""
+    prefix = live_prefix(partition)
+    return [entry.key[len(prefix) :] async for entry in mesh.scan(prefix)]
+
+
+async def wake_live(mesh: Mesh, gained: set[int], *, only_run: str | None = None) -> int:
+    """Send one takeover wake to each run in flight under the partitions ``gained``
+    (with ``only_run``, to that run and its children only); how many were sent."""
+    sent = 0
+    for partition in sorted(gained):
+        found = [
+            run_id
+            for run_id in await live_runs(mesh, partition)
+            if only_run is None or serves_run(only_run, owner_id(run_id))
+        ]
+        for start in range(0, len(found), _PER_TRANSACTION):
+            async with mesh.transact() as tx:
+                for run_id in found[start : start + _PER_TRANSACTION]:
+                    tell_in(tx, owner_id(run_id), {"run": run_id, "why": TAKEOVER})
+            sent += len(found[start : start + _PER_TRANSACTION])
+    if sent:
+        log.info("took over partition(s) %s: woke %d run(s) in flight", sorted(gained), sent)
+    return sent
+
+
+def taken_over(runtime: ActorRuntime, host: str, mail: Mail, rec: RunRecord) -> list[Attempt]:
+    """The attempts of ``rec`` a takeover wake (``mail``) treats as crashed.
+
+    Only a runtime that is the single activation of its partitions may judge so: a
+    claim made by another host (a holder before this one), whose wake this runtime is
+    not handling, and not a retry waiting for its backoff (its scheduled wake is in
+    the mesh and comes). Claims of this host are its own live work. None for any
+    other wake.
+    """
+    body = mail.body if isinstance(mail.body, dict) else {}
+    if body.get("why") != TAKEOVER or not runtime.single_activation:
+        return []
+    handling = runtime.handling(owner_id(rec.run_id))
+    if handling is None:
+        return []  # a runtime that cannot tell what it handles judges nothing
+    return [
+        a
+        for a in rec.attempts.values()
+        if a.host != host and a.wake not in handling and not rec.retrying.get(a.node)
+    ]
+
+
+__all__ = [
+    "LIVE_PREFIX",
+    "TAKEOVER",
+    "index_live",
+    "live_key",
+    "live_prefix",
+    "live_runs",
+    "taken_over",
+    "wake_live",
+]
