@@ -246,10 +246,12 @@ class Runs:
         next visit); a ``run.retried`` audit event names ``by`` and what had failed.
 
         Raises:
+            NotPermitted: ``by`` is not a person (a person only, as for cancel).
             RunNotFound: there is no such run.
             RunNotRetryable: it did not fail, or failed on its budget (a retry would
                 fail again; fork it from an earlier visit instead).
         """
+        require_human(by, "retry a run")
         return await retry_run(self.mesh, run_id, by=by.name)
 
     async def fork(
