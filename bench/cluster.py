@@ -33,7 +33,7 @@ import time
 import uuid
 from pathlib import Path
 
-from _common import Figure, parse_args, redis_mesh_url, redis_scratch, report
+from _common import Figure, alternate, parse_args, redis_mesh_url, redis_scratch, report
 
 from plait.actors.leases import read_leases, read_members
 from plait.graphs.loader import load_graph
@@ -185,10 +185,9 @@ async def measure(prefix: str) -> list[Figure]:
                 await wait_members(remote, 1)
                 await serve_round(local)  # warm both: imports, connections, caches
                 await serve_round(remote)
-                local_rates, ray_rates = [], []
-                for _ in range(ROUNDS):
-                    local_rates.append(await serve_round(local))
-                    ray_rates.append(await serve_round(remote))
+                local_rates, ray_rates = await alternate(
+                    ROUNDS, lambda: serve_round(local), lambda: serve_round(remote)
+                )
                 await scale(ray_url, spec, 2, namespace=namespace)
                 await wait_members(remote, 2)
                 await serve_round(remote)
