@@ -97,6 +97,17 @@ class Figure:
         )
 
 
+class Cost(Figure):
+    """A figure where less is better: its ratio is ``baseline / value``."""
+
+    __slots__ = ()
+
+    @property
+    def ratio(self) -> float:
+        """``baseline / value`` (0 when the value is 0)."""
+        return self.baseline / self.value if self.value else 0.0
+
+
 def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The options every benchmark takes: ``--json`` and ``--seconds``."""
     parser = argparse.ArgumentParser(description=description)
@@ -195,4 +206,14 @@ def report(figures: Sequence[Figure], *, as_json: bool, title: str = "") -> None
     console.print(table)
 
 
-__all__ = ["Figure", "Measure", "alternate", "best_of", "parse_args", "rate", "rate_sync", "report"]
+__all__ = [
+    "Cost",
+    "Figure",
+    "Measure",
+    "alternate",
+    "best_of",
+    "parse_args",
+    "rate",
+    "rate_sync",
+    "report",
+]

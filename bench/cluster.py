@@ -33,7 +33,7 @@ import time
 import uuid
 from pathlib import Path
 
-from _common import Figure, alternate, parse_args, redis_mesh_url, redis_scratch, report
+from _common import Cost, Figure, alternate, parse_args, redis_mesh_url, redis_scratch, report
 
 from plait.actors.leases import read_leases, read_members
 from plait.graphs.loader import load_graph
@@ -214,17 +214,6 @@ async def measure(prefix: str) -> list[Figure]:
              f"median of {KILLS} SIGKILLs; bound = lease {LEASE_S:.0f} s + Ray restart "
              f"{restart:.2f} s + 1 s"),
     ]  # fmt: skip
-
-
-class Cost(Figure):
-    """A figure where less is better: its ratio is ``baseline / value``."""
-
-    __slots__ = ()
-
-    @property
-    def ratio(self) -> float:
-        """``baseline / value`` (0 when the value is 0)."""
-        return self.baseline / self.value if self.value else 0.0
 
 
 if __name__ == "__main__":

@@ -56,7 +56,16 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio.connection as redis_connection
-from _common import Figure, alternate, best_of, parse_args, redis_mesh_url, redis_scratch, report
+from _common import (
+    Cost,
+    Figure,
+    alternate,
+    best_of,
+    parse_args,
+    redis_mesh_url,
+    redis_scratch,
+    report,
+)
 from _langgraph_loop import SYNCHRONOUS_NAMES, LangGraphConcurrent, LangGraphLoop
 
 from plait.actors import tune_gc_for_serving
@@ -641,17 +650,6 @@ async def takeover(tmp: Path) -> list[Figure]:
              "worker, Redis, "
              f"lease {TAKEOVER_LEASE_S:g} s; slowest {max(times.values()):.2f} s"),
     ]  # fmt: skip
-
-
-class Cost(Figure):
-    """A figure where less is better: ``ratio`` is ``baseline / value``."""
-
-    __slots__ = ()
-
-    @property
-    def ratio(self) -> float:
-        """``baseline / value`` (0 when the value is 0)."""
-        return self.baseline / self.value if self.value else 0.0
 
 
 async def main(argv: list[str] | None = None) -> None:
