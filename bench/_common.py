@@ -17,9 +17,13 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
+
+_A = TypeVar("_A")
+_B = TypeVar("_B")
 
 REDIS_URL = os.environ.get("PLAIT_BENCH_REDIS", "redis://127.0.0.1:6379/0")
 """The Redis the benchmarks use (``PLAIT_BENCH_REDIS``)."""
@@ -93,6 +97,17 @@ class Figure:
         )
 
 
+class Cost(Figure):
+    """A figure where less is better: its ratio is ``baseline / value``."""
+
+    __slots__ = ()
+
+    @property
+    def ratio(self) -> float:
+        """``baseline / value`` (0 when the value is 0)."""
+        return self.baseline / self.value if self.value else 0.0
+
+
 def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The options every benchmark takes: ``--json`` and ``--seconds``."""
     parser = argparse.ArgumentParser(description=description)
@@ -150,6 +165,20 @@ async def best_of(
     return best
 
 
+async def alternate(
+    rounds: int, first: Callable[[], Awaitable[_A]], second: Callable[[], Awaitable[_B]]
+) -> tuple[list[_A], list[_B]]:
+    """The results of ``rounds`` rounds of ``first()`` then ``second()``, each a fixed
+    amount of work: taken in turn, like :func:`best_of`'s slices, so a figure and its
+    baseline see the same machine load."""
+    firsts: list[_A] = []
+    seconds: list[_B] = []
+    for _ in range(rounds):
+        firsts.append(await first())
+        seconds.append(await second())
+    return firsts, seconds
+
+
 def report(figures: Sequence[Figure], *, as_json: bool, title: str = "") -> None:
     """Print ``figures`` as JSON lines, or as a table."""
     if as_json:
@@ -177,4 +206,14 @@ def report(figures: Sequence[Figure], *, as_json: bool, title: str = "") -> None
     console.print(table)
 
 
-__all__ = ["Figure", "Measure", "best_of", "parse_args", "rate", "rate_sync", "report"]
+__all__ = [
+    "Cost",
+    "Figure",
+    "Measure",
+    "alternate",
+    "best_of",
+    "parse_args",
+    "rate",
+    "rate_sync",
+    "report",
+]

@@ -33,7 +33,7 @@ import time
 import uuid
 from pathlib import Path
 
-from _common import Figure, parse_args, redis_mesh_url, redis_scratch, report
+from _common import Cost, Figure, alternate, parse_args, redis_mesh_url, redis_scratch, report
 
 from plait.actors.leases import read_leases, read_members
 from plait.graphs.loader import load_graph
@@ -185,10 +185,9 @@ async def measure(prefix: str) -> list[Figure]:
                 await wait_members(remote, 1)
                 await serve_round(local)  # warm both: imports, connections, caches
                 await serve_round(remote)
-                local_rates, ray_rates = [], []
-                for _ in range(ROUNDS):
-                    local_rates.append(await serve_round(local))
-                    ray_rates.append(await serve_round(remote))
+                local_rates, ray_rates = await alternate(
+                    ROUNDS, lambda: serve_round(local), lambda: serve_round(remote)
+                )
                 await scale(ray_url, spec, 2, namespace=namespace)
                 await wait_members(remote, 2)
                 await serve_round(remote)
@@ -215,17 +214,6 @@ async def measure(prefix: str) -> list[Figure]:
              f"median of {KILLS} SIGKILLs; bound = lease {LEASE_S:.0f} s + Ray restart "
              f"{restart:.2f} s + 1 s"),
     ]  # fmt: skip
-
-
-class Cost(Figure):
-    """A figure where less is better: its ratio is ``baseline / value``."""
-
-    __slots__ = ()
-
-    @property
-    def ratio(self) -> float:
-        """``baseline / value`` (0 when the value is 0)."""
-        return self.baseline / self.value if self.value else 0.0
 
 
 if __name__ == "__main__":

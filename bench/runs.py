@@ -56,7 +56,16 @@ from pathlib import Path
 from typing import Any
 
 import redis.asyncio.connection as redis_connection
-from _common import Figure, best_of, parse_args, redis_mesh_url, redis_scratch, report
+from _common import (
+    Cost,
+    Figure,
+    alternate,
+    best_of,
+    parse_args,
+    redis_mesh_url,
+    redis_scratch,
+    report,
+)
 from _langgraph_loop import SYNCHRONOUS_NAMES, LangGraphConcurrent, LangGraphLoop
 
 from plait.actors import tune_gc_for_serving
@@ -415,15 +424,16 @@ async def concurrent_round(mesh: Mesh) -> tuple[float, float]:
 async def concurrent(name: str, meshes: Callable[[], Any]) -> list[Figure]:
     # Rounds of plait (each on a fresh mesh) and of LangGraph with InMemorySaver
     # (CONCURRENT_RUNS runs at once in this event loop) alternate; the best of each.
+    async with meshes() as mesh:
+        if mesh is None:
+            return []  # its backend is not there (a line on stderr says so)
     lg = LangGraphConcurrent(CONCURRENT_FAILS)
-    ours: list[tuple[float, float]] = []
-    theirs: list[float] = []
-    for _ in range(CONCURRENT_ROUNDS):
+
+    async def plait_round() -> tuple[float, float]:
         async with meshes() as mesh:
-            if mesh is None:
-                return []
-            ours.append(await concurrent_round(mesh))
-        theirs.append(await lg.rate(CONCURRENT_RUNS))
+            return await concurrent_round(mesh)
+
+    ours, theirs = await alternate(CONCURRENT_ROUNDS, plait_round, lambda: lg.rate(CONCURRENT_RUNS))
     value, busy = max(ours)
     return [
         Figure(BENCH, name, value, "transitions/s", max(theirs), CONCURRENT_TARGET,
@@ -640,17 +650,6 @@ async def takeover(tmp: Path) -> list[Figure]:
              "worker, Redis, "
              f"lease {TAKEOVER_LEASE_S:g} s; slowest {max(times.values()):.2f} s"),
     ]  # fmt: skip
-
-
-class Cost(Figure):
-    """A figure where less is better: ``ratio`` is ``baseline / value``."""
-
-    __slots__ = ()
-
-    @property
-    def ratio(self) -> float:
-        """``baseline / value`` (0 when the value is 0)."""
-        return self.baseline / self.value if self.value else 0.0
 
 
 async def main(argv: list[str] | None = None) -> None:

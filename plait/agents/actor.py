@@ -61,6 +61,8 @@ from plait.agents.store import (
     inflight_key,
     read_conversation,
     read_state,
+    settle_turn,
+    settle_turn_in,
     state_key,
     turn_key,
 )
@@ -302,13 +304,17 @@ async def _commit(
             conversation.extended(added, cfg.window, tainted=effects.tainted).model_dump(),
             conv_version,
         )
-        tx.put(state_key(name), state.model_dump(), state_version)
-        tx.put(turn_key(name, summary.seq), summary.model_dump(), if_version=0)
-        if summary.seq > cfg.turns_kept:
-            tx.delete(turn_key(name, summary.seq - cfg.turns_kept))
-        tx.delete(inflight_key(name, mail.id))
-        clear_backlog_in(tx, ctx.id, mail.id)
-        mail.ack_in(tx)
+        settle_turn_in(
+            tx,
+            ctx,
+            mail,
+            name,
+            state,
+            state_version,
+            summary,
+            kept=cfg.turns_kept,
+            drop_inflight=True,
+        )
         try:
             await tx.commit()
         except VersionConflict as exc:
@@ -401,32 +407,9 @@ async def on_dead_letter(ctx: ActorContext, mail: Mail, reason: str) -> None:
 async def _skip(
     ctx: ActorContext, mail: Mail, name: str, why: str, *, outcome: str = "skipped"
 ) -> None:
-    mesh = ctx.mesh
-    while True:
-        state, version = await read_state(mesh, name)
-        state.turns += 1
-        summary = TurnSummary(
-            seq=state.turns,
-            message=mail.id,
-            prompt=prompt_of(mail.body),
-            text=why,
-            outcome=outcome,
-            at=time.time(),
-        )
-        tx = mesh.transact()
-        tx.put(state_key(name), state.model_dump(), version)
-        tx.put(turn_key(name, summary.seq), summary.model_dump(), if_version=0)
-        tx.delete(inflight_key(name, mail.id))
-        clear_backlog_in(tx, ctx.id, mail.id)
-        mail.ack_in(tx)
-        try:
-            await tx.commit()
-        except VersionConflict as exc:
-            mail.acked = False
-            if exc.key == state_key(name):
-                continue
-            raise
-        return
+    await settle_turn(
+        ctx, mail, name, prompt=prompt_of(mail.body), text=why, outcome=outcome, drop_inflight=True
+    )
 
 
 async def _resume(ctx: ActorContext, mail: Mail, name: str, decision_id: str) -> None:

@@ -24,12 +24,11 @@ pre-approvals, and what it tells an agent is marked untrusted.
 from __future__ import annotations
 
 import json
-import time
 
-from plait.actors import ActorContext, Mail, clear_backlog_in
+from plait.actors import ActorContext, Mail
 from plait.agents.config import AgentActorConfig
 from plait.agents.service import Agents
-from plait.agents.store import TurnSummary, read_state, state_key, turn_key
+from plait.agents.store import settle_turn
 from plait.errors import VersionConflict
 from plait.profiles import DEFAULT_ASSISTANT, get_profile
 from plait.programs import grant_all, run_program
@@ -68,49 +67,16 @@ async def handle_program(
         text = json.dumps(result, ensure_ascii=False, default=str)
     except VersionConflict as exc:
         outcome, text = "conflict", f"stopped on a conflict: {exc}"
-    await _settle(ctx, mail, name, prompt, text, outcome, cfg.turns_kept, tainted=not trusted)
-
-
-async def _settle(
-    ctx: ActorContext,
-    mail: Mail,
-    name: str,
-    prompt: str,
-    text: str,
-    outcome: str,
-    kept: int,
-    *,
-    tainted: bool = False,
-) -> None:
-    mesh = ctx.mesh
-    while True:
-        state, version = await read_state(mesh, name)
-        state.turns += 1
-        summary = TurnSummary(
-            seq=state.turns,
-            message=mail.id,
-            prompt=prompt,
-            text=text,
-            tools=[],
-            outcome=outcome,
-            tainted=tainted,
-            at=time.time(),
-        )
-        tx = mesh.transact()
-        tx.put(state_key(name), state.model_dump(), version)
-        tx.put(turn_key(name, summary.seq), summary.model_dump(), if_version=0)
-        if summary.seq > kept:
-            tx.delete(turn_key(name, summary.seq - kept))
-        clear_backlog_in(tx, ctx.id, mail.id)
-        mail.ack_in(tx)
-        try:
-            await tx.commit()
-        except VersionConflict as exc:
-            mail.acked = False
-            if exc.key in (state_key(name), turn_key(name, summary.seq)):
-                continue  # another message of this actor settled first: count after it
-            raise
-        return
+    await settle_turn(
+        ctx,
+        mail,
+        name,
+        prompt=prompt,
+        text=text,
+        outcome=outcome,
+        tainted=not trusted,
+        kept=cfg.turns_kept,
+    )
 
 
 __all__ = ["handle_program"]

@@ -10,7 +10,9 @@
   when it resumes.
 
 A turn's commit writes ``conversation``, ``state``, its summary, drops its ``inflight``
-marker and acks its message in one transaction with the turn's own mesh effects.
+marker and acks its message in one transaction with the turn's own mesh effects. A
+message settled without a model turn (a program actor's run, a skipped or dead-lettered
+turn) goes through :func:`settle_turn`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from plait.mesh import Entry, Mesh
+from plait.actors import ActorContext, Mail, clear_backlog_in
+from plait.errors import VersionConflict
+from plait.mesh import Entry, Mesh, Transaction
 from plait.models import Message
 
 AGENT_DATA_PREFIX = "agent-actors/"
@@ -140,8 +144,9 @@ class TurnSummary(BaseModel):
         tools: the tools it called, in order.
         tokens: tokens spent.
         dollars: dollars spent.
-        outcome: ``answered``, ``skipped`` (interrupted, and skipped as the actor says)
-            or ``failed`` (it kept failing and was dead-lettered).
+        outcome: ``answered``, ``skipped`` (interrupted, and skipped as the actor says),
+            ``failed`` (it kept failing and was dead-lettered) or, for a program actor,
+            ``conflict`` (its program lost a race on a key it owns).
         tainted: it read outside content (and so ran, from then on, untrusted).
         at: when it committed, in epoch seconds.
     """
@@ -189,6 +194,89 @@ async def read_conversation(mesh: Mesh, name: str) -> tuple[Conversation, int]:
     return model_of(entry, Conversation), 0 if entry is None else entry.version
 
 
+def settle_turn_in(
+    tx: Transaction,
+    ctx: ActorContext,
+    mail: Mail,
+    name: str,
+    state: AgentState,
+    version: int,
+    summary: TurnSummary,
+    *,
+    kept: int | None,
+    drop_inflight: bool,
+) -> None:
+    """Add to ``tx`` the end of a turn: ``state`` (at ``version``), ``summary`` (new),
+    the deletion of the oldest summary beyond ``kept`` (None: keep every one) and, with
+    ``drop_inflight``, of the in-flight marker, the backlog marker's removal and the ack."""
+    tx.put(state_key(name), state.model_dump(), version)
+    tx.put(turn_key(name, summary.seq), summary.model_dump(), if_version=0)
+    if kept is not None and summary.seq > kept:
+        tx.delete(turn_key(name, summary.seq - kept))
+    if drop_inflight:
+        tx.delete(inflight_key(name, mail.id))
+    clear_backlog_in(tx, ctx.id, mail.id)
+    mail.ack_in(tx)
+
+
+async def settle_turn(
+    ctx: ActorContext,
+    mail: Mail,
+    name: str,
+    *,
+    prompt: str,
+    text: str,
+    outcome: str,
+    tainted: bool = False,
+    kept: int | None = None,
+    drop_inflight: bool = False,
+) -> None:
+    """Settle ``mail`` with a turn summary and no conversation: count the turn in the
+    state, write its summary, clear its backlog marker and ack it, in one transaction.
+
+    Args:
+        ctx: the actor's context.
+        mail: the message settled.
+        name: the agent actor's name.
+        prompt: the summary's prompt (what the message said).
+        text: the summary's text.
+        outcome: the summary's outcome (see :class:`TurnSummary`).
+        tainted: the turn read outside content.
+        kept: how many turn summaries to keep (the oldest beyond them is deleted);
+            None keeps every one.
+        drop_inflight: also delete the message's in-flight marker.
+
+    Raises:
+        VersionConflict: on a key other than this actor's state or the new summary
+            (those mean another message of the actor settled first: it counts after it).
+    """
+    mesh = ctx.mesh
+    while True:
+        state, version = await read_state(mesh, name)
+        state.turns += 1
+        summary = TurnSummary(
+            seq=state.turns,
+            message=mail.id,
+            prompt=prompt,
+            text=text,
+            outcome=outcome,
+            tainted=tainted,
+            at=time.time(),
+        )
+        tx = mesh.transact()
+        settle_turn_in(
+            tx, ctx, mail, name, state, version, summary, kept=kept, drop_inflight=drop_inflight
+        )
+        try:
+            await tx.commit()
+        except VersionConflict as exc:
+            mail.acked = False
+            if exc.key in (state_key(name), turn_key(name, summary.seq)):
+                continue
+            raise
+        return
+
+
 async def last_turns(mesh: Mesh, name: str, count: int) -> list[TurnSummary]:
     """The last ``count`` turn summaries, oldest first."""
     found = [
@@ -217,6 +305,8 @@ __all__ = [
     "model_of",
     "read_conversation",
     "read_state",
+    "settle_turn",
+    "settle_turn_in",
     "state_key",
     "today",
     "turn_key",

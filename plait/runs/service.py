@@ -12,7 +12,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +44,7 @@ from plait.runs.ports import history_part_key
 from plait.runs.record import RunRecord, RunSummary, as_record
 from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retry_run
 from plait.runs.retention import prune as prune_runs
-from plait.runs.start import OWNER_CONCURRENCY, start_run
+from plait.runs.start import OWNER_CONCURRENCY, on_mesh, start_run
 from plait.runs.store import read_record, run_output
 
 log = logging.getLogger("plait.runs")
@@ -76,44 +75,9 @@ class Runs:
         self.mesh = mesh
         self.desk = DecisionDesk(mesh)
 
-    async def start(
-        self,
-        agent: str,
-        name: str,
-        input: Any = None,
-        *,
-        version: int | None = None,
-        model: str | None = None,
-        run_id: RunId | None = None,
-        parent: str | None = None,
-        input_untrusted: bool = False,
-        workspace: str | os.PathLike[str] | None = None,
-    ) -> RunRecord:
-        """Start a run of the newest (or the given) version of a stored graph.
-
-        ``parent`` (``<run_id>/<node>``) makes it the child run of that subgraph node,
-        whose run its last commit wakes. ``input_untrusted`` marks the input as outside
-        content: what reads it is tainted and loses its pre-approved tools. ``workspace``
-        (default: this process's working directory) is pinned in the record: the run's
-        tools work there on any worker. A relative ``scripted:`` model path is pinned as
-        an absolute one. A ``run_id`` already taken raises VersionConflict.
-
-        Raises:
-            ConfigError: ``model`` is a spec that cannot work (see
-                :func:`~plait.models.check_model_spec`); nothing is written.
-        """
-        return await start_run(
-            self.mesh,
-            agent,
-            name,
-            input,
-            version=version,
-            model=model,
-            run_id=run_id,
-            parent=parent,
-            input_untrusted=input_untrusted,
-            workspace=workspace,
-        )
+    # start_run's parameters and docstring, written once: a subgraph node's child run
+    # starts through start_run itself, without the service.
+    start = on_mesh(start_run)
 
     async def get(self, run_id: RunId) -> RunRecord:
         """A run's record."""
@@ -282,10 +246,12 @@ class Runs:
         next visit); a ``run.retried`` audit event names ``by`` and what had failed.
 
         Raises:
+            NotPermitted: ``by`` is not a person (a person only, as for cancel).
             RunNotFound: there is no such run.
             RunNotRetryable: it did not fail, or failed on its budget (a retry would
                 fail again; fork it from an earlier visit instead).
         """
+        require_human(by, "retry a run")
         return await retry_run(self.mesh, run_id, by=by.name)
 
     async def fork(

@@ -9,10 +9,13 @@ owner, so this module needs no service and no human surface.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from plait.actors import ActorRecord, load_partitions
 from plait.errors import GraphError, VersionConflict
@@ -38,6 +41,31 @@ from plait.runs.store import read_record, run_output
 OWNER_CONCURRENCY = 8
 """How many wakes of one run (fan-out instances) may run at once."""
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+class _OnMesh(Protocol):
+    mesh: Mesh
+
+
+def on_mesh(
+    fn: Callable[Concatenate[Mesh, _P], Awaitable[_R]],
+) -> Callable[Concatenate[_OnMesh, _P], Awaitable[_R]]:
+    """``fn(mesh, ...)`` as a method of an object with a ``mesh``: the same parameters
+    (checked as ``fn``'s), docstring and signature, without the mesh."""
+
+    @functools.wraps(fn)
+    async def method(self: _OnMesh, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return await fn(self.mesh, *args, **kwargs)
+
+    # help() and inspect show fn's parameters, ``self`` in the mesh's place.
+    signature = inspect.signature(fn)
+    mesh, *rest = signature.parameters.values()
+    self_param = mesh.replace(name="self", annotation=inspect.Parameter.empty)
+    method.__signature__ = signature.replace(parameters=[self_param, *rest])  # type: ignore[attr-defined]
+    return method
+
 
 async def start_run(
     mesh: Mesh,
@@ -54,7 +82,18 @@ async def start_run(
 ) -> RunRecord:
     """Start a run of the newest (or the given) version of a stored graph.
 
-    See :meth:`plait.runs.Runs.start`, which this is.
+    ``parent`` (``<run_id>/<node>``) makes it the child run of that subgraph node,
+    whose run its last commit wakes. ``input_untrusted`` marks the input as outside
+    content: what reads it is tainted and loses its pre-approved tools. ``workspace``
+    (default: this process's working directory) is pinned in the record: the run's
+    tools work there on any worker. A relative ``scripted:`` model path is pinned as
+    an absolute one. A ``run_id`` already taken raises VersionConflict.
+
+    :meth:`plait.runs.Runs.start` is this on the service's mesh.
+
+    Raises:
+        ConfigError: ``model`` is a spec that cannot work (see
+            :func:`~plait.models.check_model_spec`); nothing is written.
     """
     if model is not None:
         check_model_spec(model)
@@ -145,4 +184,4 @@ def _waiting_on(child_id: str, key: str, visit: int, agent: str, name: str) -> W
     )
 
 
-__all__ = ["OWNER_CONCURRENCY", "child_runner", "start_run"]
+__all__ = ["OWNER_CONCURRENCY", "child_runner", "on_mesh", "start_run"]

@@ -1,5 +1,6 @@
-"""Retry and fork through the HTTP API: the routes, their problems, and the trajectory
-as the one :class:`~plait.graphs.trajectory.TrajectoryStep` model shows it."""
+"""Retry and fork through the HTTP API: the routes, their problems (a retry is a
+person's only), and the trajectory as the one
+:class:`~plait.graphs.trajectory.TrajectoryStep` model shows it."""
 
 from __future__ import annotations
 
@@ -85,3 +86,17 @@ async def test_retry_and_fork_over_http(mesh: Mesh) -> None:
         assert "the visits to fork at are: a:1, b:2" in bad.json()["detail"]
         missing = await client.post("/api/runs/grun_nope/retry")
         assert missing.status_code == 404
+
+
+async def test_a_service_token_may_not_retry(mesh: Mesh) -> None:
+    async with api_client(mesh) as ana, hosting(mesh, ScriptedModel(RULES)):
+        stored = await ana.post("/api/graphs", json=agent_chain("chain", ["a", "b"]))
+        assert stored.status_code == 201
+        started = await ana.post("/api/runs", json={"agent": "assistant", "name": "chain"})
+        run_id = started.json()["run_id"]
+        await _until(ana, run_id, "failed")
+        async with api_client(mesh, "service", "ci") as bot:
+            refused = await bot.post(f"/api/runs/{run_id}/retry")
+        assert refused.status_code == 403
+        assert refused.json()["detail"] == "only a human may retry a run; agent 'ci' is not one"
+        assert (await ana.get(f"/api/runs/{run_id}")).json()["status"] == "failed"

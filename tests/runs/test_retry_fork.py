@@ -2,7 +2,7 @@
 
 - a failed run retried goes on from the node that failed, on its pinned graph version,
   keeping every committed visit (none runs again), with a ``run.retried`` audit event;
-- a run that did not fail is refused;
+- a run that did not fail is refused, and so is anyone but a person (as for cancel);
 - a fork from a middle visit runs only what comes after it, on the same version, and
   its audit chain verifies and names the parent's event;
 - a fork at a visit that is not there names the visits there are.
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from plait.decisions import Human
-from plait.errors import RunNotRetryable, VisitNotFound
+from plait.decisions import Agent, Human
+from plait.errors import NotPermitted, RunNotRetryable, VisitNotFound
 from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
@@ -81,6 +81,18 @@ async def test_retry_refuses_a_run_that_did_not_fail(mesh: Mesh) -> None:
     with pytest.raises(RunNotRetryable, match=r"is done: only a failed run can be retried"):
         await runs.retry(done.run_id, by=ANA)
     assert (await runs.get(done.run_id)).audit_seq == done.audit_seq  # nothing written
+
+
+@pytest.mark.anyio
+async def test_retry_is_a_persons_only(mesh: Mesh) -> None:
+    await store(mesh, agent_chain("chain", ["a"]))
+    runs = Runs(mesh)
+    async with hosting(mesh, ScriptedModel([{"error": "a fell over"}])):
+        failed = await settle(runs, (await runs.start("assistant", "chain", "x")).run_id)
+    assert failed.status == "failed"
+    with pytest.raises(NotPermitted, match="only a human may retry a run; agent 'ci' is not one"):
+        await runs.retry(failed.run_id, by=Agent("ci"))
+    assert (await runs.get(failed.run_id)).audit_seq == failed.audit_seq  # nothing written
 
 
 @pytest.mark.anyio
@@ -274,6 +286,10 @@ def test_graph_retry_and_fork_through_the_cli(cli: Cli, tmp_path: Path) -> None:
     assert failed.returncode == 1
     run_id = json.loads(failed.stdout)["run_id"]
 
+    cli.env["PLAIT_TOOL_PROCESS"] = "1"  # a command a model ran is no person's
+    refused = cli("graph", "retry", run_id, ok=False)
+    assert refused.returncode == 1 and "only a person may" in refused.stderr
+    del cli.env["PLAIT_TOOL_PROCESS"]
     retried = cli.json("graph", "retry", run_id)
     assert retried["status"] == "done" and retried["output"] == "ok"
     again = cli("graph", "retry", run_id, ok=False)

@@ -145,8 +145,8 @@ async def cancel_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunV
 
 @router.post(
     "/{run_id}/retry",
-    summary="Continue a failed run from the node that failed",
-    responses=problem_responses(404, 409),
+    summary="Continue a failed run from the node that failed (a person only)",
+    responses=problem_responses(403, 404, 409),
 )
 async def retry_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunView:
     """The failed run goes on, on its pinned graph version, keeping every committed
