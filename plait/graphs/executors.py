@@ -71,7 +71,7 @@ async def execute(
 
 def _limits(graph: CompiledGraph, state: RunState) -> dict[str, float | None]:
     """The run's budget limits: the graph's budget plus any raise a person granted."""
-    b = graph.budget
+    b, extra = graph.budget, state.budget_extra
     base: dict[str, float | None] = {
         "steps": b.steps,
         "tokens": b.tokens,
@@ -79,10 +79,10 @@ def _limits(graph: CompiledGraph, state: RunState) -> dict[str, float | None]:
         "wall_seconds": b.wall_seconds,
         "retries": b.retries,
     }
-    return {
-        name: (None if value is None else value + state.budget_extra.get(name, 0.0))
-        for name, value in base.items()
-    }
+    for name, value in base.items():
+        if value is not None:
+            base[name] = value + extra.get(name, 0.0)
+    return base
 
 
 def _runs_trusted(graph: CompiledGraph, state: RunState, node: Node, key: str) -> bool:

@@ -229,10 +229,14 @@ def _find(ref: TemplateRef, ctx: TemplateContext) -> tuple[bool, Any, str]:
             return False, None, "{{item}} is only set inside a map fan-out instance"
         return _walk(ctx.item, ref.path)
     outputs = ctx.outputs
-    found: tuple[bool, Any, str] = (False, None, f"node {ref.name!r} has no output yet")
+    found: tuple[bool, Any, str]
     if ref.name in outputs:
         found = _walk(outputs[ref.name], ref.path)
-    if not found[0] and ref.path and isinstance(ref.path[0], int):
+        if found[0]:
+            return found
+    else:  # the reason is worded only when it is needed
+        found = (False, None, f"node {ref.name!r} has no output yet")
+    if ref.path and isinstance(ref.path[0], int):
         instance = f"{ref.name}[{ref.path[0]}]"
         if instance in outputs:
             return _walk(outputs[instance], ref.path[1:])
