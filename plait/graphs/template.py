@@ -190,6 +190,8 @@ def _kind(value: Any) -> str:
 
 
 def _walk(value: Any, path: Sequence[PathSegment]) -> tuple[bool, Any, str]:
+    if not path:
+        return True, value, ""  # the common case: a whole output
     for depth, segment in enumerate(path):
         ok, found = _step(value, segment)
         if not ok:
@@ -280,9 +282,11 @@ def render(template: str, ctx: TemplateContext, *, node: str = "") -> str:
     Raises:
         TemplateError: a reference without ``?`` or a default has no value.
     """
-    segments = _compile(template)
     return "".join(
-        s if isinstance(s, str) else _to_text(_lookup(s, ctx, node), node, s) for s in segments
+        [
+            s if isinstance(s, str) else _to_text(_lookup(s, ctx, node), node, s)
+            for s in _compile(template)
+        ]
     )
 
 
