@@ -211,8 +211,10 @@ class ScriptedModel(Model):
         )
         prompt = context.prompt or _last_user_message(messages)
         result = messages[-1].content if messages and messages[-1].role == "tool" else None
-        rule = next((r for r in self.rules if r.matches(context, round_, prompt, result)), None)
-        if rule is None:
+        for rule in self.rules:
+            if rule.matches(context, round_, prompt, result):
+                break
+        else:
             instance = f" (instance {context.instance!r})" if context.instance else ""
             raise ScriptedModelError(
                 f"no scripted rule in {self.source} matches node {context.node!r} "
