@@ -80,10 +80,11 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
         BudgetExhausted: the next model or tool call would pass the visit's budget.
     """
     env, out = turn.env, TurnResult(messages=list(messages), usage=_NO_USAGE)
-    specs = env.tools.specs([n for n in turn.tools if n in env.tools])
-    trusted = turn.trusted
+    specs = env.tools.specs([n for n in turn.tools if n in env.tools]) if turn.tools else []
+    trusted, budget = turn.trusted, turn.budget
     for _ in range(turn.max_rounds):
-        async with turn.budget.model_call():
+        await budget.begin_model_call()
+        try:
             answer = turn.model.complete(
                 out.messages,
                 tools=specs,
@@ -101,7 +102,9 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
                     f"than its timeout_s of {turn.timeout_s:g}"
                 )
             dollars = cost_of(turn.model.spec, reply.usage, env.prices)
-            turn.budget.spend(reply.usage, dollars)
+            budget.spend(reply.usage, dollars)
+        finally:
+            budget.end_model_call()
         out.usage = reply.usage if out.usage is _NO_USAGE else out.usage + reply.usage
         out.dollars += dollars
         out.messages.append(
@@ -192,11 +195,13 @@ _WORD = re.compile(r"[A-Za-z0-9_-]+")
 
 def find_verdict(text: str, verdicts: dict[str, str]) -> str | None:
     """The verdict word on the reply's last non-empty line, if exactly one is there."""
-    last = next((line for line in reversed(text.splitlines()) if line.strip()), None)
-    if last is None:
+    for last in reversed(text.splitlines()):
+        if last.strip():
+            break
+    else:
         return None
     by_lower = {word.lower(): word for word in verdicts}
-    found = {by_lower[w.lower()] for w in _WORD.findall(last) if w.lower() in by_lower}
+    found = {hit for w in _WORD.findall(last) if (hit := by_lower.get(w.lower())) is not None}
     return found.pop() if len(found) == 1 else None
 
 

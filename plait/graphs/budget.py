@@ -82,6 +82,19 @@ class VisitBudget:
     @asynccontextmanager
     async def model_call(self) -> AsyncIterator[None]:
         """Hold a place for one model call, or raise BudgetExhausted if it would not fit."""
+        await self.begin_model_call()
+        try:
+            yield
+        finally:
+            self.end_model_call()
+
+    async def begin_model_call(self) -> None:
+        """Take a place for one model call (pair it with :meth:`end_model_call` in a
+        ``finally``), or raise BudgetExhausted if it would not fit.
+
+        :meth:`model_call` is the same as a context manager; the model loop calls these
+        two itself, which spares it a generator-based context manager per call.
+        """
         while self._per_call_tokens is None and self._in_flight:
             # Nothing measured yet: one call at a time, so N workers cannot all start
             # on a budget that fits one call.
@@ -90,13 +103,13 @@ class VisitBudget:
             await self._measured.wait()
         self._reserve()
         self._in_flight += 1
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
-            if self._measured is not None:
-                self._measured.set()
-                self._measured = None
+
+    def end_model_call(self) -> None:
+        """Give back the place :meth:`begin_model_call` took."""
+        self._in_flight -= 1
+        if self._measured is not None:
+            self._measured.set()
+            self._measured = None
 
     def _reserve(self) -> None:
         what = "model call"

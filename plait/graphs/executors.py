@@ -32,7 +32,7 @@ from plait.graphs.nodes.base import Visit
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.spec import Node
-from plait.graphs.state import RunState
+from plait.graphs.state import InstancePlan, RunState
 from plait.graphs.template import MISSING, TemplateContext
 from plait.tools import runs_trusted
 
@@ -58,7 +58,7 @@ async def execute(
     v = Visit(key, node, visit, values, g, trusted, budget)
     started = time.time()
     try:
-        result = await g.kinds[node.id].execute(env, state, v, _context(state, v))
+        result = await g.kinds[node.id].execute(env, state, v, _context(state, v, plan))
     except ToolRejected as exc:
         result = _spent(budget, NodeResult(error=str(exc), detail="tool_execution_failed"))
     except PlaitError as exc:
@@ -71,7 +71,7 @@ async def execute(
 
 def _limits(graph: CompiledGraph, state: RunState) -> dict[str, float | None]:
     """The run's budget limits: the graph's budget plus any raise a person granted."""
-    b = graph.budget
+    b, extra = graph.budget, state.budget_extra
     base: dict[str, float | None] = {
         "steps": b.steps,
         "tokens": b.tokens,
@@ -79,10 +79,10 @@ def _limits(graph: CompiledGraph, state: RunState) -> dict[str, float | None]:
         "wall_seconds": b.wall_seconds,
         "retries": b.retries,
     }
-    return {
-        name: (None if value is None else value + state.budget_extra.get(name, 0.0))
-        for name, value in base.items()
-    }
+    for name, value in base.items():
+        if value is not None:
+            base[name] = value + extra.get(name, 0.0)
+    return base
 
 
 def _runs_trusted(graph: CompiledGraph, state: RunState, node: Node, key: str) -> bool:
@@ -122,8 +122,7 @@ def _detail_of(exc: PlaitError) -> str:
     return "node_failed"
 
 
-def _context(state: RunState, v: Visit) -> TemplateContext:
-    plan = state.instance_of(v.key)
+def _context(state: RunState, v: Visit, plan: InstancePlan | None) -> TemplateContext:
     item: Any = MISSING
     if plan is not None and plan.item_index is not None:
         fanout = next(f for f in state.fanouts.values() if v.key in f.instances)

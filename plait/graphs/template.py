@@ -190,6 +190,8 @@ def _kind(value: Any) -> str:
 
 
 def _walk(value: Any, path: Sequence[PathSegment]) -> tuple[bool, Any, str]:
+    if not path:
+        return True, value, ""  # the common case: a whole output
     for depth, segment in enumerate(path):
         ok, found = _step(value, segment)
         if not ok:
@@ -229,10 +231,14 @@ def _find(ref: TemplateRef, ctx: TemplateContext) -> tuple[bool, Any, str]:
             return False, None, "{{item}} is only set inside a map fan-out instance"
         return _walk(ctx.item, ref.path)
     outputs = ctx.outputs
-    found: tuple[bool, Any, str] = (False, None, f"node {ref.name!r} has no output yet")
+    found: tuple[bool, Any, str]
     if ref.name in outputs:
         found = _walk(outputs[ref.name], ref.path)
-    if not found[0] and ref.path and isinstance(ref.path[0], int):
+        if found[0]:
+            return found
+    else:  # the reason is worded only when it is needed
+        found = (False, None, f"node {ref.name!r} has no output yet")
+    if ref.path and isinstance(ref.path[0], int):
         instance = f"{ref.name}[{ref.path[0]}]"
         if instance in outputs:
             return _walk(outputs[instance], ref.path[1:])
@@ -276,9 +282,11 @@ def render(template: str, ctx: TemplateContext, *, node: str = "") -> str:
     Raises:
         TemplateError: a reference without ``?`` or a default has no value.
     """
-    segments = _compile(template)
     return "".join(
-        s if isinstance(s, str) else _to_text(_lookup(s, ctx, node), node, s) for s in segments
+        [
+            s if isinstance(s, str) else _to_text(_lookup(s, ctx, node), node, s)
+            for s in _compile(template)
+        ]
     )
 
 

@@ -50,13 +50,12 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError
 
 from plait.errors import ConfigError, ScriptedModelError
 from plait.models._base import CallContext, Message, Model, ModelReply, ToolCall, Usage
@@ -110,7 +109,9 @@ class ScriptedCall(BaseModel):
     """One call a scripted model received, kept for tests and inspection."""
 
     context: CallContext
-    messages: list[Message]
+    messages: SkipValidation[list[Message]]
+    """The conversation as the model got it: typed already, so not checked again item
+    by item (a long conversation's check cost more than the rest of the call)."""
     tools: list[ToolSpec] = Field(default_factory=list)
     response_format: dict[str, Any] | None = None
     round: int = 1
@@ -210,8 +211,10 @@ class ScriptedModel(Model):
         )
         prompt = context.prompt or _last_user_message(messages)
         result = messages[-1].content if messages and messages[-1].role == "tool" else None
-        rule = next((r for r in self.rules if r.matches(context, round_, prompt, result)), None)
-        if rule is None:
+        for rule in self.rules:
+            if rule.matches(context, round_, prompt, result):
+                break
+        else:
             instance = f" (instance {context.instance!r})" if context.instance else ""
             raise ScriptedModelError(
                 f"no scripted rule in {self.source} matches node {context.node!r} "
@@ -221,21 +224,27 @@ class ScriptedModel(Model):
             await anyio.sleep(rule.delay_ms / 1000)
         if rule.error is not None:
             raise ScriptedModelError(rule.error)
-        who = re.sub(r"[^A-Za-z0-9_-]", "_", context.instance or context.node) or "call"
-        refs = _References(context, prompt, result)
-        calls = [
-            ToolCall(
-                id=call.id or f"call_{who}_v{context.visit}_r{round_}_{index}",
-                name=call.name,
-                arguments=refs.fill(call.arguments),
-            )
-            for index, call in enumerate(rule.tool_calls)
-        ]
-        text = refs.fill(rule.text) if "{{" in rule.text else rule.text
+        calls: list[ToolCall] = []
+        text = rule.text
+        if rule.tool_calls or "{{" in text:
+            # Most replies are plain text: the references (which parse the prompt as
+            # JSON) are built only for a reply that can use them.
+            refs = _References(context, prompt, result)
+            who = _UNSAFE.sub("_", context.instance or context.node) or "call"
+            calls = [
+                ToolCall(
+                    id=call.id or f"call_{who}_v{context.visit}_r{round_}_{index}",
+                    name=call.name,
+                    arguments=refs.fill(call.arguments),
+                )
+                for index, call in enumerate(rule.tool_calls)
+            ]
+            if "{{" in text:
+                text = refs.fill(text)
         usage = rule.usage or Usage(
             input_tokens=self._input_words(context, messages),
             output_tokens=_words(text)
-            + sum(_words(f"{call.name} {json.dumps(call.arguments)}") for call in calls),
+            + (sum(_words(f"{c.name} {json.dumps(c.arguments)}") for c in calls) if calls else 0),
         )
         return ModelReply(
             text=text,
@@ -262,8 +271,7 @@ class ScriptedModel(Model):
         return total
 
 
-@dataclass(frozen=True)
-class _Counted:
+class _Counted(NamedTuple):
     """How many messages of a node's conversation were counted, the last of them (the
     object itself) and their words."""
 
@@ -273,6 +281,7 @@ class _Counted:
 
 
 _REF = re.compile(r"\{\{\s*([A-Za-z_][\w.]*)\s*\}\}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class _References:
@@ -321,7 +330,15 @@ class _References:
         )
 
 
+_JSON_STARTS = frozenset('{["-0123456789tfnNI')
+"""What a JSON text's first character after whitespace can be (``NaN`` and
+``Infinity`` included, as :func:`json.loads` reads them)."""
+
+
 def _json_or_text(text: str) -> Any:
+    head = text.lstrip()[:1]
+    if head not in _JSON_STARTS:
+        return text  # plain text, without the cost of a raised JSONDecodeError
     try:
         return json.loads(text)
     except ValueError:

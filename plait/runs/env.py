@@ -12,6 +12,8 @@ import functools
 import time
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from plait.decisions import DecisionBoard
 from plait.errors import ConfigError, GraphError
 from plait.graphs.engine import NodeResult, node_of
@@ -31,6 +33,8 @@ from plait.tools import ToolContext, ToolRegistry
 
 PROFILE_TTL_S = 5.0
 """How long a host uses agent profiles it read before reading them again."""
+
+_AGENTS_KEPT = 1_024  # graph versions whose agents a host remembers
 
 
 class RunEnvironment:
@@ -66,6 +70,7 @@ class RunEnvironment:
         """The agent actors' service program nodes get (set by the run host)."""
         self._models: dict[str, Model] = {}
         self._profiles: dict[str, tuple[float, dict[str, AgentProfile]]] = {}
+        self._agent_names: dict[str, tuple[str, list[str]]] = {}
 
     async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
         """The executor environment of one run."""
@@ -93,13 +98,25 @@ class RunEnvironment:
 
     async def profiles(self, spec: GraphSpec) -> dict[str, AgentProfile]:
         """The profiles of ``spec``'s agents, re-read at most every PROFILE_TTL_S seconds."""
-        key = ",".join(sorted(_agents(spec)))
+        key, names = self._agents_of(spec)
         cached = self._profiles.get(key)
         now = time.monotonic()
         if cached is None or now - cached[0] > PROFILE_TTL_S:
-            cached = (now, await profiles_map(self.mesh, sorted(_agents(spec))))
+            cached = (now, await profiles_map(self.mesh, list(names)))
             self._profiles[key] = cached
         return dict(cached[1])
+
+    def _agents_of(self, spec: GraphSpec) -> tuple[str, list[str]]:
+        """``spec``'s agents, sorted, and their cache key; worked out once per spec
+        content (its hash), as every node visit of a run asks."""
+        sha = spec.sha256()
+        found = self._agent_names.get(sha)
+        if found is None:
+            if len(self._agent_names) >= _AGENTS_KEPT:
+                self._agent_names.clear()
+            names = sorted(_agents(spec))
+            found = self._agent_names[sha] = (",".join(names), names)
+        return found
 
     async def needed_tools(self, rec: RunRecord) -> set[str]:
         """Every tool ``rec``'s graph may call (see :func:`plait.runs.serving.graph_tools`)."""
@@ -116,7 +133,8 @@ class RunEnvironment:
         node = node_of(spec, rec, crashed.node)
         if node.on_indeterminate is not None:
             return node.on_indeterminate
-        tool = getattr(node, "tool", None)
+        # Only some kinds have a tool: asking the others would raise inside pydantic.
+        tool = getattr(node, "tool", None) if _has_field(type(node), "tool") else None
         read_only = bool(tool and tool in self.tools and self.tools.get(tool).read_only)
         return default_on_indeterminate(node, read_only)
 
@@ -164,6 +182,11 @@ async def graph_needs(mesh: Mesh, rec: RunRecord) -> set[str]:
     return await RunEnvironment(
         mesh, store, DecisionBoard(mesh), tools=ToolRegistry(), model=None, cwd=Path.cwd()
     ).needed_tools(rec)
+
+
+@functools.cache
+def _has_field(kind: type[BaseModel], name: str) -> bool:
+    return name in kind.model_fields
 
 
 @functools.lru_cache(maxsize=256)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,9 +74,9 @@ async def start_turn(
     return ModelVisit(prompt, turn, messages, history)
 
 
-async def first_call(mv: ModelVisit) -> TurnResult:
-    """The turn's first run, from the visit's messages."""
-    return await run_turn(mv.turn, mv.messages)
+def first_call(mv: ModelVisit) -> Coroutine[Any, Any, TurnResult]:
+    """The turn's first run, from the visit's messages (to await)."""
+    return run_turn(mv.turn, mv.messages)  # no coroutine of its own: one frame less a visit
 
 
 def finish(
