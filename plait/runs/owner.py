@@ -18,12 +18,10 @@ claim's nonce is still there; if it is not, this wake lost its node and stops.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
-
-import anyio
-import anyio.lowlevel
 
 from plait.actors import ActorContext, Mail
 from plait.actors.directory import tell_now
@@ -168,7 +166,8 @@ class _Wake:
         """
         while (attempt := self.continuation) is not None:
             self.continuation = None
-            await anyio.lowlevel.checkpoint()
+            # Served on asyncio only; a bare sleep(0) costs a third of anyio's checkpoint.
+            await asyncio.sleep(0)
             rec, version = await self.store.record(self.run_id)
             if not _holds(rec, attempt):
                 rec, version = await self.store.record(self.run_id, fresh=True)
