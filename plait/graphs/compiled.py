@@ -199,6 +199,40 @@ def compile_graph(graph: Graph, *, sha256: str | None = None) -> CompiledGraph:
     """
     if isinstance(graph, CompiledGraph):
         return graph
+    # A spec is frozen, so the compiled graph it was last found as rides on it: each
+    # step of a run asks several times, and skips the hash, the lock and the lookup.
+    # Like a cached_property it is kept in the instance's __dict__, which pydantic does
+    # not serialize; GraphSpec.model_copy drops it with changes.
+    riding: _Riding | None = graph.__dict__.get(_ON_SPEC)
+    if riding is not None and riding.graph is not None:
+        if sha256 is None or riding.graph.sha256 == sha256:
+            return riding.graph
+    found = _compile_cached(graph, sha256)
+    graph.__dict__[_ON_SPEC] = _Riding(found)
+    return found
+
+
+_ON_SPEC = "_compiled"
+
+
+class _Riding:
+    """The compiled graph riding on its spec: compared by identity (so specs still
+    compare by their fields), and neither pickled nor deep-copied (a copy compiles
+    again where it is used)."""
+
+    __slots__ = ("graph",)
+
+    def __init__(self, graph: CompiledGraph | None = None) -> None:
+        self.graph = graph
+
+    def __reduce__(self) -> tuple[type[_Riding], tuple[()]]:
+        return _Riding, ()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Riding:
+        return _Riding()
+
+
+def _compile_cached(graph: GraphSpec, sha256: str | None) -> CompiledGraph:
     sha = sha256 or graph.sha256()
     key = (graph.agent, graph.name, graph.version, sha)
     with _LOCK:

@@ -46,6 +46,7 @@ from plait.graphs.state import (
     RunStatus,
     RunUsage,
     Waiting,
+    copied,
 )
 
 
@@ -93,11 +94,13 @@ def claim(
     now: float,
     host: str = "",
     wake: str | None = None,
+    begun: bool | None = None,
 ) -> tuple[RunState, Attempt | None]:
     """Fence ``key`` for one visit, or end/park the run if its budget is spent.
 
     A key already claimed is an interrupted attempt being taken over: the new attempt
-    keeps its visit number and counts as a retry.
+    keeps its visit number and counts as a retry. ``begun`` is recorded as
+    :class:`~plait.graphs.state.Attempt` says.
 
     Returns:
         The new state and the attempt; the attempt is None when the budget stopped the
@@ -116,7 +119,9 @@ def claim(
     if reason is not None:
         return _exhaust(g, s, reason, now), None
     visit = prior.visit if prior else s.visits.get(key, 0) + 1
-    attempt = Attempt(node=key, visit=visit, nonce=nonce, host=host, wake=wake, started_at=now)
+    attempt = Attempt(
+        node=key, visit=visit, nonce=nonce, host=host, wake=wake, started_at=now, begun=begun
+    )
     s.attempts[key] = attempt
     return s, attempt
 
@@ -296,13 +301,14 @@ def _fork(state: RunState, **changes: Any) -> RunState:
     caller changes in place is passed in ``changes`` as its own copy (see
     :func:`_step_fork`): a deep copy per step cost more than the rest of the step.
     """
-    return state.model_copy(update=changes)
+    return copied(state, changes)
 
 
 def _step_fork(state: RunState, **changes: Any) -> RunState:
     """:func:`_fork` owning every container :func:`complete` changes in place."""
-    return state.model_copy(
-        update={
+    return copied(
+        state,
+        {
             "ready": state.ready.copy(),
             "attempts": state.attempts.copy(),
             "outputs": state.outputs.copy(),
@@ -311,7 +317,7 @@ def _step_fork(state: RunState, **changes: Any) -> RunState:
             "fanouts": state.fanouts.copy(),
             "retrying": state.retrying.copy(),
             **changes,
-        }
+        },
     )
 
 

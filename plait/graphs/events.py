@@ -38,10 +38,21 @@ class _Stored:
     def as_data(self) -> dict[str, Any]:
         """The stored form, a dict with ``type`` first."""
         data: dict[str, Any] = {"type": self.type}
-        for f in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            data[f.name] = value.as_data() if isinstance(value, VisitUsage) else value
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
+            data[name] = value.as_data() if isinstance(value, VisitUsage) else value
         return data
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The field names of an event class, found once (``fields`` builds them per call)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 @dataclass(frozen=True, slots=True)

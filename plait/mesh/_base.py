@@ -390,6 +390,11 @@ class Mesh(abc.ABC):
 
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
 
+    commit_yields: bool = False
+    """Whether every commit returns to the event loop before it completes (a batched
+    flush, a round trip), so a caller looping over commits gives others their turn
+    without a yield of its own."""
+
     @property
     def local_files(self) -> tuple[Path, ...]:
         """The files on this machine that hold the mesh's data; tools never touch them."""

@@ -147,6 +147,8 @@ class RedisMesh(Mesh):
         ConfigError: the URL is malformed.
     """
 
+    commit_yields = True  # every commit is a round trip
+
     def __init__(
         self,
         url: str,

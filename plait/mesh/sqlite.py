@@ -77,6 +77,8 @@ class SqliteMesh(Mesh):
             written raises :class:`ConfigError` from :meth:`open` (or the first call).
     """
 
+    commit_yields = True  # every commit awaits its batch's flush, on the loop or a thread
+
     def __init__(
         self,
         path: str | os.PathLike[str],

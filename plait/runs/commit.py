@@ -22,7 +22,7 @@ from plait.errors import DecisionNotFound, RunError, VersionConflict
 from plait.graphs import engine
 from plait.graphs.engine import NodeResult
 from plait.graphs.spec import GraphSpec
-from plait.graphs.state import Attempt
+from plait.graphs.state import Attempt, copied
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
 from plait.runs.audit import AuditEvent, append, chained, output_digest
@@ -81,13 +81,9 @@ def claim(
     """``rec`` with ``key`` claimed for ``wake`` (see :func:`plait.graphs.engine.claim`);
     ``begun`` as the attempt records it (see :class:`plait.graphs.state.Attempt`)."""
     claimed, attempt = engine.claim(
-        spec, rec, key, nonce=new_id(), now=time.time(), host=host, wake=wake
+        spec, rec, key, nonce=new_id(), now=time.time(), host=host, wake=wake, begun=begun
     )
-    out = as_record(claimed)
-    if attempt is not None and begun is not None:
-        attempt = attempt.model_copy(update={"begun": begun})
-        out.attempts[key] = attempt
-    return out, attempt
+    return as_record(claimed), attempt
 
 
 class RunCommit:
@@ -314,7 +310,7 @@ class RunCommit:
         tx = self.mesh.transact()
         # A shallow copy owning its outputs dict: audit appends set scalars on it, and
         # _store_outputs replaces entries that may be shared with the state it came from.
-        new = new.model_copy(update={"outputs": dict(new.outputs)})
+        new = copied(new, {"outputs": dict(new.outputs)})
         # The log entry's key is its first event's seq (see plait.runs.log); with no
         # event to audit there is no entry, and outputs go under keys of their own.
         entry_key = audit_key(new.run_id, new.audit_seq + 1) if events else None
@@ -461,7 +457,7 @@ class RunCommit:
                 if self.store is not None:
                     self.store.values[ref] = out.value
                 refs[name] = ref
-                outputs[name] = out.model_copy(update={"value": None, "ref": ref})
+                outputs[name] = copied(out, {"value": None, "ref": ref})
         return refs
 
     async def _tick(self, tx: Transaction, rec: RunRecord, step: int = 0) -> None:

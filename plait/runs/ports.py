@@ -16,6 +16,8 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from plait.actors import MAIL_KIND, mail_data, mailbox_of, tell_in
 from plait.decisions import Agent, Decision, DecisionBoard, Notify
 from plait.errors import DecisionClosed
@@ -240,6 +242,10 @@ def history_part_key(run_id: str, key: str, visit: int) -> str:
     return f"{history_key(run_id, key)}/{visit:06d}"
 
 
+_MESSAGES = TypeAdapter(list[Message])
+"""Dumps a visit's messages in one call (as each one's ``model_dump`` would)."""
+
+
 def history_delta(
     cache: OrderedDict[str, Any],
     run_id: str,
@@ -258,7 +264,7 @@ def history_delta(
     cached = cache.get(hkey)
     before = len(cached[1]) if cached is not None and cached[0] in (visit - 1, -1) else 0
     added = history[before:] if len(history) >= before else history
-    part = {"visit": visit, "messages": [m.model_dump() for m in added]}
+    part = {"visit": visit, "messages": _MESSAGES.dump_python(added)}
     return part, (hkey, (visit, list(history)))
 
 

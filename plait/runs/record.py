@@ -106,6 +106,9 @@ class RunRecord(RunState):
     workspace: str | None = None
 
 
+_RECORD_SERIALIZER = RunRecord.__pydantic_serializer__
+
+
 class RunSummary(BaseModel):
     """A run as listed by ``plait graph runs``."""
 
@@ -135,7 +138,8 @@ def summary_of(record: RunState) -> RunSummary:
 
 def dump(record: RunRecord) -> dict[str, Any]:
     """The record as stored."""
-    return record.model_dump(mode="python", exclude_defaults=False)
+    # model_dump's defaults, through the serializer itself: once per transition.
+    return _RECORD_SERIALIZER.to_python(record)  # type: ignore[no-any-return]
 
 
 def as_record(state: RunState) -> RunRecord:

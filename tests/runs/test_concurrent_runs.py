@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import pytest
 
@@ -61,3 +63,30 @@ async def test_fifty_runs_at_once_all_finish_right(mesh: Mesh) -> None:
         assert await runs.verify(rec.run_id) == 5  # started, three commits, done
     listed = await runs.list()
     assert len(listed) == RUNS and {s.status for s in listed} == {"done"}
+
+
+@pytest.mark.parametrize(
+    "mesh_url",
+    ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)],
+    indirect=True,
+)
+async def test_runs_served_together_take_turns_node_by_node(mesh: Mesh) -> None:
+    # A run goes on with its next node in-process, with no message between: each
+    # transition still gives the loop a turn (its commit's, or a yield of its own on a
+    # mesh whose commits do not), so two runs' commits interleave instead of one run
+    # finishing before the other begins.
+    nodes = [f"n{i}" for i in range(12)]
+    await store(mesh, agent_chain("long", nodes))
+    runs = Runs(mesh)
+    first = await runs.start("assistant", "long", "a")
+    second = await runs.start("assistant", "long", "b")
+    async with hosting(mesh, ScriptedModel([{"text": "ok"}])):
+        with anyio.fail_after(30):
+            done = [await runs.wait(first.run_id), await runs.wait(second.run_id)]
+    assert [rec.status for rec in done] == ["done", "done"]
+    order: list[tuple[float, int]] = []
+    for run, rec in enumerate(done):
+        order += [(step.ended_at or 0.0, run) for step in await runs.trajectory(rec.run_id)]
+    order.sort()
+    switches = sum(a[1] != b[1] for a, b in itertools.pairwise(order))
+    assert switches >= len(nodes), [run for _, run in order]
