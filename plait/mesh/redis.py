@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -70,13 +71,29 @@ from plait.mesh._codec import (
 from plait.mesh._urls import redact_url, url_secrets
 
 
+class _ArgPackers(threading.local):
+    """One packer per thread: ``msgpack.packb`` builds one per call, which costs more
+    than packing a commit's arguments (measured: 3.7 against 0.7 us for two puts)."""
+
+    def __init__(self) -> None:
+        self.packer = msgpack.Packer(use_bin_type=False)
+
+
+_arg_packers = _ArgPackers()
+
+
 def _pack(args: list[Any]) -> bytes:
     """The commit script's arguments as one msgpack array.
 
     Redis's Lua msgpack predates the bin type, so bytes travel as raw strings (Lua
     strings are bytes either way).
     """
-    data: bytes = msgpack.packb(args, use_bin_type=False)
+    packer = _arg_packers.packer
+    try:
+        data: bytes = packer.pack(args)
+    except BaseException:
+        packer.reset()  # a failed pack leaves its partial output in the buffer
+        raise
     return data
 
 
