@@ -117,8 +117,7 @@ class SqliteFloor:
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute(f"PRAGMA synchronous = {synchronous}")
         self.conn.execute(
-            "CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
-            "version INTEGER NOT NULL) WITHOUT ROWID"
+            "CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, version INTEGER NOT NULL)"
         )
         self.data = encode("floor", VALUE)
         self.conn.execute("INSERT INTO kv VALUES ('floor', ?, 1)", (self.data,))

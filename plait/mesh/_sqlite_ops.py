@@ -26,15 +26,22 @@ from plait.mesh._base import (
     now_ms,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Version 2 keeps ``kv`` in a rowid table (version 1: ``WITHOUT ROWID``), migrated on open."""
 
 BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """The result codes of a lock held by another connection beyond the busy timeout."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS kv (
-    key TEXT PRIMARY KEY, value BLOB NOT NULL, version INTEGER NOT NULL
-) WITHOUT ROWID;
+# kv is a rowid table: values are often a kilobyte or more (a run's record), and a
+# WITHOUT ROWID table stores a row in its key's b-tree, where a cell overflows to a
+# page of its own past about 1000 bytes (on 4 KiB pages). Measured here, with values
+# of 1 KB, a CAS update took 42 against 23 us and wrote 3.5 against 1.6 WAL frames,
+# and a read 16 against 5 us; a 200-byte value reads 0.6 us slower.
+_KV = """
+CREATE TABLE IF NOT EXISTS {name} (
+    key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL
+)"""
+_SCHEMA = f"""{_KV.format(name="kv")};
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, id TEXT NOT NULL,
     kind TEXT NOT NULL, data BLOB NOT NULL, at_ms INTEGER NOT NULL
@@ -123,6 +130,10 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
     # IMMEDIATE: processes opening a new file at once create the schema one at a time.
     conn.execute("BEGIN IMMEDIATE")
     try:
+        # Read again under the lock: another process may have migrated meanwhile.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 1:
+            _migrate_kv_to_rowid(conn)
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
@@ -132,6 +143,15 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _migrate_kv_to_rowid(conn: sqlite3.Connection) -> None:
+    """Move a version-1 file's ``kv`` rows into a rowid table (see ``_KV``), in the
+    caller's transaction, so a crash midway leaves the file at version 1."""
+    conn.execute(_KV.format(name="kv_rowid"))
+    conn.execute("INSERT INTO kv_rowid (key, value, version) SELECT key, value, version FROM kv")
+    conn.execute("DROP TABLE kv")
+    conn.execute("ALTER TABLE kv_rowid RENAME TO kv")
 
 
 # -- keys (reader) --------------------------------------------------------------------

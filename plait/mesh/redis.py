@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
-from typing import Any
+from contextlib import contextmanager, suppress
+from types import TracebackType
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import msgpack
@@ -69,13 +71,29 @@ from plait.mesh._codec import (
 from plait.mesh._urls import redact_url, url_secrets
 
 
+class _ArgPackers(threading.local):
+    """One packer per thread: ``msgpack.packb`` builds one per call, which costs more
+    than packing a commit's arguments (measured: 3.7 against 0.7 us for two puts)."""
+
+    def __init__(self) -> None:
+        self.packer = msgpack.Packer(use_bin_type=False)
+
+
+_arg_packers = _ArgPackers()
+
+
 def _pack(args: list[Any]) -> bytes:
     """The commit script's arguments as one msgpack array.
 
     Redis's Lua msgpack predates the bin type, so bytes travel as raw strings (Lua
     strings are bytes either way).
     """
-    data: bytes = msgpack.packb(args, use_bin_type=False)
+    packer = _arg_packers.packer
+    try:
+        data: bytes = packer.pack(args)
+    except BaseException:
+        packer.reset()  # a failed pack leaves its partial output in the buffer
+        raise
     return data
 
 
@@ -233,22 +251,13 @@ class RedisMesh(Mesh):
         except (RedisError, OSError) as exc:
             raise self._error(exc) from exc
 
-    @asynccontextmanager
-    async def _bounded(self, seconds: float | None = None) -> AsyncIterator[None]:
+    def _bounded(self, seconds: float | None = None) -> _Bounded:
         """One operation against Redis: within ``seconds`` (the timeout), errors translated.
 
         A cancelled command disconnects its connection in redis-py, so no late reply
         is ever read as the answer to the next command on it.
         """
-        seconds = self.timeout if seconds is None else seconds
-        deadline = asyncio.timeout(seconds)
-        try:
-            async with deadline:
-                yield
-        except (RedisError, OSError) as exc:
-            if deadline.expired():
-                raise self._no_answer(seconds) from None
-            raise self._error(exc) from exc
+        return _Bounded(self, self.timeout if seconds is None else seconds)
 
     def _no_answer(self, seconds: float) -> MeshUnavailable:
         return MeshUnavailable(
@@ -561,6 +570,40 @@ def _forget_task(tasks: set[asyncio.Task[None]]) -> Callable[[asyncio.Task[None]
             task.exception()  # the subscription reports it; do not log it as lost
 
     return done
+
+
+class _Bounded:
+    """See :meth:`RedisMesh._bounded`: a class rather than an ``asynccontextmanager``,
+    whose generator costs more than the rest of this wrapper, on every command."""
+
+    __slots__ = ("_deadline", "_mesh", "_seconds")
+
+    def __init__(self, mesh: RedisMesh, seconds: float) -> None:
+        self._mesh = mesh
+        self._seconds = seconds
+        self._deadline = asyncio.timeout(seconds)
+
+    async def __aenter__(self) -> None:
+        await self._deadline.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            # Turns the cancellation of a deadline that expired into TimeoutError.
+            await self._deadline.__aexit__(exc_type, exc, tb)
+        except (RedisError, OSError) as raised:
+            self._raise(raised)
+        if isinstance(exc, RedisError | OSError):
+            self._raise(exc)
+
+    def _raise(self, exc: RedisError | OSError) -> NoReturn:
+        if self._deadline.expired():
+            raise self._mesh._no_answer(self._seconds) from None
+        raise self._mesh._error(exc) from exc
 
 
 class _CommitBatcher:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -146,8 +147,13 @@ class SqliteMesh(Mesh):
             commits = self.synchronous == "NORMAL"
             loop = asyncio.get_running_loop()
             conn = self._loop_conn = LoopConnection(loop, writer, reader, commits=commits)
-        elif conn.loop is not asyncio.get_running_loop():
-            return None  # the mesh is used from another loop too: its threads serve that
+        elif getattr(conn.loop, "_thread_id", None) != threading.get_ident():
+            # A loop runs in one thread at a time, and asyncio's loops record which
+            # (``_thread_id``): when ours runs in this thread it is the running loop.
+            # Otherwise ask, which costs a getpid() system call on Python 3.11, three
+            # times per transition.
+            if conn.loop is not asyncio.get_running_loop():
+                return None  # the mesh is used from another loop too: its threads serve that
         return conn
 
     def _write(

@@ -81,6 +81,40 @@ async def test_wal_is_on(mesh: SqliteMesh, db_path: Path) -> None:
         conn.close()
 
 
+async def test_a_version_1_file_is_migrated_with_its_keys(db_path: Path) -> None:
+    async with SqliteMesh(db_path) as mesh:
+        await mesh.put("a", {"big": "x" * 3000})
+        await mesh.put("b", 2)
+        await mesh.put("b", 3)
+    # Turn the file back into version 1, whose kv table was WITHOUT ROWID.
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        conn.execute(
+            "CREATE TABLE kv1 (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
+            "version INTEGER NOT NULL) WITHOUT ROWID"
+        )
+        conn.execute("INSERT INTO kv1 SELECT * FROM kv")
+        conn.execute("DROP TABLE kv")
+        conn.execute("ALTER TABLE kv1 RENAME TO kv")
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    async with SqliteMesh(db_path) as mesh:
+        a, b = await mesh.get("a"), await mesh.get("b")
+        assert a is not None and a.value == {"big": "x" * 3000} and a.version == 1
+        assert b is not None and b.value == 3 and b.version == 2
+        assert (await mesh.put("b", 4, if_version=2)).version == 3
+    conn = sqlite3.connect(db_path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'kv'").fetchone()[0]
+        assert "WITHOUT ROWID" not in sql
+    finally:
+        conn.close()
+
+
 async def test_path_that_cannot_be_created_says_which_and_why(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
