@@ -151,15 +151,18 @@ class Watch(RunStore):
     def remember(self, rec: RunRecord, version: int) -> None:
         """Cache the record as usual, and note claims and settled runs."""
         super().remember(rec, version)
-        now = time.perf_counter()
-        for node in rec.attempts:
-            self.claimed.setdefault((rec.run_id, node), now)
         if rec.attempts:
+            now = time.perf_counter()
+            for node in rec.attempts:
+                self.claimed.setdefault((rec.run_id, node), now)
             self.executing.add(rec.run_id)
         else:
             self.executing.discard(rec.run_id)
         self.latest[rec.run_id] = rec
-        self.changed.setdefault(rec.run_id, asyncio.Event()).set()
+        # The observer's own cost counts against plait's figure: no Event per commit.
+        changed = self.changed.get(rec.run_id)
+        if changed is not None:
+            changed.set()
         if rec.terminal:
             self.transitions += sum(rec.visits.values())
             self.pending.discard(rec.run_id)
