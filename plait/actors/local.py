@@ -464,6 +464,9 @@ class LocalRuntime(ActorRuntime):
 
     def _evict_idle(self) -> None:
         cutoff = time.monotonic() - self.idle_s
+        oldest = next(iter(self._activations.values()), None)
+        if oldest is None or oldest.last_used >= cutoff:
+            return  # the usual case, found without copying every activation
         for actor_id, activation in list(self._activations.items()):
             if activation.last_used >= cutoff:
                 break

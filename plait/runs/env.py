@@ -71,6 +71,7 @@ class RunEnvironment:
         self._models: dict[str, Model] = {}
         self._profiles: dict[str, tuple[float, dict[str, AgentProfile]]] = {}
         self._agent_names: dict[str, tuple[str, list[str]]] = {}
+        self._needs: dict[tuple[str, float], frozenset[str]] = {}
 
     async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
         """The executor environment of one run."""
@@ -98,13 +99,17 @@ class RunEnvironment:
 
     async def profiles(self, spec: GraphSpec) -> dict[str, AgentProfile]:
         """The profiles of ``spec``'s agents, re-read at most every PROFILE_TTL_S seconds."""
+        return dict((await self._profiles_read(spec))[1])
+
+    async def _profiles_read(self, spec: GraphSpec) -> tuple[float, dict[str, AgentProfile]]:
+        """When ``spec``'s agents' profiles were read (monotonic seconds), and them."""
         key, names = self._agents_of(spec)
         cached = self._profiles.get(key)
         now = time.monotonic()
         if cached is None or now - cached[0] > PROFILE_TTL_S:
             cached = (now, await profiles_map(self.mesh, list(names)))
             self._profiles[key] = cached
-        return dict(cached[1])
+        return cached
 
     def _agents_of(self, spec: GraphSpec) -> tuple[str, list[str]]:
         """``spec``'s agents, sorted, and their cache key; worked out once per spec
@@ -122,10 +127,18 @@ class RunEnvironment:
         """Every tool ``rec``'s graph may call (see :func:`plait.runs.serving.graph_tools`)."""
         try:
             spec = await self.store.spec(rec)
-            profiles = await self.profiles(spec)
+            read_at, profiles = await self._profiles_read(spec)
         except (ConfigError, GraphError):
             return set()  # the run's owner fails the run, with that message
-        return graph_tools(spec, profiles)
+        # Asked once per run this process activates: worked out once per graph and
+        # read of its profiles.
+        key = (spec.sha256(), read_at)
+        found = self._needs.get(key)
+        if found is None:
+            if len(self._needs) >= _AGENTS_KEPT:
+                self._needs.clear()
+            found = self._needs[key] = frozenset(graph_tools(spec, profiles))
+        return set(found)
 
     def on_indeterminate(self, spec: GraphSpec, rec: RunRecord, crashed: Attempt) -> str:
         """What to do with a visit found claimed but not committed: the node's
