@@ -62,8 +62,10 @@ class ApprovalPort(Protocol):
 class HistoryPort(Protocol):
     """Keeps each node's model conversation so its next visit in a loop carries on."""
 
-    async def load(self, key: str) -> list[Message]:
-        """The messages of ``key``'s earlier visits (empty on the first)."""
+    async def load(self, key: str) -> Sequence[Message]:
+        """The messages of ``key``'s earlier visits (empty on the first), read-only: a
+        port may hand out the list it keeps, so a visit's conversation is not copied
+        once more per visit as it grows."""
         ...
 
 
@@ -83,9 +85,9 @@ class MemoryHistories:
     def __init__(self) -> None:
         self.saved: dict[str, list[Message]] = {}
 
-    async def load(self, key: str) -> list[Message]:
+    async def load(self, key: str) -> Sequence[Message]:
         """See :class:`HistoryPort`."""
-        return list(self.saved.get(key, []))
+        return self.saved.get(key, [])
 
 
 class AnswersUpFront:

@@ -14,6 +14,7 @@ import json
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -200,13 +201,13 @@ class MeshHistories:
         self.cache = cache
         self.visits = visits
 
-    async def load(self, key: str) -> list[Message]:
+    async def load(self, key: str) -> Sequence[Message]:
         """See :class:`plait.graphs.ports.HistoryPort`."""
         hkey = history_key(self.run_id, key)
         done = self.visits.get(key, 0) if self.visits is not None else None
         cached = self.cache.get(hkey)
         if cached is not None and (done is None or cached[0] == done):
-            return list(cached[1])
+            return cached[1]  # type: ignore[no-any-return]  # read-only (see HistoryPort)
         if done == 0:
             return []  # the node's first visit: nothing to read
         messages = [
@@ -215,7 +216,7 @@ class MeshHistories:
             for m in part
         ]
         self.cache[hkey] = (done if done is not None else -1, messages)
-        return list(messages)
+        return messages
 
     async def _parts(self, key: str, hkey: str, done: int | None) -> list[tuple[int, list[Any]]]:
         """What each visit of ``key`` up to ``done`` added, in visit order: from the run's
@@ -265,7 +266,9 @@ def history_delta(
     before = len(cached[1]) if cached is not None and cached[0] in (visit - 1, -1) else 0
     added = history[before:] if len(history) >= before else history
     part = {"visit": visit, "messages": _MESSAGES.dump_python(added)}
-    return part, (hkey, (visit, list(history)))
+    # The visit's own list, built for its result and changed by no one after (the
+    # cache hands it out read-only): no copy of a conversation that only grows.
+    return part, (hkey, (visit, history))
 
 
 __all__ = [

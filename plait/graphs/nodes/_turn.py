@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ class ModelVisit:
     prompt: str
     turn: Turn
     messages: list[Message]
-    history: list[Message]
+    history: Sequence[Message]
 
 
 async def start_turn(
@@ -34,7 +34,7 @@ async def start_turn(
     *,
     prompt_template: str,
     agent: str | None,
-    carry: Callable[[list[Message]], list[Message]] = list,
+    carry: Callable[[Sequence[Message]], Sequence[Message]] = lambda history: history,
     tools: list[str] | None = None,
     max_rounds: int = 1,
     response_format: dict[str, Any] | None = None,

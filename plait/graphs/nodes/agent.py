@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal, TypeAlias
 
 from pydantic import Field
@@ -53,7 +53,7 @@ class AgentNode(NodeBase):
     history: HistorySetting = "all"
 
 
-def carried(history: list[Message], setting: HistorySetting) -> list[Message]:
+def carried(history: Sequence[Message], setting: HistorySetting) -> Sequence[Message]:
     """What of a node's conversation so far its next visit carries (see ``history``)."""
     if setting == "all" or not history:
         return history
