@@ -56,6 +56,20 @@ def redis_mesh_url(prefix: str) -> str:
     return f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}"
 
 
+LOOP = {
+    "name": "loop", "entry": "draft", "budget": {"steps": 100},
+    "nodes": [
+        {"id": "draft", "type": "agent", "prompt": "Draft {{input}}. {{verify?}}",
+         "next": "verify"},
+        {"id": "verify", "type": "verifier", "prompt": "Review: {{draft}}",
+         "verdicts": {"pass": "publish", "fail": "draft"}},
+        {"id": "publish", "type": "agent", "prompt": "Publish {{draft}}"},
+    ],
+}  # fmt: skip
+"""The runs benches' graph: ``draft -> verify -> (fail: draft | pass: publish)``, the
+loop bench/_langgraph_loop.py builds in LangGraph."""
+
+
 @dataclass(frozen=True, slots=True)
 class Figure:
     """One measured figure.

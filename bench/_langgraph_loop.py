@@ -36,6 +36,21 @@ class LoopState(TypedDict, total=False):
     output: str
 
 
+def _loop(draft: Any, verify: Any, publish: Any) -> StateGraph:
+    """The three nodes wired ``draft -> verify -> (fail: draft | pass: publish) -> END``."""
+    graph = StateGraph(LoopState)
+    graph.add_node("draft", draft)
+    graph.add_node("verify", verify)
+    graph.add_node("publish", publish)
+    graph.add_edge(START, "draft")
+    graph.add_edge("draft", "verify")
+    graph.add_conditional_edges(
+        "verify", lambda s: s["verdict"], {"pass": "publish", "fail": "draft"}
+    )
+    graph.add_edge("publish", END)
+    return graph
+
+
 class LangGraphLoop:
     """The loop compiled with a ``SqliteSaver`` on ``path``.
 
@@ -53,17 +68,7 @@ class LangGraphLoop:
         self.conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
         saver = SqliteSaver(self.conn)
         saver.setup()
-        graph = StateGraph(LoopState)
-        graph.add_node("draft", self._draft)
-        graph.add_node("verify", self._verify)
-        graph.add_node("publish", self._publish)
-        graph.add_edge(START, "draft")
-        graph.add_edge("draft", "verify")
-        graph.add_conditional_edges(
-            "verify", lambda s: s["verdict"], {"pass": "publish", "fail": "draft"}
-        )
-        graph.add_edge("publish", END)
-        self.app = graph.compile(checkpointer=saver)
+        self.app = _loop(self._draft, self._verify, self._publish).compile(checkpointer=saver)
 
     def pragmas(self) -> tuple[str, str]:
         """The connection's journal mode and synchronous level, as SQLite reports them."""
@@ -119,17 +124,9 @@ class LangGraphConcurrent:
     def __init__(self, fails: int) -> None:
         self.fails = fails
         self.nodes = 0
-        graph = StateGraph(LoopState)
-        graph.add_node("draft", self._draft)
-        graph.add_node("verify", self._verify)
-        graph.add_node("publish", self._publish)
-        graph.add_edge(START, "draft")
-        graph.add_edge("draft", "verify")
-        graph.add_conditional_edges(
-            "verify", lambda s: s["verdict"], {"pass": "publish", "fail": "draft"}
+        self.app = _loop(self._draft, self._verify, self._publish).compile(
+            checkpointer=InMemorySaver()
         )
-        graph.add_edge("publish", END)
-        self.app = graph.compile(checkpointer=InMemorySaver())
 
     async def _draft(self, state: LoopState) -> dict[str, Any]:
         self.nodes += 1

@@ -33,7 +33,16 @@ import time
 import uuid
 from pathlib import Path
 
-from _common import Cost, Figure, alternate, parse_args, redis_mesh_url, redis_scratch, report
+from _common import (
+    LOOP,
+    Cost,
+    Figure,
+    alternate,
+    parse_args,
+    redis_mesh_url,
+    redis_scratch,
+    report,
+)
 
 from plait.actors.leases import read_leases, read_members
 from plait.graphs.loader import load_graph
@@ -53,16 +62,6 @@ PARTITIONS = 8
 LEASE_S = 1.0
 RAY_VS_LOCAL_TARGET = 0.8
 
-LOOP = {
-    "name": "loop", "entry": "draft", "budget": {"steps": 100},
-    "nodes": [
-        {"id": "draft", "type": "agent", "prompt": "Draft {{input}}. {{verify?}}",
-         "next": "verify"},
-        {"id": "verify", "type": "verifier", "prompt": "Review: {{draft}}",
-         "verdicts": {"pass": "publish", "fail": "draft"}},
-        {"id": "publish", "type": "agent", "prompt": "Publish {{draft}}"},
-    ],
-}  # fmt: skip
 RULES = [
     {"node": "verify", "visit": FAILS + 1, "text": "Good now.\npass"},
     {"node": "verify", "text": "Needs a source.\nfail"},

@@ -57,6 +57,7 @@ from typing import Any
 
 import redis.asyncio.connection as redis_connection
 from _common import (
+    LOOP,
     Cost,
     Figure,
     alternate,
@@ -98,16 +99,6 @@ TAKEOVER_RUNS = 50
 TAKEOVER_LEASE_S = 3.0
 STATEMENTS_BASELINE = 17.9  # per SQLite transition before the two-write commit (9.1 writes)
 
-LOOP = {
-    "name": "loop", "entry": "draft", "budget": {"steps": 100},
-    "nodes": [
-        {"id": "draft", "type": "agent", "prompt": "Draft {{input}}. {{verify?}}",
-         "next": "verify"},
-        {"id": "verify", "type": "verifier", "prompt": "Review: {{draft}}",
-         "verdicts": {"pass": "publish", "fail": "draft"}},
-        {"id": "publish", "type": "agent", "prompt": "Publish {{draft}}"},
-    ],
-}  # fmt: skip
 APPROVE = {
     "name": "approve", "entry": "draft",
     "nodes": [

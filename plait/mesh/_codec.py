@@ -45,14 +45,24 @@ def _ext_hook(code: int, data: bytes) -> Any:
     return msgpack.ExtType(code, data)
 
 
-class _Packers(threading.local):
-    """One msgpack packer per thread: building one per value costs more than packing."""
+class PackerPerThread(threading.local):
+    """A msgpack packer per thread, made with ``options``: building one per value (as
+    ``msgpack.packb`` does) costs more than packing a small value."""
 
-    def __init__(self) -> None:
-        self.packer = msgpack.Packer(default=_default, use_bin_type=True, strict_types=False)
+    def __init__(self, **options: Any) -> None:
+        self.packer = msgpack.Packer(**options)
+
+    def pack(self, value: Any) -> bytes:
+        """``value`` packed; a failed pack leaves no partial output in the buffer."""
+        try:
+            data: bytes = self.packer.pack(value)
+        except BaseException:
+            self.packer.reset()
+            raise
+        return data
 
 
-_packers = _Packers()
+_packers = PackerPerThread(default=_default, use_bin_type=True, strict_types=False)
 
 
 def encode(key: str, value: Any, limit: int = DEFAULT_MAX_VALUE_BYTES) -> bytes:
@@ -62,14 +72,11 @@ def encode(key: str, value: Any, limit: int = DEFAULT_MAX_VALUE_BYTES) -> bytes:
         ValueNotEncodable: the value holds a type msgpack cannot carry.
         ValueTooLarge: the encoded value is over ``limit`` bytes.
     """
-    packer = _packers.packer
     try:
-        data: bytes = packer.pack(value)
+        data = _packers.pack(value)
     except _Unencodable as exc:
-        packer.reset()  # a failed pack leaves its partial output in the buffer
         raise ValueNotEncodable(key, exc.type_name) from None
     except (TypeError, ValueError, OverflowError) as exc:
-        packer.reset()
         raise ValueNotEncodable(key, type(value).__name__) from exc
     if len(data) > limit:
         raise ValueTooLarge(key, len(data), limit)
@@ -141,6 +148,7 @@ def topic_names(topics: str | Sequence[str]) -> list[str]:
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "OnCorrupt",
+    "PackerPerThread",
     "check_key",
     "decode",
     "decode_scanned",

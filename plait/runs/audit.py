@@ -24,6 +24,7 @@ import orjson
 from pydantic import BaseModel, Field, ValidationError
 
 from plait.errors import AuditChainBroken, CorruptValue
+from plait.graphs.state import RunUsage
 from plait.mesh import Mesh, Transaction
 from plait.runs.log import LogEntry, entry_value, read_log, read_payload, split_ref
 from plait.runs.record import RunRecord, audit_key, audit_prefix
@@ -356,18 +357,47 @@ def _pins(event: AuditEvent) -> list[tuple[str, str]]:
 _TERMINAL_EVENTS = {"run.done": "done", "run.failed": "failed", "run.cancelled": "cancelled"}
 
 
+class ChainSpend:
+    """What a run has spent as its chain sums it, event by event: the tokens and dollars
+    of every event, a step per commit (plus the steps a fork carried over from its
+    parent) and a retry per ``node.retrying``."""
+
+    def __init__(self) -> None:
+        self.usage = {"input_tokens": 0.0, "output_tokens": 0.0, "dollars": 0.0}
+        self.steps = 0
+        self.retries = 0
+
+    def add(self, event: AuditEvent) -> None:
+        """Count ``event``."""
+        for name in self.usage:
+            self.usage[name] += float(event.usage.get(name, 0.0))
+        self.steps += event.type == "node.committed"
+        self.retries += event.type == "node.retrying"
+        if event.type == FORKED:
+            self.steps += int(event.detail.get("steps", 0))  # what its parent had spent
+
+    def as_usage(self) -> RunUsage:
+        """The sums as a run's usage (no wall time: the chain does not hold it)."""
+        return RunUsage(
+            steps=self.steps,
+            input_tokens=int(self.usage["input_tokens"]),
+            output_tokens=int(self.usage["output_tokens"]),
+            dollars=self.usage["dollars"],
+            retries=self.retries,
+        )
+
+
 class _Replay:
     """What the chain says the record must hold: output refs, the end, the usage."""
 
     def __init__(self) -> None:
         self.refs: dict[str, tuple[str, int]] = {}
         self.ended: tuple[str, int] | None = None
-        self.usage = {"input_tokens": 0.0, "output_tokens": 0.0, "dollars": 0.0}
-        self.steps = 0
+        self.spend = ChainSpend()
 
     def add(self, event: AuditEvent) -> None:
+        self.spend.add(event)
         if event.type == "node.committed":
-            self.steps += 1
             if event.node is not None and event.output_ref is not None:
                 self.refs[event.node] = (event.output_ref, event.seq)
         also = event.detail.get("outputs")
@@ -375,14 +405,10 @@ class _Replay:
             for name, o in also.items():
                 if isinstance(o, dict) and "ref" in o:
                     self.refs[str(name)] = (str(o["ref"]), event.seq)
-        for name in self.usage:
-            self.usage[name] += float(event.usage.get(name, 0.0))
         if event.type in _TERMINAL_EVENTS:
             self.ended = (_TERMINAL_EVENTS[event.type], event.seq)
         elif event.type == RETRIED:
             self.ended = None  # a failed run retried goes on
-        elif event.type == FORKED:
-            self.steps += int(event.detail.get("steps", 0))  # what its parent had spent
 
     def disagreement(self, record: RunRecord) -> tuple[int, str] | None:
         """The first part of ``record`` the chain disagrees with: (seq, what)."""
@@ -404,14 +430,15 @@ class _Replay:
             ("output_tokens", u.output_tokens),
             ("dollars", u.dollars),
         ):
-            chained = self.usage[name]
+            chained = self.spend.usage[name]
             if abs(spent - chained) > 1e-9 * max(1.0, abs(chained)):
                 return (
                     head,
                     f"the record's usage {name} is {spent:g}, the chain's sum is {chained:g}",
                 )
-        if u.steps != self.steps:
-            return head, f"the record counts {u.steps} steps, the chain commits {self.steps}"
+        if u.steps != self.spend.steps:
+            steps = self.spend.steps
+            return head, f"the record counts {u.steps} steps, the chain commits {steps}"
         return None
 
 
@@ -421,6 +448,7 @@ __all__ = [
     "HMAC_SHA256",
     "RETRIED",
     "AuditEvent",
+    "ChainSpend",
     "append",
     "append_fields",
     "audit_key_bytes",

@@ -26,7 +26,7 @@ from plait.graphs.state import Attempt, copied
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
 from plait.runs.audit import AuditEvent, append, chained, output_digest
-from plait.runs.live import index_live
+from plait.runs.live import list_run
 from plait.runs.log import entry_value, output_ref
 from plait.runs.ports import ended, history_delta, history_part_key
 from plait.runs.record import (
@@ -35,11 +35,10 @@ from plait.runs.record import (
     as_record,
     audit_key,
     dump,
-    index_key,
+    listing_status,
     output_key,
     owner_id,
     record_key,
-    summary_of,
     tick_key,
 )
 from plait.runs.store import Lru, RunStore
@@ -62,11 +61,6 @@ class OwnWakes(Protocol):
 
     def deliver(self, deliveries: list[Delivery]) -> None:
         """See :meth:`plait.actors.ActorRuntime.handle_taken`."""
-
-
-def listing_status(status: str) -> str:
-    """The status shown in listings: ``ready`` and ``running`` are both ``running``."""
-    return "running" if status in ("ready", "running") else status
 
 
 def claim(
@@ -139,8 +133,7 @@ class RunCommit:
             if_version=0,
         )
         tx.put(record_key(rec.run_id), dump(rec), if_version=0)
-        tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
-        index_live(tx, rec)
+        list_run(tx, rec)
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
         await tx.commit()
         return rec
@@ -161,8 +154,7 @@ class RunCommit:
             if_version=0,
         )
         tx.put(record_key(new.run_id), dump(new), if_version=version)
-        tx.put(index_key(new.run_id), summary_of(new).model_dump())
-        index_live(tx, new)
+        list_run(tx, new)
         ended(tx, new)
         await tx.commit()
 
@@ -179,8 +171,7 @@ class RunCommit:
             ),
         )
         tx.put(record_key(new.run_id), dump(new), if_version=version)
-        tx.put(index_key(new.run_id), summary_of(new).model_dump())
-        index_live(tx, new)
+        list_run(tx, new)
         tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "budget"})
         await tx.commit()
 
@@ -212,8 +203,7 @@ class RunCommit:
         started: list[dict[str, Any]] = []
         rec, _, _ = self._claim_next(tx, spec, rec, started, None)
         tx.put(record_key(rec.run_id), dump(rec), if_version=version)
-        tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
-        index_live(tx, rec)
+        list_run(tx, rec)
         if owner is not None:
             tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
         progress = {
@@ -276,8 +266,7 @@ class RunCommit:
                 entry_value(bodies, {}, {}, progress),
                 if_version=0,
             )
-            tx.put(index_key(claimed.run_id), summary_of(claimed).model_dump())
-            index_live(tx, claimed)
+            list_run(tx, claimed)
         await self._commit(tx, claimed, version)
 
     async def step(
@@ -354,8 +343,7 @@ class RunCommit:
         elif new.terminal:
             ended(tx, new, self.progress_kept_s)
         if listing_status(new.status) != listing_status(before.status):
-            tx.put(index_key(new.run_id), summary_of(new).model_dump())
-            index_live(tx, new)
+            list_run(tx, new)
         if entry_key is not None:
             progress = _progress(new, key, result, events, started)
             tx.put(entry_key, entry_value(bodies, payloads, parts, progress), if_version=0)
@@ -549,4 +537,4 @@ def _progress(
     }
 
 
-__all__ = ["TICK_MAX_MS", "OwnWakes", "RunCommit", "claim", "listing_status"]
+__all__ = ["TICK_MAX_MS", "OwnWakes", "RunCommit", "claim"]

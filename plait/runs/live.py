@@ -29,7 +29,7 @@ from plait.actors import ActorRuntime, Mail, partition_of, tell_in
 from plait.actors.partitions import partitions
 from plait.graphs.state import Attempt
 from plait.mesh import Mesh, Transaction
-from plait.runs.record import RunRecord, owner_id
+from plait.runs.record import RunRecord, index_key, listing_status, owner_id, summary_of
 from plait.runs.serving import serves_run
 
 log = logging.getLogger("plait.runs")
@@ -53,11 +53,13 @@ def live_key(mesh: Mesh, run_id: str) -> str:
     return live_prefix(partition_of(owner_id(run_id), partitions(mesh))) + run_id
 
 
-def index_live(tx: Transaction, rec: RunRecord) -> None:
-    """Add to ``tx`` (a commit that writes ``rec``'s listing) its live-index entry:
-    put while the run is listed ``running``, deleted otherwise."""
+def list_run(tx: Transaction, rec: RunRecord) -> None:
+    """Add ``rec``'s listing to ``tx``: its summary, and its live-index entry (put while
+    the run is listed ``running``, deleted otherwise). Written on a change of its
+    listing status only, never per transition."""
+    tx.put(index_key(rec.run_id), summary_of(rec).model_dump())
     key = live_key(tx.mesh, rec.run_id)
-    if rec.status in ("ready", "running"):  # listed as running (see listing_status)
+    if listing_status(rec.status) == "running":
         tx.put(key, {})
     else:
         tx.delete(key)
@@ -114,7 +116,7 @@ def taken_over(runtime: ActorRuntime, host: str, mail: Mail, rec: RunRecord) -> 
 __all__ = [
     "LIVE_PREFIX",
     "TAKEOVER",
-    "index_live",
+    "list_run",
     "live_key",
     "live_prefix",
     "live_runs",

@@ -43,10 +43,17 @@ from plait.graphs.state import Attempt, Waiting
 from plait.ids import RunId
 from plait.mesh import Delivery, Transaction
 from plait.runs.asks import ask_for_budget, ask_to_retry
-from plait.runs.commit import TICK_MAX_MS, claim, listing_status
+from plait.runs.commit import TICK_MAX_MS, claim
 from plait.runs.host import RunHost
 from plait.runs.live import taken_over
-from plait.runs.record import OWNER_KIND, RunRecord, as_record, events_topic, owner_id
+from plait.runs.record import (
+    OWNER_KIND,
+    RunRecord,
+    as_record,
+    events_topic,
+    listing_status,
+    owner_id,
+)
 from plait.runs.store import read_record
 
 _CLAIM_TRIES = 50

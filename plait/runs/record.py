@@ -122,6 +122,11 @@ class RunSummary(BaseModel):
     ended_detail: str | None = None
 
 
+def listing_status(status: str) -> str:
+    """The status shown in listings: ``ready`` and ``running`` are both ``running``."""
+    return "running" if status in ("ready", "running") else status
+
+
 def summary_of(record: RunState) -> RunSummary:
     """The listing summary of a record."""
     return RunSummary(
@@ -166,6 +171,7 @@ __all__ = [
     "events_topic",
     "history_key",
     "index_key",
+    "listing_status",
     "load",
     "output_key",
     "owner_id",

@@ -21,7 +21,7 @@ from plait.graphs.nodes.base import NodeBase
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, RunUsage
 from plait.mesh import Mesh
-from plait.runs.audit import FORKED, RETRIED, AuditEvent
+from plait.runs.audit import FORKED, RETRIED, AuditEvent, ChainSpend
 from plait.runs.log import read_payload
 from plait.runs.record import RunRecord
 
@@ -157,22 +157,10 @@ def _map_items(node: NodeBase, state: RunState, key: str) -> dict[str, list[Any]
 
 def spent(events: list[AuditEvent]) -> RunUsage:
     """What the run had spent after ``events``, as the chain sums it."""
-    usage = {"input_tokens": 0.0, "output_tokens": 0.0, "dollars": 0.0}
-    steps = retries = 0
+    spend = ChainSpend()
     for event in events:
-        for name in usage:
-            usage[name] += float(event.usage.get(name, 0.0))
-        steps += event.type == "node.committed"
-        retries += event.type == "node.retrying"
-        if event.type == FORKED:
-            steps += int(event.detail.get("steps", 0))
-    return RunUsage(
-        steps=steps,
-        input_tokens=int(usage["input_tokens"]),
-        output_tokens=int(usage["output_tokens"]),
-        dollars=usage["dollars"],
-        retries=retries,
-    )
+        spend.add(event)
+    return spend.as_usage()
 
 
 __all__ = ["FORK_STATE", "Replay", "ReplayedVisit", "reopened", "replay", "spent"]

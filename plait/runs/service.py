@@ -38,10 +38,10 @@ from plait.ids import DecisionId, RunId
 from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
 from plait.runs.audit import AuditEvent, read_events
 from plait.runs.audit import verify as verify_chain
-from plait.runs.commit import RunCommit, listing_status
+from plait.runs.commit import RunCommit
 from plait.runs.log import LogEntry, LogFollower, read_log, read_payload, split_ref
 from plait.runs.ports import history_part_key
-from plait.runs.record import RunRecord, RunSummary, as_record
+from plait.runs.record import RunRecord, RunSummary, as_record, listing_status
 from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retry_run
 from plait.runs.retention import prune as prune_runs
 from plait.runs.start import OWNER_CONCURRENCY, on_mesh, start_run

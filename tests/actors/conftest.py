@@ -11,6 +11,7 @@ Redis only: its host is another process, which a memory or SQLite mesh cannot re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
@@ -69,41 +70,22 @@ def make_runtime(
         max_attempts: int = 5,
         drain_timeout_s: float = 5.0,
     ) -> ActorRuntime:
+        options: dict[str, Any] = {
+            "handlers": handlers,
+            "host": host,
+            "services": services,
+            "visibility_timeout_ms": visibility_timeout_ms,
+            "max_attempts": max_attempts,
+            "drain_timeout_s": drain_timeout_s,
+        }
         if runtime_name == "local":
-            return LocalRuntime(
-                mesh,
-                handlers=handlers,
-                host=host,
-                services=services,
-                visibility_timeout_ms=visibility_timeout_ms,
-                max_attempts=max_attempts,
-                drain_timeout_s=drain_timeout_s,
-            )
+            return LocalRuntime(mesh, **options)
         if runtime_name == "leased":
-            return LeasedRuntime(
-                mesh,
-                lease_s=LEASE_S,
-                handlers=handlers,
-                host=host,
-                services=services,
-                visibility_timeout_ms=visibility_timeout_ms,
-                max_attempts=max_attempts,
-                drain_timeout_s=drain_timeout_s,
-            )
+            return LeasedRuntime(mesh, lease_s=LEASE_S, **options)
         if runtime_name == "ray":
             from plait.actors.ray_runtime import RayRuntime
 
-            return RayRuntime(
-                mesh,
-                url=mesh_url,
-                lease_s=LEASE_S,
-                handlers=handlers,
-                host=host,
-                services=services,
-                visibility_timeout_ms=visibility_timeout_ms,
-                max_attempts=max_attempts,
-                drain_timeout_s=drain_timeout_s,
-            )
+            return RayRuntime(mesh, url=mesh_url, lease_s=LEASE_S, **options)
         raise AssertionError(f"no such runtime {runtime_name!r}")
 
     return make

@@ -9,9 +9,8 @@ outside content a real ``http_get`` of a page served on this machine.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from plait.mesh import Mesh
 from plait.models import ScriptedModel
 from plait.profiles import AgentProfile
 from plait.programs import grant_all, promote, save_program
+from tests.local_http import http_serving, no_proxy
 
 from .conftest import eventually, profile, serving
 
@@ -47,21 +47,13 @@ class _Page(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def page() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/page"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with http_serving(_Page) as base:
+        yield f"{base}/page"
 
 
 @pytest.fixture(autouse=True)
 def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
+    no_proxy(monkeypatch)
 
 
 def rules(url: str) -> list[dict[str, Any]]:

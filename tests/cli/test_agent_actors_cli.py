@@ -4,22 +4,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import pytest
-from typer.testing import CliRunner
-
-from plait.cli import app
-
-
-@pytest.fixture
-def mesh_args(tmp_path: Path) -> list[str]:
-    return ["--mesh", f"sqlite:///{tmp_path / 'mesh.db'}"]
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
+from tests.cli.helpers import invoke
 
 
 def test_start_tell_list_show_stop(mesh_args: list[str]) -> None:

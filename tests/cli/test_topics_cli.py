@@ -10,23 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-from typer.testing import CliRunner
-
-from plait.cli import app
+from tests.cli.helpers import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAIT = "import sys; from plait.cli import main; sys.argv[0] = 'plait'; main()"
-
-
-@pytest.fixture
-def mesh_args(tmp_path: Path) -> list[str]:
-    return ["--mesh", f"sqlite:///{tmp_path / 'mesh.db'}"]
-
-
-def invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.stdout, result.stderr
 
 
 def test_publish_then_tail_from_earliest(mesh_args: list[str]) -> None:

@@ -6,10 +6,9 @@ import asyncio
 import os
 import re
 import signal
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from plait.errors import ToolArgumentsInvalid, ToolError, ToolNotPermitted
 from plait.profiles import AgentProfile
 from plait.tools import ToolContext, ToolRegistry, default_registry
+from tests.local_http import http_serving, no_proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -217,21 +217,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with http_serving(_Handler) as base:
+        yield base
 
 
 @pytest.fixture(autouse=True)
 def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
+    no_proxy(monkeypatch)
 
 
 async def test_http_get_returns_status_headers_and_text(
