@@ -55,7 +55,7 @@ from plait.actors._base import (
 from plait.actors.directory import ActorRecord
 from plait.actors.leased import LeasedRuntime
 from plait.actors.leases import DEFAULT_LEASE_S
-from plait.actors.local import _Activation
+from plait.actors.local import _Activation, tune_gc_for_serving
 from plait.errors import ActorError, ConfigError
 from plait.ids import new_id
 from plait.mesh import Delivery, Event, Mesh, Transaction, open_mesh
@@ -415,8 +415,6 @@ class HostActor:
     """
 
     def __init__(self, url: str, spec: HostSpec, host: str | None = None) -> None:
-        from plait.actors.local import tune_gc_for_serving
-
         self.url = url
         self.spec = spec
         self.host = host or self._new_host_id()
@@ -601,12 +599,16 @@ def start_host(
 ) -> Any:
     """Start a host (on ``node`` if it can, see :func:`spread_nodes`), or, named, adopt
     the one already running by that name; its handle."""
-    ray = require_ray()
-    remote = ray.remote(HostActor)
     options = host_options(
         name=name, namespace=namespace, detached=detached, resources=resources, node=node
     )
-    return remote.options(**options).remote(url, spec, host)
+    return _host_class().options(**options).remote(url, spec, host)
+
+
+@functools.cache
+def _host_class() -> Any:
+    """:class:`HostActor` as a Ray actor class (made once per process, not per host)."""
+    return require_ray().remote(HostActor)
 
 
 class RayRuntime(ActorRuntime):

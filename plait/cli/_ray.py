@@ -14,7 +14,7 @@ from plait.actors.leases import read_leases, read_members
 from plait.actors.partitions import load_partitions
 from plait.actors.ray_runtime import NAMESPACE, ray_host_of, refuse_unshared, require_ray
 from plait.cli._common import err_console, fail, run
-from plait.cli._output import clean
+from plait.cli._output import say
 from plait.errors import ConfigError
 from plait.hosts import RunsSpec, drain, scale, started_with
 from plait.mesh import Mesh, open_mesh, redact_url
@@ -78,7 +78,7 @@ async def holdings(mesh: Mesh, namespace: str) -> dict[str, tuple[str, list[int]
 
 
 def _line(name: str, host: str, held: list[int], count: int) -> str:
-    return clean(f"{name} {host} holding {len(held)} of {count} partitions: {ranges(held)}")
+    return f"{name} {host} holding {len(held)} of {count} partitions: {ranges(held)}"
 
 
 def ray_worker(
@@ -98,9 +98,9 @@ def ray_worker(
     async def main() -> None:
         infos = await scale(url, spec, hosts, namespace=namespace)
         for info in infos:
-            err_console.print(
-                clean(f"{info['name']} {info['host']} pid {info['pid']} serving {redact_url(url)}"),
-                highlight=False,
+            say(
+                f"{info['name']} {info['host']} pid {info['pid']} serving {redact_url(url)}",
+                stderr=True,
             )
         async with open_mesh(url) as mesh:
             count = await load_partitions(mesh, spec.partitions)
@@ -132,11 +132,11 @@ async def _watch(mesh: Mesh, namespace: str, count: int) -> None:
         try:
             now = await holdings(mesh, namespace)
         except Exception as exc:  # the mesh away for a moment: the hosts carry on
-            err_console.print(clean(f"cannot read the cluster: {exc}"), highlight=False)
+            say(f"cannot read the cluster: {exc}", stderr=True)
         else:
             for name, (host, held) in sorted(now.items()):
                 if shown.get(name) != (host, held):
-                    err_console.print(_line(name, host, held, count), highlight=False)
+                    say(_line(name, host, held, count), stderr=True)
             shown = now
         await anyio.sleep(0.5)
 
@@ -167,10 +167,7 @@ async def ensure_hosts(url: str, namespace: str = NAMESPACE) -> None:
             )
         return
     (info,) = await scale(url, RunsSpec(cwd=str(Path.cwd())), 1, namespace=namespace)
-    err_console.print(
-        clean(f"started Ray host {info['name']} ({info['host']}) serving {redact_url(url)}"),
-        highlight=False,
-    )
+    say(f"started Ray host {info['name']} ({info['host']}) serving {redact_url(url)}", stderr=True)
 
 
 def scale_hosts(

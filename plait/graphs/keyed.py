@@ -55,38 +55,15 @@ class KeptVisit(BaseModel):
 
     @classmethod
     def of(cls, result: NodeResult) -> KeptVisit:
-        """What of ``result`` is kept."""
-        return cls(
-            value=result.value,
-            verdict=result.verdict,
-            detail=result.detail,
-            tainted=result.tainted,
-            prompt=result.prompt,
-            items=result.items,
-            history=result.history,
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-            dollars=result.dollars,
-            started_at=result.started_at,
-            ended_at=result.ended_at,
-        )
+        """What of ``result`` is kept: the fields of :class:`NodeResult` this names."""
+        return cls(**{name: getattr(result, name) for name in cls.model_fields})
 
     def result(self) -> NodeResult:
         """The visit's result again, as its executor gave it."""
-        return NodeResult(
-            value=self.value,
-            verdict=self.verdict,
-            detail=self.detail,
-            tainted=self.tainted,
-            prompt=self.prompt,
-            items=self.items,
-            history=list(self.history) if self.history is not None else None,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            dollars=self.dollars,
-            started_at=self.started_at,
-            ended_at=self.ended_at,
-        )
+        kept = {name: getattr(self, name) for name in type(self).model_fields}
+        if self.history is not None:
+            kept["history"] = list(self.history)  # the run extends its own copy
+        return NodeResult(**kept)
 
 
 class KeyedRecord(BaseModel):
