@@ -59,7 +59,7 @@ from plait.actors.leased import LeasedRuntime
 from plait.actors.leases import EPOCH_PREFIX
 from plait.actors.partitions import MAILBOX_PREFIX, partition_of, partitions
 from plait.errors import ActorError, MeshError, VersionConflict
-from plait.mesh import Delivery, Event, Mesh, Subscription
+from plait.mesh import Delivery, Event, Mesh
 from plait.mesh._base import now_ms
 
 log = logging.getLogger("plait.actors")
@@ -80,6 +80,9 @@ StartAt = Literal["new", "earliest"]
 - ``"new"``: events published from the moment it is made.
 - ``"earliest"``: every event the topic still holds.
 """
+
+SHARED_GROUP = "topic-router"
+"""The consumer group routers read a topic as, for its subscribers that start now."""
 
 ROUTER_VISIBILITY_MS = 2_000
 """How long an event a router took waits, unforwarded, before another router takes it;
@@ -384,10 +387,7 @@ class TopicRouter:
     async def _forward(self, key: str | Pair, scope: anyio.CancelScope) -> None:
         try:
             with scope:
-                if isinstance(key, tuple):
-                    await self._forward_own(*key)
-                else:
-                    await self._forward_shared(key)
+                await self._forward_group(key)
         except MeshError as exc:
             log.warning("topic router: forwarding %s stops: %s", key, exc)
             await anyio.sleep(min(1.0, self.refresh_s))
@@ -395,36 +395,36 @@ class TopicRouter:
             if self._tasks.get(key) is scope:
                 del self._tasks[key]  # the next refresh starts it again if still wanted
 
-    async def _forward_shared(self, topic: str) -> None:
-        async with self._reading(topic, SHARED_GROUP) as sub:
-            async for delivery in sub:
-                while True:
-                    fence = self._fence(topic)
-                    if fence is False:
-                        return  # the partition moved: its new holder forwards from here
-                    at = delivery.event.at_ms
-                    targets = [a for a, s in self._shared.get(topic, {}).items() if at >= s]
-                    if await self._commit(delivery, targets, fence):
-                        break
-
-    async def _forward_own(self, actor_id: str, topic: str) -> None:
-        async with self._reading(topic, subscriber_group(actor_id)) as sub:
-            async for delivery in sub:
-                while True:
-                    fence = self._fence(actor_id)
-                    if fence is False:
-                        return
-                    if await self._commit(delivery, [actor_id], fence):
-                        break
-
-    def _reading(self, topic: str, group: str) -> Subscription:
-        return self.mesh.subscribe(
+    async def _forward_group(self, key: str | Pair) -> None:
+        """Forward a topic as the shared group (``key`` a topic) or as one subscriber's
+        own group (``key`` an actor id and topic), fenced by the partition of its name."""
+        if isinstance(key, tuple):
+            owner, topic = key
+            group = subscriber_group(owner)
+        else:
+            owner = topic = key
+            group = SHARED_GROUP
+        async with self.mesh.subscribe(
             topic,
             group,
             self.runtime.host,
             start="begin",
             visibility_timeout_ms=self.visibility_timeout_ms,
-        )
+        ) as sub:
+            async for delivery in sub:
+                while True:
+                    fence = self._fence(owner)
+                    if fence is False:
+                        return  # the partition moved: its new holder forwards from here
+                    if await self._commit(delivery, self._targets(key, delivery.event), fence):
+                        break
+
+    def _targets(self, key: str | Pair, event: Event) -> list[str]:
+        """Who gets ``event``: the one subscriber of its own group, or every subscriber
+        of the shared group whose subscription is older than the event."""
+        if isinstance(key, tuple):
+            return [key[0]]
+        return [a for a, since in self._shared.get(key, {}).items() if event.at_ms >= since]
 
     async def _commit(self, delivery: Delivery, targets: list[str], fence: Fence | None) -> bool:
         """Forward ``delivery`` to ``targets`` and ack it, in one transaction; False when
@@ -453,10 +453,6 @@ class TopicRouter:
             return False
         self.forwarded += len(targets)
         return True
-
-
-SHARED_GROUP = "topic-router"
-"""The consumer group routers read a topic as, for its subscribers that start now."""
 
 
 __all__ = [

@@ -251,18 +251,14 @@ async def _turn(
         on_untrusted=lambda: setattr(effects, "tainted", True),
     )
     with tools.bound():
-        return await _tracked(run_turn(turn, messages), effects, len(messages)), messages, prompt
-
-
-async def _tracked(running: Any, effects: TurnEffects, carried: int) -> TurnResult:
-    result: TurnResult = await running
+        result = await run_turn(turn, messages)
     effects.called = [  # this turn's calls, not those of the conversation it carried
         call.name
-        for m in result.messages[carried:]
+        for m in result.messages[len(messages) :]
         if m.role == "assistant"
         for call in m.tool_calls
     ]
-    return result
+    return result, messages, prompt
 
 
 async def _commit(
@@ -279,11 +275,12 @@ async def _commit(
     mesh = ctx.mesh
     first_new = len(messages) - 1  # the user message, then what the turn added
     added = result.messages[first_new:]
+    tokens = result.usage.input_tokens + result.usage.output_tokens
     while True:
         state, state_version = await read_state(mesh, name)
         conversation, conv_version = await read_conversation(mesh, name)
         state = state.for_today()
-        state.tokens += result.usage.input_tokens + result.usage.output_tokens
+        state.tokens += tokens
         state.dollars += result.dollars
         state.turns += 1
         summary = TurnSummary(
@@ -292,7 +289,7 @@ async def _commit(
             prompt=prompt,
             text=result.text,
             tools=effects.called,
-            tokens=result.usage.input_tokens + result.usage.output_tokens,
+            tokens=tokens,
             dollars=result.dollars,
             tainted=effects.tainted,
             at=time.time(),
@@ -318,10 +315,9 @@ async def _commit(
         try:
             await tx.commit()
         except VersionConflict as exc:
-            if exc.key in (conversation_key(name), state_key(name), turn_key(name, summary.seq)):
-                mail.acked = False
-                continue  # a concurrent turn of this actor committed first: append after it
             mail.acked = False
+            if exc.key in (conversation_key(name), state_key(name), turn_key(name, summary.seq)):
+                continue  # a concurrent turn of this actor committed first: append after it
             raise
         return
 

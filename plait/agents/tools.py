@@ -157,18 +157,15 @@ class TurnTools:
 
     async def mesh_publish(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Publish an event on a topic (with the turn); its subscribers get it."""
-        self.mesh._publish_op(  # checks topic, kind and payload now, not at the commit
-            args["topic"], args["kind"], args.get("data"), args.get("after_ms", 0), args.get("key")
+        publish = (
+            args["topic"],
+            args["kind"],
+            args.get("data"),
+            args.get("after_ms", 0),
+            args.get("key"),
         )
-        self.effects.publishes.append(
-            (
-                args["topic"],
-                args["kind"],
-                args.get("data"),
-                args.get("after_ms", 0),
-                args.get("key"),
-            )
-        )
+        self.mesh._publish_op(*publish)  # checks topic, kind and payload now, not at the commit
+        self.effects.publishes.append(publish)
         return {"published": True, "topic": args["topic"]}
 
     async def agents_tell(self, args: dict[str, Any], ctx: ToolContext) -> Any:

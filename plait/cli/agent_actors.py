@@ -12,11 +12,12 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.agents import AgentDetails, AgentInfo, Agents
+from plait.agents import AgentDetails, AgentInfo, Agents, agent_actor_id
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._output import rows, say, styled
 from plait.cli._serving import warn_if_unserved
 from plait.cli.agents import JsonOption, _names, agents_app
+from plait.errors import ActorNotFound
 from plait.mesh import Mesh, open_mesh
 from plait.profiles import AgentProfile, get_profile, list_profiles
 from plait.profiles.store import profile_key
@@ -119,10 +120,10 @@ def show_cmd(
 
 
 async def _details(m: Mesh, name: str, turns: int) -> AgentDetails | None:
-    agents = Agents(m)
-    if not any(a.name == name for a in await agents.list()):
-        return None
-    return await agents.show(name, turns=turns)
+    try:
+        return await Agents(m).show(name, turns=turns)
+    except ActorNotFound:
+        return None  # a profile not run as an actor
 
 
 def _say_actor(d: AgentDetails) -> None:
@@ -296,9 +297,9 @@ def stop_cmd(
 
     run(main)
     if as_json:
-        print_json({"name": name, "id": f"agent:{name}", "status": "stopped"})
+        print_json({"name": name, "id": agent_actor_id(name), "status": "stopped"})
         return
-    say("stopped agent:", name)
+    say("stopped ", agent_actor_id(name))
 
 
 __all__ = ["list_cmd", "show_cmd", "start_cmd", "stop_cmd", "tell_cmd"]
