@@ -36,7 +36,7 @@ from plait.graphs import GraphSpec
 from plait.graphs.store import get_graph, import_graph, list_graphs
 from plait.ids import RUN_ID_PREFIX, DecisionId, RunId, derived_id
 from plait.mesh import Mesh, Transaction
-from plait.programs.capabilities import PROTECTED_PREFIXES
+from plait.programs.capabilities import service_owned
 from plait.runs import Runs
 from plait.tools import Tool, ToolContext, ToolRegistry
 
@@ -57,10 +57,6 @@ CAPABILITY_TOOLS = (
 UNTRUSTED = "untrusted"
 """The key of a told message's body that marks it outside content (``{"text": ...,
 "untrusted": true}``): the turn handling it runs untrusted."""
-
-PRIVATE_PREFIXES = (*PROTECTED_PREFIXES, "agent-actors/", "subscriptions/", "cluster/", "actors/")
-"""Keys an agent's ``mesh_put`` may not write: those of plait's services."""
-
 
 @dataclass
 class TurnEffects:
@@ -143,7 +139,7 @@ class TurnTools:
     async def mesh_put(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Write a value at a key; ``if_version`` 0 creates only, N overwrites only N."""
         key, value, expected = args["key"], args["value"], args.get("if_version")
-        if key.startswith(PRIVATE_PREFIXES):
+        if service_owned(key):
             raise CapabilityMissing(f"an agent may not write {key!r}: it belongs to plait")
         if key in self.effects.puts:
             _, first_expected, current = self.effects.puts[key]
@@ -389,7 +385,6 @@ def _tool(
 
 __all__ = [
     "CAPABILITY_TOOLS",
-    "PRIVATE_PREFIXES",
     "UNTRUSTED",
     "TurnEffects",
     "TurnTools",

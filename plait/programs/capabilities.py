@@ -20,9 +20,32 @@ from plait.profiles import AgentProfile
 from plait.programs.budget import SharedBudget
 from plait.tools import ToolContext, ToolRegistry, check_allowed, gate
 
-PROTECTED_PREFIXES = ("programs/", "decisions/", "agents/", "graphs/", "tokens/", "serving/")
-"""Key prefixes program code may read but never write: promotions, decisions, profiles,
-graphs, API tokens and worker heartbeats belong to the services that own them."""
+PROTECTED_PREFIXES = (
+    "programs/",  # promotions
+    "decisions/",
+    "agents/",  # profiles
+    "graphs/",
+    "tokens/",  # API tokens
+    "serving/",  # worker heartbeats
+    "schedules/",
+    "actors/",  # actor records
+    "agent-actors/",  # agent actors' conversations and state
+    "subscriptions/",
+    "backlog/",
+    "cluster/",  # partition leases, epochs and members
+    "runindex/",  # run listings
+    "runlive/",  # the live-run index
+    "sessions/",  # in-session run keys
+    "runs/" + RUN_ID_PREFIX,  # durable run records and logs
+)
+"""Key prefixes code given the mesh (a program, an agent's ``mesh_put``) may read but
+never write: they belong to the plait services that own them. A program keeps its
+own state elsewhere, e.g. under ``runs/<its run>/``."""
+
+
+def service_owned(key: str) -> bool:
+    """Whether ``key`` belongs to a plait service (see :data:`PROTECTED_PREFIXES`)."""
+    return key.startswith(PROTECTED_PREFIXES)
 
 Approver = Callable[[str, dict[str, Any]], Awaitable[bool]]
 """Asks for approval of one tool call ``(tool, args)``: True to run it, False to refuse;
@@ -292,7 +315,7 @@ class Payload(Mapping[str, Any]):
 
 
 def _writable(key: str) -> None:
-    if key.startswith(PROTECTED_PREFIXES) or key.startswith("runs/" + RUN_ID_PREFIX):
+    if service_owned(key):
         raise CapabilityMissing(
             f"program code may not write {key!r}: that key belongs to a plait service "
             "(write under a key of your own, such as runs/<your run>/graph)"
@@ -316,4 +339,5 @@ __all__ = [
     "Missing",
     "Payload",
     "ToolsCapability",
+    "service_owned",
 ]
