@@ -58,6 +58,7 @@ UNTRUSTED = "untrusted"
 """The key of a told message's body that marks it outside content (``{"text": ...,
 "untrusted": true}``): the turn handling it runs untrusted."""
 
+
 @dataclass
 class TurnEffects:
     """The mesh writes, publishes and tells of one turn, applied with its commit.

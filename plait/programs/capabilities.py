@@ -47,6 +47,7 @@ def service_owned(key: str) -> bool:
     """Whether ``key`` belongs to a plait service (see :data:`PROTECTED_PREFIXES`)."""
     return key.startswith(PROTECTED_PREFIXES)
 
+
 Approver = Callable[[str, dict[str, Any]], Awaitable[bool]]
 """Asks for approval of one tool call ``(tool, args)``: True to run it, False to refuse;
 raises when no one can be asked now."""
