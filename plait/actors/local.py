@@ -349,7 +349,14 @@ class LocalRuntime(ActorRuntime):
             # visibility timeout): that handler acks it, so running it again here
             # would only do its work twice.
             return
-        await self._slots.acquire()
+        try:
+            # Not acquire(): it yields to the loop even with a slot free, and the
+            # mailbox reader then takes one message per loop iteration, each as long as
+            # every handler's turn in it: a busy runtime started new runs 16 at a time
+            # that way, one batch per 30 ms, however many waited.
+            self._slots.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._slots.acquire()
         self._in_flight[id(delivery)] = delivery
         self._since[id(delivery)] = time.monotonic()
         self._handling.add(delivery.id)

@@ -182,3 +182,34 @@ async def test_parked_actors_hold_no_task() -> None:
             workers = [t for t in asyncio.all_tasks() if "_work" in repr(t.get_coro())]
             assert workers == []
         assert len(rec.seen) == 200
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_waiting_messages_for_many_actors_start_within_a_few_loop_turns(
+    backend: str, tmp_path: Any
+) -> None:
+    # The mailbox reader takes the next message without a loop turn per message: a
+    # busy runtime would otherwise start one waiting actor per turn of the loop, each
+    # turn as long as every running handler's step in it.
+    actors = 48
+    started: list[int] = []
+    turns = 0
+    gate = anyio.Event()
+
+    async def hold(ctx: ActorContext, mail: Mail) -> None:
+        started.append(turns)
+        await gate.wait()
+
+    url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path / 'm.db'}"
+    async with open_mesh(url) as mesh:
+        rt = LocalRuntime(mesh, handlers={"t:hold": hold})
+        for i in range(actors):
+            await rt.create(f"h{i}", "t:hold")
+            await rt.tell(f"h{i}", i)
+        async with rt:
+            with anyio.fail_after(10):
+                while len(started) < actors:
+                    await asyncio.sleep(0)
+                    turns += 1
+            gate.set()
+    assert started[-1] - started[0] <= 12, started

@@ -487,3 +487,53 @@ async def test_the_wal_is_checkpointed_off_the_loop(
     # size under that is a WAL reset and reused (how soon depends on the machine's load).
     assert set(where) == {"plait-sqlite-reader", "plait-sqlite-writer"}, where
     assert largest < 6000 * 4096, largest
+
+
+async def test_writes_wait_on_the_loop_while_the_writer_thread_holds_the_lock(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch, loop_batches: list[tuple[str, int, int]]
+) -> None:
+    # While the writer thread copies the rest of the WAL holding the write lock, the
+    # loop's writes do not go to that thread one small batch each: they wait on the
+    # loop and commit there, together, once it is done.
+    checkpoint = worker_module.checkpoint
+    restarting, release = threading.Event(), threading.Event()
+
+    def held(conn: sqlite3.Connection, restart: bool) -> Any:
+        if restart:  # holds the write lock a while, as a long copy does
+            conn.execute("BEGIN IMMEDIATE")
+            restarting.set()
+            release.wait(10)
+            conn.execute("ROLLBACK")
+        return checkpoint(conn, restart)
+
+    monkeypatch.setattr(worker_module, "checkpoint", held)
+    async with SqliteMesh(db_path) as mesh:
+        loop_conn = mesh._on_loop()
+        assert loop_conn is not None
+        await loop_conn.open()
+        loop_conn._checkpoint_pages = 1
+        await mesh.put("first", 0)  # past the threshold: the checkpoint starts
+        while not restarting.is_set():
+            await asyncio.sleep(0.005)
+        loop_batches.clear()
+
+        async def one(i: int) -> None:
+            async with mesh.transact() as tx:
+                tx.put(f"during/{i}", i, if_version=0)
+                tx.put(f"during/{i}/b", i, if_version=0)
+            await asyncio.sleep(0)  # a second commit in a later loop iteration
+            await mesh.put(f"during/{i}", i + 100, if_version=1)
+
+        writes = asyncio.gather(*(one(i) for i in range(20)))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not writes.done() and loop_batches == []  # nothing went to the thread
+        loop_conn._checkpoint_pages = 10**9
+        release.set()
+        with anyio.fail_after(5):
+            await writes
+        here = threading.current_thread().name
+        assert [where for where, _, _ in loop_batches] == [here] * len(loop_batches)
+        assert loop_batches[0][1] == 20  # the first commits of all 20 waited as one batch
+        assert len([e async for e in mesh.scan("during/")]) == 40
+        assert [(await mesh.get(f"during/{i}")).version for i in range(20)] == [2] * 20  # type: ignore[union-attr]
