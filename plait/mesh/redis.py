@@ -21,10 +21,10 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any, Generic, NoReturn, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
@@ -195,7 +195,12 @@ class RedisMesh(Mesh):
         self._scan_script = self._client.register_script(scripts.SCAN_PAGE)
         self._extend_script: AsyncScript | None = None
         self._trim_script: AsyncScript | None = None
-        self._commits = _CommitBatcher(self)
+        self._commits: _Batcher[tuple[list[str], list[Any]]] = _Batcher(
+            self,
+            lambda call: self._evalsha(self._commit_script, *call, self._client),
+            lambda calls: self._run_many(self._commit_script, calls),
+        )
+        self._reads: _Batcher[str] = _Batcher(self, self._hmget, self._hmget_many)
         self._scripts = (
             self._commit_script,
             self._poll_script,
@@ -309,7 +314,7 @@ class RedisMesh(Mesh):
             raise self._no_answer(self._connect_timeout) from None
 
     async def close(self) -> None:
-        for task in [*self._group_tasks, *self._commits._drains]:
+        for task in [*self._group_tasks, *self._commits.drains, *self._reads.drains]:
             task.cancel()
         await asyncio.gather(*(sub.close() for sub in list(self._subs)))
         with suppress(RedisError, OSError):
@@ -319,10 +324,21 @@ class RedisMesh(Mesh):
 
     async def get(self, key: str) -> Entry | None:
         check_key(key)
-        async with self._bounded():
-            reply: list[Any] = await self._client.hmget(self._kv + key, ("v", "n"))
-        value, version = reply
+        value, version = await self._reads.call(self._kv + key)
         return None if value is None else Entry(key, decode(value, key), int(version))
+
+    async def _hmget(self, name: str) -> list[Any]:
+        reply: list[Any] = await self._client.hmget(name, ("v", "n"))
+        return reply
+
+    async def _hmget_many(self, names: list[str]) -> list[Any]:
+        """:meth:`_hmget` of each of ``names`` in one pipeline (a reply or error each)."""
+        async with self._bounded():
+            async with self._client.pipeline(transaction=False) as pipe:
+                for name in names:
+                    pipe.hmget(name, ("v", "n"))
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return [self._error(r) if isinstance(r, RedisError | OSError) else r for r in replies]
 
     async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
         # the one-op case of _apply without its generality: this is the hot path
@@ -330,8 +346,10 @@ class RedisMesh(Mesh):
         _check_version(if_version)
         data = encode(key, value, self.max_value_bytes)
         reply = await self._commits.call(
-            [self._index, self._sched, self._schedp, self._kv + key],
-            [_pack([1, "P", key, data, "" if if_version is None else if_version])],
+            (
+                [self._index, self._sched, self._schedp, self._kv + key],
+                [_pack([1, "P", key, data, "" if if_version is None else if_version])],
+            )
         )
         if reply[0] == b"conflict":
             raise VersionConflict(key, int(reply[2]), int(reply[3]))
@@ -401,7 +419,7 @@ class RedisMesh(Mesh):
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))
-        reply = await self._commits.call(keys, [_pack(args)])
+        reply = await self._commits.call((keys, [_pack(args)]))
         if reply[0] == b"conflict":
             raise VersionConflict(reply[1].decode(), int(reply[2]), int(reply[3]))
         results: list[int] = []
@@ -591,44 +609,64 @@ class _Bounded:
         raise self._mesh._error(exc) from exc
 
 
-class _CommitBatcher:
-    """Sends the commit scripts of concurrent callers together.
+_R = TypeVar("_R")
 
-    While one commit is on the wire, the commits that arrive meanwhile wait, and go
+
+class _Batcher(Generic[_R]):
+    """Sends the requests of concurrent callers together.
+
+    While one request is on the wire, the requests that arrive meanwhile wait, and go
     out as one pipeline when it returns: one round trip and one connection for many
-    transactions, each still its own atomic script. A lone caller goes out at once.
+    requests, each still its own command (a commit its own atomic script). A lone
+    caller goes out at once. Without it, every request in flight takes a connection
+    of its own, and opening one costs 0.5 ms of this process's time (measured: 200
+    reads at once took 108 ms on a new pool, 7.6 ms on a warm one, 1.9 ms as one
+    pipeline).
+
+    Args:
+        mesh: the mesh whose timeout bounds each request.
+        one: send one request (bounded by the caller).
+        many: send many in one pipeline, bounded; one reply or plait error each.
     """
 
-    def __init__(self, mesh: RedisMesh) -> None:
+    def __init__(
+        self,
+        mesh: RedisMesh,
+        one: Callable[[_R], Awaitable[Any]],
+        many: Callable[[list[_R]], Awaitable[list[Any]]],
+    ) -> None:
         self._mesh = mesh
-        self._waiting: list[tuple[list[str], list[Any], asyncio.Future[Any]]] = []
+        self._one = one
+        self._many = many
+        self._waiting: list[tuple[_R, asyncio.Future[Any]]] = []
         self._busy = False
-        self._drains: set[asyncio.Task[None]] = set()
+        self.drains: set[asyncio.Task[None]] = set()
+        """The tasks answering waiters (cancelled when the mesh closes)."""
 
-    async def call(self, keys: list[str], args: list[Any]) -> Any:
-        """The commit script's reply for ``keys`` and ``args``, within the mesh's timeout.
+    async def call(self, request: _R) -> Any:
+        """The reply to ``request``, within the mesh's timeout.
 
-        The timeout covers the wait behind the commit on the wire too: a waiter that
-        runs out of time leaves the batch, which may still apply its script (as any
-        commit that raised :class:`MeshUnavailable` may have been applied).
+        The timeout covers the wait behind the request on the wire too: a waiter that
+        runs out of time leaves the batch, which may still apply it (as any commit
+        that raised :class:`MeshUnavailable` may have been applied).
         """
         mesh = self._mesh
         if self._busy:
             future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self._waiting.append((keys, args, future))
+            self._waiting.append((request, future))
             async with mesh._bounded():
                 return await future
         self._busy = True
         try:
             async with mesh._bounded():
-                return await mesh._evalsha(mesh._commit_script, keys, args, mesh._client)
+                return await self._one(request)
         finally:
             if self._waiting:
                 # A task of its own: the waiters must be answered even if this caller
                 # is cancelled.
                 drain = asyncio.ensure_future(self._drain())
-                self._drains.add(drain)
-                drain.add_done_callback(self._drains.discard)
+                self.drains.add(drain)
+                drain.add_done_callback(self.drains.discard)
             else:
                 self._busy = False
 
@@ -636,17 +674,16 @@ class _CommitBatcher:
         try:
             while self._waiting:
                 batch, self._waiting = self._waiting, []
-                calls = [(keys, args) for keys, args, _ in batch]
                 try:
-                    replies = await self._mesh._run_many(self._mesh._commit_script, calls)
+                    replies = await self._many([request for request, _ in batch])
                 except (PlaitError, asyncio.CancelledError) as exc:
-                    for _, _, future in batch:
+                    for _, future in batch:
                         if not future.done():
                             future.set_exception(exc)
                     if isinstance(exc, asyncio.CancelledError):
                         raise
                     continue
-                for (_, _, future), reply in zip(batch, replies, strict=True):
+                for (_, future), reply in zip(batch, replies, strict=True):
                     if future.done():
                         continue
                     if isinstance(reply, BaseException):
@@ -655,7 +692,7 @@ class _CommitBatcher:
                         future.set_result(reply)
         finally:
             self._busy = False
-            for _, _, future in self._waiting:
+            for _, future in self._waiting:
                 if not future.done():
                     future.cancel()
             self._waiting = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
@@ -15,7 +16,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from plait.errors import ConfigError, MeshError, MeshUnavailable, PlaitError
-from plait.mesh import Delivery, Mesh, Subscription, open_mesh
+from plait.mesh import Delivery, Entry, Mesh, Subscription, open_mesh
 from plait.mesh.redis import RedisMesh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.redis]
@@ -231,6 +232,29 @@ async def test_each_operation_is_one_round_trip(
     assert await mesh.delete("run/out/1", if_version=1) is True
     assert sent[3:] == ["XACK", "EVALSHA"]
     await sub.close()
+
+
+async def test_concurrent_reads_share_a_pipeline_and_a_few_connections(
+    mesh: Mesh, raw: aioredis.Redis, prefix: str
+) -> None:
+    # A read on the wire makes the reads that arrive meanwhile wait and go out together,
+    # each its own HMGET in one pipeline: 200 reads at once open a few connections, not
+    # 200 (each costs half a millisecond to open); a failed read fails alone.
+    assert isinstance(mesh, RedisMesh)
+    for i in range(0, 200, 2):
+        await mesh.put(f"many/{i}", {"n": i})
+    await raw.set(f"{prefix}kv:many/7", "foreign")  # not a hash: that read alone fails
+    pool = mesh._client.connection_pool
+    before = len(pool._available_connections) + len(pool._in_use_connections)
+    got = await asyncio.gather(*(mesh.get(f"many/{i}") for i in range(200)), return_exceptions=True)
+    assert isinstance(got[7], MeshError) and "WRONGTYPE" in str(got[7])
+    for i, entry in enumerate(got):
+        if i != 7:
+            assert entry == (Entry(f"many/{i}", {"n": i}, 1) if i % 2 == 0 else None), i
+    opened = len(pool._available_connections) + len(pool._in_use_connections) - before
+    assert opened <= 2, opened
+    await mesh.put("many/after", 1)  # the batcher is free again
+    assert await mesh.get("many/after") == Entry("many/after", 1, 1)
 
 
 async def test_scheduled_events_live_in_the_schedule_until_due(
