@@ -27,6 +27,7 @@ from plait.programs import AgentsPort
 from plait.runs.ports import MeshHistories, RunDecisions
 from plait.runs.record import RunRecord
 from plait.runs.serving import graph_tools
+from plait.runs.shared_loads import SharedLoads
 from plait.runs.start import child_runner
 from plait.runs.store import RunStore
 from plait.tools import ToolContext, ToolRegistry
@@ -72,6 +73,7 @@ class RunEnvironment:
         self._profiles: dict[str, tuple[float, dict[str, AgentProfile]]] = {}
         self._agent_names: dict[str, tuple[str, list[str]]] = {}
         self._needs: dict[tuple[str, float], frozenset[str]] = {}
+        self._reading: SharedLoads[str, tuple[float, dict[str, AgentProfile]]] = SharedLoads()
 
     async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
         """The executor environment of one run."""
@@ -107,9 +109,15 @@ class RunEnvironment:
         cached = self._profiles.get(key)
         now = time.monotonic()
         if cached is None or now - cached[0] > PROFILE_TTL_S:
-            cached = (now, await profiles_map(self.mesh, list(names)))
-            self._profiles[key] = cached
+            cached = await self._reading.load(key, lambda: self._read_profiles(key, names))
         return cached
+
+    async def _read_profiles(
+        self, key: str, names: list[str]
+    ) -> tuple[float, dict[str, AgentProfile]]:
+        read = (time.monotonic(), await profiles_map(self.mesh, names))
+        self._profiles[key] = read
+        return read
 
     def _agents_of(self, spec: GraphSpec) -> tuple[str, list[str]]:
         """``spec``'s agents, sorted, and their cache key; worked out once per spec

@@ -20,6 +20,7 @@ from plait.graphs.store import get_graph
 from plait.mesh import Mesh
 from plait.runs.log import read_payload
 from plait.runs.record import RunRecord, history_key, load, record_key
+from plait.runs.shared_loads import SharedLoads
 
 _CACHE_SIZE = 10_000
 
@@ -79,6 +80,7 @@ class RunStore:
         self.checked: set[GraphKey] = set()
         self.values: Lru = Lru()
         self.histories: Lru = Lru()
+        self._specs: SharedLoads[GraphKey, GraphSpec] = SharedLoads()
 
     async def record(self, run_id: str, *, fresh: bool = False) -> tuple[RunRecord | None, int]:
         """The run's record and version: this process's last write unless ``fresh``."""
@@ -118,15 +120,21 @@ class RunStore:
         key = (ref.agent, ref.name, ref.version, ref.sha256)
         compiled = cached_graph(key) if key in self.checked else None
         if compiled is None:
-            stored = await get_graph(self.mesh, ref.agent, ref.name, ref.version)
-            if stored.sha256 != ref.sha256:
-                raise GraphError(
-                    f"run {rec.run_id} is pinned to {ref.agent}/{ref.name} "
-                    f"v{ref.version} sha256 {ref.sha256[:12]}, but the store "
-                    f"holds {stored.sha256[:12]}"
-                )
-            compiled = compile_graph(stored.spec, sha256=stored.sha256)
-            self.checked.add(key)
+            return await self._specs.load(key, lambda: self._check(rec))
+        return compiled.spec
+
+    async def _check(self, rec: RunRecord) -> GraphSpec:
+        """Read the graph version ``rec`` is pinned to and check its hash."""
+        ref = rec.graph
+        stored = await get_graph(self.mesh, ref.agent, ref.name, ref.version)
+        if stored.sha256 != ref.sha256:
+            raise GraphError(
+                f"run {rec.run_id} is pinned to {ref.agent}/{ref.name} "
+                f"v{ref.version} sha256 {ref.sha256[:12]}, but the store "
+                f"holds {stored.sha256[:12]}"
+            )
+        compiled = compile_graph(stored.spec, sha256=stored.sha256)
+        self.checked.add((ref.agent, ref.name, ref.version, ref.sha256))
         return compiled.spec
 
     async def value(self, ref: str) -> Any:
