@@ -20,6 +20,7 @@ from .helpers import agent_chain, eventually, settle, store
 RUNS = REPO / "plait" / "runs"
 
 LINE = [
+    "shared_loads",
     "record",
     "log",
     "audit",
