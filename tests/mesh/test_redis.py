@@ -370,6 +370,15 @@ async def test_each_operation_on_a_server_that_never_answers_ends_at_the_timeout
                 await call()
             assert time.monotonic() - started < 2, "one bound per operation, not per command"
             assert info.value.retryable
+        # Operations at once wait behind the one on the wire, within the same bound.
+        started = time.monotonic()
+        results = await asyncio.gather(
+            *(mesh.get(f"k{i}") for i in range(20)),
+            *(mesh.put(f"k{i}", i) for i in range(20)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, MeshUnavailable) for r in results), results
+        assert time.monotonic() - started < 1.5
         await mesh.close()
 
 
