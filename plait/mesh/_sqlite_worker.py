@@ -62,6 +62,9 @@ _MX_FRAME = struct.Struct("=I")
 DEFAULT_CHECKPOINT_PAGES = 1000
 """WAL pages after which a checkpoint is asked for (SQLite's own autocheckpoint)."""
 
+_CHECK_EVERY = 16
+"""Writes committed on the loop between two reads of the WAL's size."""
+
 
 def translate(exc: BaseException, path: Path, busy_timeout_ms: int) -> BaseException:
     """The plait error for an exception raised while talking to SQLite.
@@ -347,6 +350,7 @@ class LoopConnection:
         self._handed = 0  # batches on the writer thread not committed yet
         self._checkpointing = False
         self._restarting = False  # the writer thread holds the lock for the last copy
+        self._unchecked = 0  # writes committed since the WAL's size was last read
         self._closed = False
 
     def open(self) -> asyncio.Future[Any]:
@@ -414,7 +418,7 @@ class LoopConnection:
                 _settle(_pairs(batch, fail_all(conn, batch, exc, self._path, self._busy_ms)))
             return
         _settle(_pairs(batch, write_batch(conn, batch, self._path, self._busy_ms)))
-        self._maybe_checkpoint()
+        self._maybe_checkpoint(len(batch))
 
     def _hand(self, batch: list[Request]) -> None:
         self._handed += 1
@@ -435,9 +439,14 @@ class LoopConnection:
         if self._pending and not self._handed and not self._restarting and not self._closed:
             self.loop.call_soon(self.flush)
 
-    def _maybe_checkpoint(self) -> None:
-        if self._checkpointing or self._shm is None:
+    def _maybe_checkpoint(self, written: int) -> None:
+        # The WAL's size is read every _CHECK_EVERY writes, not after every commit: a
+        # system call that cost 2% of a run's transition, for a threshold that a few
+        # dozen pages more or less do not change.
+        self._unchecked += written
+        if self._checkpointing or self._shm is None or self._unchecked < _CHECK_EVERY:
             return
+        self._unchecked = 0
         try:
             frames = _MX_FRAME.unpack(os.pread(self._shm, 4, 16))[0]
         except (OSError, struct.error):

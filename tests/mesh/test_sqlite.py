@@ -512,9 +512,13 @@ async def test_writes_wait_on_the_loop_while_the_writer_thread_holds_the_lock(
         assert loop_conn is not None
         await loop_conn.open()
         loop_conn._checkpoint_pages = 1
-        await mesh.put("first", 0)  # past the threshold: the checkpoint starts
-        while not restarting.is_set():
-            await asyncio.sleep(0.005)
+        for i in range(64):  # past the threshold: once the WAL's size is read, a checkpoint
+            await mesh.put(f"first/{i}", 0)
+            if loop_conn._checkpointing:
+                break
+        with anyio.fail_after(5):
+            while not restarting.is_set():
+                await asyncio.sleep(0.005)
         loop_batches.clear()
 
         async def one(i: int) -> None:
