@@ -15,6 +15,7 @@ handed to its runtime, whose run owners get it through their actor context:
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from plait.actors import LeasedRuntime, new_host_id
@@ -67,6 +68,9 @@ class RunHost:
     ) -> None:
         self.mesh = mesh
         self.id = host or new_host_id()
+        self.started_at = time.time()
+        """When this host started: a claim under its id made before then is another
+        incarnation's (a host restarted under the same id, as Ray restarts one)."""
         self.only_run = only_run
         self.progress_kept_s = progress_kept_s
         self.store = store or RunStore(mesh)

@@ -24,6 +24,7 @@ runs nothing: its claim is no longer its own once the takeover wake claimed it a
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from plait.actors import ActorRuntime, Mail, partition_of, tell_in
 from plait.actors.partitions import partitions
@@ -91,14 +92,24 @@ async def wake_live(mesh: Mesh, gained: set[int], *, only_run: str | None = None
     return sent
 
 
-def taken_over(runtime: ActorRuntime, host: str, mail: Mail, rec: RunRecord) -> list[Attempt]:
+class Incarnation(Protocol):
+    """A host as a takeover judges claims: its id, and when it started."""
+
+    id: str
+    started_at: float
+
+
+def taken_over(
+    runtime: ActorRuntime, host: Incarnation, mail: Mail, rec: RunRecord
+) -> list[Attempt]:
     """The attempts of ``rec`` a takeover wake (``mail``) treats as crashed.
 
     Only a runtime that is the single activation of its partitions may judge so: a
-    claim made by another host (a holder before this one), whose wake this runtime is
-    not handling, and not a retry waiting for its backoff (its scheduled wake is in
-    the mesh and comes). Claims of this host are its own live work. None for any
-    other wake.
+    claim made by another host (a holder before this one) or by this host's id before
+    this host started (an incarnation before this one, under the same id), whose wake
+    this runtime is not handling, and not a retry waiting for its backoff (its
+    scheduled wake is in the mesh and comes). Claims this host made are its own live
+    work. None for any other wake.
     """
     body = mail.body if isinstance(mail.body, dict) else {}
     if body.get("why") != TAKEOVER or not runtime.single_activation:
@@ -109,13 +120,16 @@ def taken_over(runtime: ActorRuntime, host: str, mail: Mail, rec: RunRecord) -> 
     return [
         a
         for a in rec.attempts.values()
-        if a.host != host and a.wake not in handling and not rec.retrying.get(a.node)
+        if (a.host != host.id or a.started_at < host.started_at)
+        and a.wake not in handling
+        and not rec.retrying.get(a.node)
     ]
 
 
 __all__ = [
     "LIVE_PREFIX",
     "TAKEOVER",
+    "Incarnation",
     "list_run",
     "live_key",
     "live_prefix",

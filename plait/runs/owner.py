@@ -273,7 +273,7 @@ class _Wake:
     async def _taken_over(self, rec: RunRecord) -> list[Attempt]:
         """For a takeover wake, the claims of ``rec`` left by an earlier holder (see
         :mod:`plait.runs.live`); with more than one, another such wake takes the next."""
-        orphans = taken_over(self.wakes.runtime, self.host.id, self.mail, rec)
+        orphans = taken_over(self.wakes.runtime, self.host, self.mail, rec)
         if len(orphans) > 1:
             await tell_now(self.host.mesh, self.wakes.owner, self.mail.body)
         return orphans

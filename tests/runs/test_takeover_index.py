@@ -49,13 +49,15 @@ async def all_listed(mesh: Mesh) -> set[str]:
 
 @asynccontextmanager
 async def leased(
-    mesh: Mesh, model: ScriptedModel, *, drain_timeout_s: float = 5.0
+    mesh: Mesh, model: ScriptedModel, *, drain_timeout_s: float = 5.0, host: str | None = None
 ) -> AsyncIterator[LeasedRuntime]:
-    """Serve runs on ``mesh`` with a leased runtime (it takes every partition)."""
+    """Serve runs on ``mesh`` with a leased runtime (it takes every partition), as
+    ``host`` if given."""
     async with serve(
         mesh,
         runtime=functools.partial(LeasedRuntime, lease_s=LEASE_S),
         model=model,
+        host_id=host,
         beat=False,
         visibility_timeout_ms=300,
         drain_timeout_s=drain_timeout_s,
@@ -186,12 +188,14 @@ async def test_a_claim_whose_wake_was_acked_is_continued_by_the_partitions_next_
     await runs.verify(started.run_id)
 
 
-async def die_during_second(mesh: Mesh, runs: Runs) -> tuple[RunRecord, str]:
+async def die_during_second(
+    mesh: Mesh, runs: Runs, host: str | None = None
+) -> tuple[RunRecord, str]:
     """Start a run on a leased holder that is cut off while ``second`` runs."""
     model = ScriptedModel(
         [{"node": "first", "text": "one"}, {"node": "second", "delay_ms": 60_000, "text": "x"}]
     )
-    async with leased(mesh, model, drain_timeout_s=0.01) as holder:
+    async with leased(mesh, model, drain_timeout_s=0.01, host=host) as holder:
         started = await runs.start("assistant", "three", "x")
 
         async def second() -> RunRecord | None:
@@ -203,11 +207,23 @@ async def die_during_second(mesh: Mesh, runs: Runs) -> tuple[RunRecord, str]:
     return rec, holder.host
 
 
-@pytest.mark.parametrize("wake", ["acked", "comes-back"])
-async def test_a_dead_holders_claim_is_run_once_by_the_next_holder(mesh: Mesh, wake: str) -> None:
+@pytest.mark.parametrize(
+    ("wake", "next_holder"),
+    [
+        ("acked", "another"),
+        ("comes-back", "another"),
+        ("acked", "restarted"),
+        ("comes-back", "restarted"),
+    ],
+)
+async def test_a_dead_holders_claim_is_run_once_by_the_next_holder(
+    mesh: Mesh, wake: str, next_holder: str
+) -> None:
+    # "restarted": the next holder has the dead one's id, as a host Ray restarts does.
     await store(mesh, agent_chain("three", ["first", "second", "third"]))
     runs = Runs(mesh)
-    rec, dead = await die_during_second(mesh, runs)
+    same = "ray:plait/host-0" if next_holder == "restarted" else None
+    rec, dead = await die_during_second(mesh, runs, host=same)
     if wake == "acked":
         assert await take_and_ack(mesh, rec.run_id) == rec.attempts["second"].wake
     # With its wake back (after the visibility timeout) while the takeover's visit
@@ -215,7 +231,7 @@ async def test_a_dead_holders_claim_is_run_once_by_the_next_holder(mesh: Mesh, w
     model = ScriptedModel(
         [{"node": "second", "delay_ms": 800, "text": "two"}, {"node": "third", "text": "3"}]
     )
-    async with leased(mesh, model) as holder:
+    async with leased(mesh, model, host=same) as holder:
         done = await settle(runs, rec.run_id)
     assert done.status == "done" and done.visits == {"first": 1, "second": 1, "third": 1}
     assert [c.context.node for c in model.calls] == ["second", "third"]
