@@ -322,9 +322,9 @@ class LoopConnection:
     commits on the loop as soon as the thread is done, instead of going to the thread
     one small batch each: the thread then commits each of them while the busy loop
     holds the GIL its every statement must take back (measured with 200 runs at once:
-    up to 130 batches of one or two writes each per round, and 27% fewer commits a
-    second). A busy handler would instead sleep in steps of milliseconds (measured:
-    3.5-27 ms per batch when the reader thread restarted).
+    one round sent 127 batches of one or two writes each there, and ran 27% slower
+    than the rounds that sent a few). A busy handler would instead sleep in steps of
+    milliseconds (measured: 3.5-27 ms per batch when the reader thread restarted).
     """
 
     def __init__(
