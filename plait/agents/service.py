@@ -32,11 +32,13 @@ from plait.agents.config import (
 from plait.agents.store import (
     AgentState,
     TurnSummary,
+    conversation_key,
     last_turns,
     read_conversation,
     read_state,
 )
 from plait.agents.tools import UNTRUSTED, TurnEffects, TurnTools, with_capabilities
+from plait.decisions import Principal, require_human
 from plait.errors import ActorError, ActorNotFound, ConfigError, VersionConflict
 from plait.graphs.agent_loop import Turn, run_turn
 from plait.graphs.ports import ExecEnv
@@ -205,6 +207,31 @@ class Agents:
         for pattern in await subscriptions(self.mesh, record.id):
             await unsubscribe(self.mesh, record.id, pattern)
         await stop_record(self.mesh, record.id)
+
+    async def reset(self, name: str, *, by: Principal) -> int:
+        """Let go of agent actor ``name``'s conversation, and with it its taint: the
+        next turn starts afresh, trusted unless its own message is outside content.
+
+        A person only: a turn that read outside content must not be able to clear its
+        own taint. A turn in flight meanwhile finds its conversation moved at its
+        commit and runs again on the empty one. Returns how many messages it let go.
+
+        Raises:
+            NotPermitted: ``by`` is not a person.
+            ActorNotFound: there is no such agent actor.
+        """
+        require_human(by, "reset an agent actor's conversation")
+        await self._record(name)
+        while True:
+            conversation, version = await read_conversation(self.mesh, name)
+            cleared = conversation.reset(by.name, time.time())
+            try:
+                await self.mesh.put(
+                    conversation_key(name), cleared.model_dump(), if_version=version
+                )
+            except VersionConflict:
+                continue  # a turn committed meanwhile: reset what it left
+            return len(conversation.messages)
 
     async def list(self) -> list[AgentInfo]:
         """Every agent actor, by name."""

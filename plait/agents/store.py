@@ -75,12 +75,17 @@ class Conversation(BaseModel):
         tainted: outside content entered it (a turn read a fetched page, or handled a
             message from an untrusted source): every later turn carrying it runs
             untrusted. It stays so when the window drops the messages that brought it
-            in, since the answers after them may carry it on.
+            in, since the answers after them may carry it on; only a person's reset
+            (:meth:`plait.agents.Agents.reset`) clears it, with the messages.
+        reset_by: who last reset it, if anyone.
+        reset_at: when (epoch seconds).
     """
 
     messages: list[Message] = Field(default_factory=list)
     dropped: int = 0
     tainted: bool = False
+    reset_by: str | None = None
+    reset_at: float | None = None
 
     def extended(self, added: list[Message], window: int, *, tainted: bool = False) -> Conversation:
         """This conversation with ``added`` appended, cut to the ``window`` newest;
@@ -90,8 +95,16 @@ class Conversation(BaseModel):
         while cut < len(every) and every[cut].role == "tool":
             cut += 1  # never start on a tool result whose call was cut away
         return Conversation(
-            messages=every[cut:], dropped=self.dropped + cut, tainted=self.tainted or tainted
+            messages=every[cut:],
+            dropped=self.dropped + cut,
+            tainted=self.tainted or tainted,
+            reset_by=self.reset_by,
+            reset_at=self.reset_at,
         )
+
+    def reset(self, by: str, at: float) -> Conversation:
+        """This conversation with every message let go and its taint cleared, by ``by``."""
+        return Conversation(dropped=self.dropped + len(self.messages), reset_by=by, reset_at=at)
 
 
 class AgentState(BaseModel):

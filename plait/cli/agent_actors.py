@@ -17,6 +17,7 @@ from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._output import rows, say, styled
 from plait.cli._serving import warn_if_unserved
 from plait.cli.agents import JsonOption, _names, agents_app
+from plait.cli.runs import human
 from plait.errors import ActorNotFound
 from plait.mesh import Mesh, open_mesh
 from plait.profiles import AgentProfile, get_profile, list_profiles
@@ -302,4 +303,26 @@ def stop_cmd(
     say("stopped ", agent_actor_id(name))
 
 
-__all__ = ["list_cmd", "show_cmd", "start_cmd", "stop_cmd", "tell_cmd"]
+@agents_app.command("reset")
+def reset_cmd(
+    name: Annotated[str, typer.Argument(metavar="NAME")],
+    as_json: JsonOption = False,
+    mesh: MeshOption = None,
+) -> None:
+    """Let go of the agent actor NAME's conversation, and with it its taint (a person
+    only): its next turn starts afresh, with its pre-approved tools back."""
+    text_arg(name, "NAME")
+
+    async def main() -> int:
+        by = human()  # refused in a process a tool started
+        async with open_mesh(mesh) as m:
+            return await Agents(m).reset(name, by=by)
+
+    dropped = run(main)
+    if as_json:
+        print_json({"name": name, "id": agent_actor_id(name), "messages_dropped": dropped})
+        return
+    say("reset ", agent_actor_id(name), f": {dropped} message(s) let go, its taint cleared")
+
+
+__all__ = ["list_cmd", "reset_cmd", "show_cmd", "start_cmd", "stop_cmd", "tell_cmd"]

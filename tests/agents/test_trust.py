@@ -17,7 +17,8 @@ import pytest
 
 from plait.agents import Agents
 from plait.agents.store import TurnSummary, read_conversation
-from plait.decisions import Decision, DecisionDesk, Human
+from plait.decisions import Agent, Decision, DecisionDesk, Human
+from plait.errors import ActorNotFound, NotPermitted
 from plait.mesh import Mesh
 from plait.models import ScriptedModel
 from plait.profiles import AgentProfile
@@ -227,3 +228,26 @@ async def test_a_program_actor_runs_an_untrusted_message_untrusted(mesh: Mesh) -
         read = await turns(agents, "reader", 2)
     assert [t.tainted for t in relayed] == [False, True]
     assert [(t.prompt, t.tainted) for t in read] == [("hi", False), ("mail", True)]
+
+
+async def test_a_persons_reset_clears_the_taint_and_an_agent_cannot_reset(mesh: Mesh) -> None:
+    await gated(mesh, "reader")
+    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    async with serving(mesh, rules("http://unused.invalid/")):
+        await agents.start("reader")
+        await agents.tell("reader", "list", untrusted=True)
+        await asked(desk, "reader")
+        await turns(agents, "reader", 1)
+        with pytest.raises(NotPermitted):
+            await agents.reset("reader", by=Agent("reader"))  # taint is never self-cleared
+        assert (await read_conversation(mesh, "reader"))[0].tainted
+        assert await agents.reset("reader", by=Human("ana")) > 0
+        cleared, _ = await read_conversation(mesh, "reader")
+        assert not cleared.tainted and cleared.messages == [] and cleared.reset_by == "ana"
+        assert not (await agents.show("reader")).tainted
+        await agents.tell("reader", "list")  # trusted again: manage_graph is pre-approved
+        _, after = await turns(agents, "reader", 2)
+    assert not after.tainted and after.tools == ["manage_graph"]
+    assert len(await raised_by(desk, "reader")) == 1  # only the untrusted turn asked
+    with pytest.raises(ActorNotFound):
+        await agents.reset("ghost", by=Human("ana"))

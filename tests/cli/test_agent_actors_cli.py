@@ -1,9 +1,11 @@
-"""``plait agents start|tell|list|show|stop`` through the CLI runner, on a SQLite file
+"""``plait agents start|tell|list|show|stop|reset`` through the CLI runner, on a SQLite file
 (nothing serves here: what is told stays in the backlog)."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from tests.cli.helpers import invoke
 
@@ -101,3 +103,20 @@ def test_bad_input_is_refused_with_one_line(mesh_args: list[str]) -> None:
     assert code == 1 and "no agent actor 'ghost'" in err
     code, _, err = invoke("agents", "tell", "w", "\udcff", *mesh_args)
     assert code == 2 and "MESSAGE is not valid UTF-8" in err
+
+
+def test_reset_is_a_persons_and_lets_the_conversation_go(
+    mesh_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert invoke("agents", "put", "worker", "--tools", "mesh_get", *mesh_args)[0] == 0
+    assert invoke("agents", "start", "w1", "--profile", "worker", *mesh_args)[0] == 0
+    code, out, err = invoke("agents", "reset", "w1", "--json", *mesh_args)
+    assert code == 0, err
+    assert json.loads(out) == {"name": "w1", "id": "agent:w1", "messages_dropped": 0}
+    code, out, _ = invoke("agents", "reset", "w1", *mesh_args)
+    assert code == 0 and "reset agent:w1: 0 message(s) let go, its taint cleared" in out
+    code, _, err = invoke("agents", "reset", "ghost", *mesh_args)
+    assert code == 1 and "no agent actor 'ghost'" in err
+    monkeypatch.setenv("PLAIT_TOOL_PROCESS", "1")  # what a tool's process runs under
+    code, _, err = invoke("agents", "reset", "w1", *mesh_args)
+    assert code == 1 and "only a person may" in err
