@@ -36,9 +36,10 @@ class LoopState(TypedDict, total=False):
     output: str
 
 
-def _loop(draft: Any, verify: Any, publish: Any) -> StateGraph:
-    """The three nodes wired ``draft -> verify -> (fail: draft | pass: publish) -> END``."""
-    graph = StateGraph(LoopState)
+def loop_graph(draft: Any, verify: Any, publish: Any, state: Any = LoopState) -> StateGraph:
+    """The three nodes wired ``draft -> verify -> (fail: draft | pass: publish) -> END``
+    over ``state`` (its ``verdict`` routes); the engine bench builds its loop here too."""
+    graph = StateGraph(state)
     graph.add_node("draft", draft)
     graph.add_node("verify", verify)
     graph.add_node("publish", publish)
@@ -68,7 +69,7 @@ class LangGraphLoop:
         self.conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
         saver = SqliteSaver(self.conn)
         saver.setup()
-        self.app = _loop(self._draft, self._verify, self._publish).compile(checkpointer=saver)
+        self.app = loop_graph(self._draft, self._verify, self._publish).compile(checkpointer=saver)
 
     def pragmas(self) -> tuple[str, str]:
         """The connection's journal mode and synchronous level, as SQLite reports them."""
@@ -124,7 +125,7 @@ class LangGraphConcurrent:
     def __init__(self, fails: int) -> None:
         self.fails = fails
         self.nodes = 0
-        self.app = _loop(self._draft, self._verify, self._publish).compile(
+        self.app = loop_graph(self._draft, self._verify, self._publish).compile(
             checkpointer=InMemorySaver()
         )
 
@@ -163,4 +164,5 @@ __all__ = [
     "LangGraphConcurrent",
     "LangGraphLoop",
     "LoopState",
+    "loop_graph",
 ]

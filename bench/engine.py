@@ -89,8 +89,8 @@ class _State(TypedDict):
 
 def langgraph_loop(rounds: int) -> Measure:
     """Visits per second of the same cycle as a compiled LangGraph ``StateGraph``."""
+    from _langgraph_loop import loop_graph
     from langchain_core.runnables import RunnableConfig
-    from langgraph.graph import END, START, StateGraph
 
     def draft(state: _State) -> dict[str, Any]:
         prompt = f"Write about {state['topic']}. Earlier critique: {state['critique']}"
@@ -106,17 +106,7 @@ def langgraph_loop(rounds: int) -> Measure:
     def publish(state: _State) -> dict[str, Any]:
         return {"output": "FINAL", "prompts": [f"Format:\n\n{state['draft']}"]}
 
-    graph = StateGraph(_State)
-    graph.add_node("draft", draft)
-    graph.add_node("verify", verify)
-    graph.add_node("publish", publish)
-    graph.add_edge(START, "draft")
-    graph.add_edge("draft", "verify")
-    graph.add_conditional_edges(
-        "verify", lambda s: "publish" if s["verdict"] == "pass" else "draft", ["publish", "draft"]
-    )
-    graph.add_edge("publish", END)
-    app = graph.compile()
+    app = loop_graph(draft, verify, publish, _State).compile()
     visits = 2 * rounds + 1
     start: _State = {"topic": "Q3", "draft": "", "critique": "(no output yet)", "verdict": "",
                      "rounds": 0, "output": "", "prompts": []}  # fmt: skip

@@ -94,12 +94,12 @@ class Conversation(BaseModel):
         cut = max(0, len(every) - window)
         while cut < len(every) and every[cut].role == "tool":
             cut += 1  # never start on a tool result whose call was cut away
-        return Conversation(
-            messages=every[cut:],
-            dropped=self.dropped + cut,
-            tainted=self.tainted or tainted,
-            reset_by=self.reset_by,
-            reset_at=self.reset_at,
+        return self.model_copy(
+            update={
+                "messages": every[cut:],
+                "dropped": self.dropped + cut,
+                "tainted": self.tainted or tainted,
+            }
         )
 
     def reset(self, by: str, at: float) -> Conversation:

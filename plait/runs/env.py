@@ -29,13 +29,13 @@ from plait.runs.record import RunRecord
 from plait.runs.serving import graph_tools
 from plait.runs.shared_loads import SharedLoads
 from plait.runs.start import child_runner
-from plait.runs.store import RunStore
+from plait.runs.store import Lru, RunStore
 from plait.tools import ToolContext, ToolRegistry
 
 PROFILE_TTL_S = 5.0
 """How long a host uses agent profiles it read before reading them again."""
 
-_AGENTS_KEPT = 1_024  # graph versions whose agents a host remembers
+_AGENTS_KEPT = 1_024  # graph versions (and reads of their profiles) a host remembers
 
 
 class RunEnvironment:
@@ -71,8 +71,8 @@ class RunEnvironment:
         """The agent actors' service program nodes get (set by the run host)."""
         self._models: dict[str, Model] = {}
         self._profiles: dict[str, tuple[float, dict[str, AgentProfile]]] = {}
-        self._agent_names: dict[str, tuple[str, list[str]]] = {}
-        self._needs: dict[tuple[str, float], frozenset[str]] = {}
+        self._agent_names = Lru(_AGENTS_KEPT)
+        self._needs = Lru(_AGENTS_KEPT)
         self._reading: SharedLoads[str, tuple[float, dict[str, AgentProfile]]] = SharedLoads()
 
     async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
@@ -123,10 +123,8 @@ class RunEnvironment:
         """``spec``'s agents, sorted, and their cache key; worked out once per spec
         content (its hash), as every node visit of a run asks."""
         sha = spec.sha256()
-        found = self._agent_names.get(sha)
+        found: tuple[str, list[str]] | None = self._agent_names.get(sha)
         if found is None:
-            if len(self._agent_names) >= _AGENTS_KEPT:
-                self._agent_names.clear()
             names = sorted(_agents(spec))
             found = self._agent_names[sha] = (",".join(names), names)
         return found
@@ -140,11 +138,9 @@ class RunEnvironment:
             return set()  # the run's owner fails the run, with that message
         # Asked once per run this process activates: worked out once per graph and
         # read of its profiles.
-        key = (spec.sha256(), read_at)
-        found = self._needs.get(key)
+        key = f"{spec.sha256()}@{read_at}"
+        found: frozenset[str] | None = self._needs.get(key)
         if found is None:
-            if len(self._needs) >= _AGENTS_KEPT:
-                self._needs.clear()
             found = self._needs[key] = frozenset(graph_tools(spec, profiles))
         return set(found)
 
