@@ -264,9 +264,12 @@ class LeaseKeeper:
     async def _release(self, n: int) -> None:
         held = self.held.pop(n)
         self.releasing.discard(n)
-        released = PartitionLease(holder=None, epoch=held.epoch, expires_ms=0).model_dump()
+        await self._give_up(n, held.epoch, held.version)
+
+    async def _give_up(self, n: int, epoch: int, version: int) -> None:
+        released = PartitionLease(holder=None, epoch=epoch, expires_ms=0).model_dump()
         try:
-            await self.mesh.put(LEASE_PREFIX + str(n), released, if_version=held.version)
+            await self.mesh.put(LEASE_PREFIX + str(n), released, if_version=version)
         except PlaitError as exc:
             log.info("partition %d released by expiry: %s", n, exc)
 
@@ -303,9 +306,25 @@ class LeaseKeeper:
             self.held[n] = Held(epoch + 1, entry.version, started + self.lease_s * SAFETY)
 
     async def leave(self) -> None:
-        """Release every lease and the membership (a runtime stopping cleanly)."""
+        """Release every lease and the membership (a runtime stopping cleanly).
+
+        Also the leases the mesh says this host holds that this keeper never learned
+        of: a beat cancelled by the stop while its take was on the wire may have landed
+        it, and it would otherwise keep the partition from others until it expires.
+        """
         for n in list(self.held):
             await self._release(n)
+        try:
+            unseen = [
+                (n, lease.epoch, version)
+                for n, (lease, version) in (await read_leases(self.mesh)).items()
+                if lease.holder == self.host
+            ]
+        except PlaitError as exc:
+            log.info("leases of %s not read again, left to expire: %s", self.host, exc)
+            unseen = []
+        for n, epoch, version in unseen:
+            await self._give_up(n, epoch, version)
         try:
             await self.mesh.delete(MEMBER_PREFIX + self.host)
         except PlaitError as exc:

@@ -10,10 +10,17 @@ import anyio
 import pytest
 
 from plait.actors import LeasedRuntime, load_partitions, partition_of
-from plait.actors.leases import EPOCH_PREFIX
+from plait.actors.leases import (
+    EPOCH_PREFIX,
+    LEASE_PREFIX,
+    LeaseKeeper,
+    PartitionLease,
+    read_leases,
+)
 from plait.actors.partitions import mailbox_of, partition_of_topic
 from plait.errors import PartitionCountMismatch
 from plait.mesh import Mesh
+from plait.mesh._base import now_ms
 
 from .conftest import LEASE_S
 from .kinds import BEHAVE, EFFECT_PREFIX, KIND, LogReader
@@ -74,3 +81,19 @@ async def test_a_runtime_that_lost_its_partition_commits_nothing(mesh: Mesh) -> 
             assert await mesh.get(EFFECT_PREFIX + "f") is None
     finally:
         await log.close()
+
+
+async def test_leaving_releases_a_lease_whose_take_the_keeper_never_saw(mesh: Mesh) -> None:
+    # A beat cancelled by the stop while its take was on the wire: the take landed, the
+    # keeper never learned of it. Leaving releases it anyway, not at its expiry, and
+    # leaves another runtime's lease alone.
+    count = await load_partitions(mesh)
+    keeper = LeaseKeeper(mesh, "host-a", count, lease_s=LEASE_S, in_flight=lambda _: 0)
+    until = now_ms() + 60_000
+    for n, holder in ((0, "host-a"), (1, "host-b")):
+        lease = PartitionLease(holder=holder, epoch=7, expires_ms=until).model_dump()
+        await mesh.put(LEASE_PREFIX + str(n), lease)
+    assert keeper.held == {}
+    await keeper.leave()
+    holders = {n: lease.holder for n, (lease, _) in (await read_leases(mesh)).items()}
+    assert holders == {0: None, 1: "host-b"}
