@@ -59,6 +59,7 @@ from plait.agents.store import (
     held_key,
     held_messages,
     inflight_key,
+    message_identity,
     read_conversation,
     read_state,
     settle_turn,
@@ -149,6 +150,10 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
         raise ActorError(f"actor {ctx.id!r} is not an agent actor (ids are agent:NAME)")
     cfg = AgentActorConfig.model_validate(ctx.record.config)
     body = mail.body
+    state, _ = await read_state(ctx.mesh, name)
+    if message_identity(mail) in state.settled:
+        await _drop_settled(ctx, mail, name)
+        return
     if cfg.program is not None:  # a program actor: the program, not a model, handles it
         trusted = not is_outside_content(body, cfg)
         await handle_program(ctx, mail, name, cfg, prompt_of(body), trusted=trusted)
@@ -156,7 +161,6 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
     if isinstance(body, dict) and body.get("control") == RESUME:
         await _resume(ctx, mail, name, str(body.get("decision")))
         return
-    state, _ = await read_state(ctx.mesh, name)
     if state.parked:
         await _hold(ctx, mail, name)
         return
@@ -187,6 +191,15 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
             raise
         return
     raise ActorError(f"agent {name}: message {mail.id} kept conflicting on the keys it writes")
+
+
+async def _drop_settled(ctx: ActorContext, mail: Mail, name: str) -> None:
+    """Ack a copy of a message already settled (delivered again), with no turn."""
+    log.info("agent %s: message %s was settled already: dropped", name, mail.id)
+    tx = ctx.mesh.transact()
+    clear_backlog_in(tx, ctx.id, mail.id)
+    mail.ack_in(tx)
+    await tx.commit()
 
 
 async def _turn(

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from plait.actors import ActorContext, Mail, clear_backlog_in
+from plait.actors.topics import topic_event
 from plait.errors import VersionConflict
 from plait.mesh import Entry, Mesh, Transaction
 from plait.models import Message
@@ -107,6 +108,17 @@ class Conversation(BaseModel):
         return Conversation(dropped=self.dropped + len(self.messages), reset_by=by, reset_at=at)
 
 
+SETTLED_KEPT = 64
+"""How many settled messages an agent actor's state remembers (see AgentState.settled)."""
+
+
+def message_identity(mail: Mail) -> str:
+    """What makes two deliveries one message: its mailbox id, or for a topic event the
+    event's id (a router that forwards an event again gives it a new mailbox id)."""
+    event = topic_event(mail.body)
+    return f"event:{event.id}" if event is not None else mail.id
+
+
 class AgentState(BaseModel):
     """An agent actor's day and standing.
 
@@ -119,6 +131,9 @@ class AgentState(BaseModel):
         parked: why it is parked (``budget``, ``indeterminate``), or None.
         decision: the decision that unparks it.
         turns: turns committed so far (the last one's summary number).
+        settled: the last :data:`SETTLED_KEPT` messages settled, by
+            :func:`message_identity`: delivery is at least once, and a copy of one
+            of them delivered again is dropped instead of taking a turn of its own.
     """
 
     day: str = ""
@@ -129,6 +144,7 @@ class AgentState(BaseModel):
     parked: str | None = None
     decision: str | None = None
     turns: int = 0
+    settled: list[str] = Field(default_factory=list)
 
     def for_today(self) -> AgentState:
         """This state with the day's spending reset if the day changed."""
@@ -222,6 +238,7 @@ def settle_turn_in(
     """Add to ``tx`` the end of a turn: ``state`` (at ``version``), ``summary`` (new),
     the deletion of the oldest summary beyond ``kept`` (None: keep every one) and, with
     ``drop_inflight``, of the in-flight marker, the backlog marker's removal and the ack."""
+    state.settled = [*state.settled, message_identity(mail)][-SETTLED_KEPT:]
     tx.put(state_key(name), state.model_dump(), version)
     tx.put(turn_key(name, summary.seq), summary.model_dump(), if_version=0)
     if kept is not None and summary.seq > kept:

@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
-from plait.agents import Agents
+from plait.actors import tell_tracked
+from plait.actors.topics import topic_mail
+from plait.agents import Agents, agent_actor_id
 from plait.agents.store import read_conversation, read_state
 from plait.decisions import DecisionDesk, DecisionId, Human
 from plait.graphs import GraphSpec
 from plait.graphs.store import import_graph
-from plait.mesh import Mesh
+from plait.mesh import Event, Mesh
 
 from .conftest import eventually, profile, serving
 
@@ -237,3 +239,28 @@ async def test_an_agent_started_from_earliest_gets_what_its_topic_holds(mesh: Me
         replay = await turns_of(agents, "replay", 2)
     assert [t.text for t in late.turns] == ["read 2"]
     assert [t.text for t in replay.turns] == ["read 1", "read 2"]
+
+
+async def test_a_message_delivered_again_after_its_turn_takes_no_second_turn(mesh: Mesh) -> None:
+    # Delivery is at least once: a router that forwards an event again (its visibility
+    # ran out) gives it a new mailbox id. The actor settles each event once.
+    await profile(mesh, "helper", [])
+    agents = Agents(mesh)
+    event = Event("evt-1", "tasks.new", "task", {"id": "t1"}, 1)
+    async with serving(mesh, [{"text": "seen"}]) as served:
+        await agents.start("helper")
+        await tell_tracked(mesh, agent_actor_id("helper"), topic_mail(event))
+        await turns_of(agents, "helper", 1)
+        await tell_tracked(mesh, agent_actor_id("helper"), topic_mail(event))  # again
+
+        async def drained() -> Any:
+            shown = await agents.show("helper")
+            return not shown.backlog and served.runtime.handled >= 2 and shown
+
+        shown = await eventually(drained)
+        await agents.tell("helper", "another")  # a different message still takes a turn
+        shown = await turns_of(agents, "helper", 2)
+    assert [t.text for t in shown.turns] == ["seen", "seen"]
+    assert [t.prompt for t in shown.turns][1] == "another"
+    state, _ = await read_state(mesh, "helper")
+    assert state.settled[0] == "event:evt-1" and state.turns == 2
