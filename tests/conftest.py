@@ -2,22 +2,42 @@
 
 Each test that takes ``mesh`` runs once per backend: memory, a fresh SQLite file, and
 the real Redis at 127.0.0.1:6379 under a key prefix of its own that is removed after.
+The functions behind them live in :mod:`tests._support` (import them from there; the
+names below stay importable from here for older imports).
 """
 
 from __future__ import annotations
 
-import os
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from plait.mesh import Mesh, open_mesh
+from tests._support.meshes import (
+    BACKENDS,
+    REDIS_URL,
+    REQUIRE_SERVICES,
+    drop_redis_prefix,
+    make_url_factory,
+    redis_available,
+)
+from tests._support.timing import worker_count
 
-REDIS_URL = os.environ.get("PLAIT_TEST_REDIS", "redis://127.0.0.1:6379/0")
-BACKENDS = ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)]
-REQUIRE_SERVICES = os.environ.get("PLAIT_REQUIRE_SERVICES") == "1"
+__all__ = [
+    "BACKENDS",
+    "REDIS_URL",
+    "REQUIRE_SERVICES",
+    "drop_redis_prefix",
+    "make_url_factory",
+    "redis_available",
+]
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (the default in ``pyproject.toml``): one test process per core, at
+    most four, or ``PLAIT_TEST_WORKERS``."""
+    return worker_count()
 
 
 @pytest.hookimpl(trylast=True)
@@ -46,47 +66,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-def redis_available() -> bool:
-    import redis
-
-    try:
-        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except redis.RedisError:
-        return False
-
-
-def drop_redis_prefix(prefix: str) -> None:
-    """Remove every key under ``prefix`` (tests only; SCAN, never KEYS)."""
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        batch = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        if batch:
-            client.delete(*batch)
-    finally:
-        client.close()
-
-
-def make_url_factory(backend: str, tmp_path: Path) -> tuple[Callable[[], str], Callable[[], None]]:
-    """A function giving this test's mesh URL (same URL each call) and a cleanup."""
-    if backend == "memory":
-        return (lambda: "memory://"), (lambda: None)
-    if backend == "sqlite":
-        path = tmp_path / "mesh.db"
-        return (lambda: f"sqlite:///{path}"), (lambda: None)
-    if not redis_available():
-        if REQUIRE_SERVICES:
-            pytest.fail("Redis does not answer at 127.0.0.1:6379 (PLAIT_REQUIRE_SERVICES=1)")
-        pytest.skip("Redis does not answer at 127.0.0.1:6379")
-    prefix = f"plait-test-{uuid.uuid4().hex[:12]}:"
-    return (lambda: f"{REDIS_URL}?prefix={prefix}"), (lambda: drop_redis_prefix(prefix))
 
 
 @pytest.fixture(params=BACKENDS)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from plait.mesh import open_mesh
-from tests.conftest import make_url_factory
+from tests._support.meshes import make_url_factory
 
 from .fleet import MODEL, set_up_fleet
 

@@ -20,7 +20,7 @@ import pytest
 from plait.agents.store import last_turns
 from plait.decisions import DecisionDesk
 from plait.mesh import Mesh, open_mesh
-from tests.conftest import make_url_factory
+from tests._support.meshes import make_url_factory
 from tests.runs.helpers import Cli
 
 from .release_actor import EXAMPLE, NODES

@@ -22,7 +22,7 @@ from plait.schedules import SCHEDULE_KIND, Schedules
 from plait.schedules.actor import handler
 from plait.schedules.cron import fires_after
 from plait.schedules.model import fire_run_id
-from tests.conftest import make_url_factory
+from tests._support.meshes import make_url_factory
 from tests.runs.helpers import eventually, store
 
 from .helpers import ONE_NODE, OPERATOR, RULES, FastClock
