@@ -24,7 +24,8 @@ from typing import Any
 
 import anyio
 
-from plait.actors import ActorContext, Mail, tell_in
+from plait.actors import MAILBOX_GROUP, ActorContext, Mail, tell_in
+from plait.actors.partitions import MAILBOX_PREFIX
 from plait.errors import ActorError
 from plait.mesh import Mesh, Subscription
 
@@ -35,6 +36,9 @@ LOG_TOPIC = "conformance.log"
 """Where the kind writes what it sees."""
 
 EFFECT_PREFIX = "conformance/effects/"
+
+DRAINED = "drained"
+"""The phase of the marker :meth:`LogReader.drained` publishes behind every entry."""
 
 
 @dataclass
@@ -129,15 +133,26 @@ class LogReader:
         await self.until(lambda es: len(self.of(phase)) >= n, timeout)
         return self.of(phase)
 
-    async def quiet(self, seconds: float) -> list[dict[str, Any]]:
-        """Read whatever arrives until ``seconds`` pass with nothing new; every entry."""
-        while True:
-            with anyio.move_on_after(seconds):
-                delivery = await self.sub.__anext__()
-                await delivery.ack()
-                self.entries.append(delivery.data)
-                continue
-            return self.entries
+    async def drained(self, mesh: Mesh, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Once every runtime on ``mesh`` has stopped (its handlers drained): check that no
+        mailbox message is left to deliver, then read every entry logged so far; every
+        entry.
+
+        This is how the suite says "nothing more comes" without waiting for silence: a
+        message acked can never be delivered again, and none is left unacked; the
+        ``drained`` marker, published after the runtimes stopped, arrives behind every
+        entry their handlers wrote (a topic keeps its order).
+        """
+        left = {
+            topic: count
+            for topic in await mesh.topics(MAILBOX_PREFIX)
+            if (count := await mesh.backlog(topic, MAILBOX_GROUP))
+        }
+        assert not left, f"mail left to deliver after the runtimes stopped: {left}"
+        await mesh.publish(LOG_TOPIC, DRAINED, {"phase": DRAINED, "actor": "", "n": None})
+        await self.until(lambda es: bool(es) and es[-1]["phase"] == DRAINED, timeout)
+        self.entries.pop()
+        return self.entries
 
     def of(self, phase: str, actor: str | None = None) -> list[dict[str, Any]]:
         """The entries of one phase (of one actor), in log order."""

@@ -21,8 +21,6 @@ from .kinds import BEHAVE, EFFECT_PREFIX, KIND, LOG_TOPIC, LogReader, Services
 pytestmark = pytest.mark.anyio
 
 HANDLERS = {KIND: BEHAVE}
-QUIET_S = 1.0
-"""Time with nothing new that says nothing more comes: over three visibility timeouts."""
 
 
 @pytest.fixture
@@ -66,7 +64,9 @@ async def test_create_get_stop(make_runtime: MakeRuntime) -> None:
     assert (await rt.get("a")).stopped
 
 
-async def test_tell_delivers_each_message_once(make_runtime: MakeRuntime, log: LogReader) -> None:
+async def test_tell_delivers_each_message_once(
+    mesh: Mesh, make_runtime: MakeRuntime, log: LogReader
+) -> None:
     rt = runtime(make_runtime, host="one")
     await rt.create("a", KIND)
     await rt.tell("a", {"n": 0})  # before any runtime serves the mesh: kept for it
@@ -74,7 +74,7 @@ async def test_tell_delivers_each_message_once(make_runtime: MakeRuntime, log: L
         for n in (1, 2):
             await rt.tell("a", {"n": n})
         await log.count("end", 3)
-        entries = await log.quiet(QUIET_S)
+    entries = await log.drained(mesh)
     ends = log.of("end")
     assert labels(ends) == [0, 1, 2] and len(entries) == 6
     assert {(e["attempt"], e["host"]) for e in ends} == {(1, "one")}
@@ -112,7 +112,7 @@ async def test_ack_commits_with_the_handlers_transaction(
         await rt.tell("acked", {"n": "acked", "ack_then_raise": True})
         await rt.tell("conflicted", {"n": "conflicted", "conflict_until": 1})
         await log.until(lambda _: log.of("end", "conflicted"))
-        await log.quiet(QUIET_S)
+    await log.drained(mesh)
     # The ack landed with the effect: the handler raised after, and nothing came again.
     assert [e["attempt"] for e in log.of("start", "acked")] == [1]
     effect = await mesh.get(EFFECT_PREFIX + "acked")
@@ -123,19 +123,19 @@ async def test_ack_commits_with_the_handlers_transaction(
 
 
 async def test_a_failed_message_is_delivered_again(
-    make_runtime: MakeRuntime, log: LogReader
+    mesh: Mesh, make_runtime: MakeRuntime, log: LogReader
 ) -> None:
     async with runtime(make_runtime) as rt:
         await rt.create("f", KIND)
         await rt.tell("f", {"n": "job", "fail_until": 2})
         await log.count("end", 1)
-        await log.quiet(QUIET_S)
+    await log.drained(mesh)
     assert [e["attempt"] for e in log.of("start")] == [1, 2, 3]
     assert [e["attempt"] for e in log.of("end")] == [3]
 
 
 async def test_a_dead_runtimes_message_goes_to_another(
-    make_runtime: MakeRuntime, log: LogReader
+    mesh: Mesh, make_runtime: MakeRuntime, log: LogReader
 ) -> None:
     first = runtime(make_runtime, host="first", drain_timeout_s=0.05)
     async with first:
@@ -145,7 +145,7 @@ async def test_a_dead_runtimes_message_goes_to_another(
     # ``first`` left the message unacked (its handler cancelled, as if its process died).
     async with runtime(make_runtime, host="second"):
         await log.count("end", 1)
-        await log.quiet(QUIET_S)
+    await log.drained(mesh)
     assert [(e["attempt"], e["host"]) for e in log.of("start")] == [(1, "first"), (2, "second")]
 
 
@@ -160,7 +160,7 @@ async def test_dead_letter_after_max_attempts_calls_the_hook(
             await log.count("dead", 1)
             with anyio.fail_after(10):
                 letter = await dead.__anext__()
-            await log.quiet(QUIET_S)
+        await log.drained(mesh)
     finally:
         await dead.close()
     assert [e["attempt"] for e in log.of("start")] == [1, 2]
@@ -169,14 +169,16 @@ async def test_dead_letter_after_max_attempts_calls_the_hook(
     assert letter.data["data"]["to"] == "d" and letter.data["reason"] == "failed 2 times"
 
 
-async def test_the_commit_time_hand_off(make_runtime: MakeRuntime, log: LogReader) -> None:
+async def test_the_commit_time_hand_off(
+    mesh: Mesh, make_runtime: MakeRuntime, log: LogReader
+) -> None:
     rt = runtime(make_runtime)
     assert rt.take_mail_in(rt.mesh.transact(), "c") is False  # not serving
     async with rt:
         await rt.create("c", KIND)
         await rt.tell("c", {"chain": 5})
         await log.until(lambda _: 0 in labels(log.of("end")))
-        await log.quiet(QUIET_S)
+    await log.drained(mesh)
     assert labels(log.of("start")) == [5, 4, 3, 2, 1, 0]
     assert {e["attempt"] for e in log.of("start")} == {1}
     sent = log.of("sent")
@@ -215,7 +217,7 @@ async def test_a_stopped_actors_messages_are_dropped(
             with anyio.fail_after(10):
                 while len(got) < 2:
                     got.append((await dead.__anext__()).data["data"]["to"])
-            await log.quiet(QUIET_S)
+        await log.drained(mesh)
     finally:
         await dead.close()
     assert sorted(got) == ["nobody", "s"]
