@@ -18,6 +18,7 @@ from plait.errors import (
 )
 from plait.models import CallContext, Message, OpenAIModel, ToolCall, Usage, load_model
 from plait.tools.spec import ToolSpec
+from tests._support.timing import scaled
 
 from .wire_servers import OpenAIWireServer
 
@@ -129,7 +130,7 @@ async def test_rate_limit_is_retried_by_the_sdk(openai_server: OpenAIWireServer)
         reply = await model.complete(conversation(), context=CONTEXT)
     assert reply.text == "after the wait"
     assert len(openai_server.requests) == 2
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < scaled(2)  # stretched on a busy machine
 
 
 async def test_rate_limit_after_retries_is_model_rate_limited(
@@ -149,7 +150,7 @@ async def test_slow_server_is_a_model_timeout(openai_server: OpenAIWireServer) -
         started = time.monotonic()
         with pytest.raises(ModelTimeout) as info:
             await model.complete(conversation(), context=CONTEXT)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < scaled(2)  # stretched on a busy machine
     assert info.value.retryable
 
 

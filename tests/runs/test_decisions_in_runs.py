@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import anyio
@@ -17,6 +16,7 @@ from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
 from plait.runs.log import LogFollower
 from plait.runs.record import record_key
+from tests._support.timing import scaled
 
 from .helpers import agent_chain, commits, hosting, settle, store
 
@@ -168,15 +168,13 @@ async def test_an_unanswered_question_expires(
 ) -> None:
     await store(mesh, ask_graph("expiring", expires_after_s=0.3, **policy))
     runs = Runs(mesh)
-    # The fallback tick is a minute away: only the tick due at expiry can end the wait.
-    async with hosting(mesh, ask_model(), tick_ms=60_000):
+    # The fallback tick is an hour away: only the tick due at expiry can end the wait
+    # within the deadline.
+    async with hosting(mesh, ask_model(), tick_ms=3_600_000):
         parked = await settle(runs, (await runs.start("assistant", "expiring", "x")).run_id)
         assert parked.status == "waiting_human"
-        began = time.monotonic()
-        rec = await settle(runs, parked.run_id, since=parked, timeout=5)
-        took = time.monotonic() - began
+        rec = await settle(runs, parked.run_id, since=parked, timeout=scaled(5))
     assert rec.status == status
-    assert took < 2.0
     assert parked.waiting is not None and parked.waiting.decision_id is not None
     decision = await DecisionDesk(mesh).get(parked.waiting.decision_id)
     assert decision.status == "expired"
@@ -225,13 +223,15 @@ async def test_a_parked_run_holds_no_task(mesh: Mesh) -> None:
 
 
 async def test_an_answer_wakes_the_run_at_once(mesh: Mesh) -> None:
+    # The fallback tick is an hour away and a wake is redelivered after an hour: only the
+    # answer's own wake can start the next node within the deadline. How soon it does is
+    # bench/runs.py's resume_latency_ms.
     await store(mesh, ask_graph("asks"))
     runs = Runs(mesh)
-    async with hosting(mesh, ask_model()):
+    async with hosting(mesh, ask_model(), tick_ms=3_600_000, visibility_timeout_ms=3_600_000):
         parked = await settle(runs, (await runs.start("assistant", "asks", "x")).run_id)
         follower = LogFollower(mesh, parked.run_id, parked.audit_seq)
-        with anyio.fail_after(5):
-            began = time.monotonic()
+        with anyio.fail_after(scaled(5)):
             await runs.resume(parked.run_id, "yes", by=ANA)
             seen = False
             while not seen:
@@ -240,10 +240,8 @@ async def test_an_answer_wakes_the_run_at_once(mesh: Mesh) -> None:
                     began_nodes = [v["node"] for v in p.get("started") or ()]
                     seen = seen or p.get("node") == "finish" or "finish" in began_nodes
                 await anyio.sleep(0.002)  # polling the log, within the deadline above
-            took = time.monotonic() - began
         rec = await settle(runs, parked.run_id, since=parked)
     assert rec.status == "done"
-    assert took < 1.0  # the real figure belongs to the benchmark (about 100 ms or less)
 
 
 TOOL_GRAPH = {

@@ -26,6 +26,7 @@ import redis
 from plait.mesh import Mesh, open_mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
+from tests._support.timing import scaled
 
 from .helpers import DATA, Cli, poll, store
 
@@ -233,7 +234,7 @@ def test_a_command_that_cannot_reach_the_mesh_fails_in_seconds_with_one_line(cli
             on_redis(cli, url)
             started = time.monotonic()
             done = cli("graph", "runs", ok=False)
-            assert time.monotonic() - started < 10
+            assert time.monotonic() - started < scaled(10)  # stretched on a busy machine
             assert done.returncode == 1 and done.stdout == ""
             lines = done.stderr.strip().splitlines()
             assert len(lines) == 1, done.stderr
