@@ -22,7 +22,7 @@ from tests._support.meshes import (
     make_url_factory,
     redis_available,
 )
-from tests._support.timing import worker_count
+from tests._support.timing import scaled, worker_count
 
 __all__ = [
     "BACKENDS",
@@ -48,7 +48,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     pytest-xdist does that by setting ``item._nodeid``, which pytest 9 no longer reads
     (an item's id is its ``_id``): without this, each Ray test would start a cluster of
     its own on another worker, all at once.
+
+    Also stretches the per-test timeout (``timeout`` in ``pyproject.toml``) of each test
+    that sets none of its own, on a busy machine, as every deadline in the tests is.
     """
+    default_timeout = float(config.getini("timeout") or 0)
+    if default_timeout and not config.getoption("timeout", default=None):
+        stretched = pytest.mark.timeout(scaled(default_timeout))
+        for item in items:
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(stretched)
     if not config.getoption("loadgroup", default=False):
         return
     from _pytest.nodeid import NodeId

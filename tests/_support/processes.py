@@ -7,12 +7,13 @@ way, with deadlines stretched by :func:`tests._support.timing.scaled` on a busy 
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import Self
 
 from tests._support.timing import scaled
 
@@ -33,16 +34,16 @@ class LoggedProcess:
         env: Mapping[str, str] | None = None,
         stdout: bool = True,
     ) -> None:
-        self.argv = list(argv)
+        self.argv = [str(arg) for arg in argv]
         self.log = log
-        self._file: IO[bytes] = log.open("wb")
-        self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-            self.argv,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdout=self._file if stdout else subprocess.DEVNULL,
-            stderr=self._file,
-        )
+        with log.open("wb") as out:  # the child keeps its own descriptor
+            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                self.argv,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                stdout=out if stdout else subprocess.DEVNULL,
+                stderr=out,
+            )
 
     @property
     def pid(self) -> int:
@@ -51,7 +52,7 @@ class LoggedProcess:
 
     @property
     def returncode(self) -> int | None:
-        """Its exit status once reaped (negative: the signal that ended it), else None."""
+        """Its exit status once it ended (negative: the signal that ended it), else None."""
         return self.proc.poll()
 
     def alive(self) -> bool:
@@ -67,9 +68,9 @@ class LoggedProcess:
         status. Raises ``subprocess.TimeoutExpired`` if it still runs."""
         return self.proc.wait(timeout=scaled(timeout))
 
-    def kill(self) -> None:
-        """SIGKILL it (it must still be running: a child that died on its own is a
-        failure to report, not a kill) and reap it."""
+    def sigkill(self) -> None:
+        """SIGKILL it, as a crash would, and reap it. It must still be running: a child
+        that died on its own is a failure to report, not a kill."""
         assert self.alive(), f"{self.argv[:3]} died by itself:\n{self.text()[-2000:]}"
         self.proc.send_signal(signal.SIGKILL)
         assert self.proc.wait(timeout=scaled(10)) == -signal.SIGKILL
@@ -86,15 +87,16 @@ class LoggedProcess:
         try:
             return self.proc.wait(timeout=scaled(timeout))
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            self.kill()
             return self.proc.wait()
 
-    def close(self) -> None:
-        """Kill it if it still runs, reap it, close its log."""
+    def kill(self) -> None:
+        """Kill it if it still runs (continuing it first, if a test stopped it) and reap
+        it; for cleanup, whatever state it is in."""
         if self.alive():
+            os.kill(self.pid, signal.SIGCONT)
             self.proc.kill()
         self.proc.wait()
-        self._file.close()
 
     def __enter__(self) -> Self:
         return self
@@ -105,7 +107,7 @@ class LoggedProcess:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        self.kill()
 
 
 def stop_all(processes: Iterable[LoggedProcess], timeout: float = STOP_S) -> list[int]:

@@ -28,6 +28,7 @@ from plait.actors import MAILBOX_GROUP, ActorContext, Mail, tell_in
 from plait.actors.partitions import MAILBOX_PREFIX
 from plait.errors import ActorError
 from plait.mesh import Mesh, Subscription
+from tests._support.timing import scaled
 
 KIND = "conformance:behave"
 """The kind name the suite creates its actors with."""
@@ -120,8 +121,9 @@ class LogReader:
         self.entries: list[dict[str, Any]] = []
 
     async def until(self, done: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
-        """Read until ``done(entries)`` holds; the entries so far."""
-        with anyio.fail_after(timeout):
+        """Read until ``done(entries)`` holds (``timeout`` stretched on a busy machine);
+        the entries so far."""
+        with anyio.fail_after(scaled(timeout)):
             while not done(self.entries):
                 delivery = await self.sub.__anext__()
                 await delivery.ack()

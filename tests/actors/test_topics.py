@@ -25,6 +25,7 @@ from plait.actors import (
 )
 from plait.errors import ActorError, VersionConflict
 from plait.mesh import Mesh
+from tests._support.timing import scaled
 
 from .conftest import MakeRuntime
 
@@ -62,7 +63,7 @@ async def got(mesh: Mesh, actor: str) -> list[dict[str, Any]]:
 
 
 async def until(mesh: Mesh, actor: str, count: int, timeout_s: float = 20.0) -> list[Any]:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + scaled(timeout_s)
     while time.monotonic() < deadline:
         items = await got(mesh, actor)
         if len(items) >= count:

@@ -16,6 +16,7 @@ from plait.mesh import Mesh
 from plait.models import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
 from plait.runs import Serving, serve
+from tests._support.timing import scaled
 
 LEASE_S = 1.0
 
@@ -44,7 +45,9 @@ async def profile(mesh: Mesh, name: str, tools: Sequence[str], **extra: Any) -> 
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], timeout_s: float = 20.0) -> Any:
-    """Poll ``check`` until it returns something truthy; that value."""
+    """Poll ``check`` until it returns something truthy; that value (``timeout_s``
+    stretched on a busy machine)."""
+    timeout_s = scaled(timeout_s)
     deadline = time.monotonic() + timeout_s
     last: Any = None
     while time.monotonic() < deadline:
@@ -52,4 +55,4 @@ async def eventually(check: Callable[[], Awaitable[Any]], timeout_s: float = 20.
         if last:
             return last
         await anyio.sleep(0.02)
-    raise AssertionError(f"not within {timeout_s}s (last: {last!r})")
+    raise AssertionError(f"not within {timeout_s:.0f}s (last: {last!r})")

@@ -6,20 +6,21 @@ elsewhere, and their writes land once)."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import pytest
 import yaml
 
 from plait.mesh import open_mesh
+from tests._support.deliveries import drain
 from tests._support.meshes import make_url_factory
+from tests._support.processes import LoggedProcess, stop_all
+from tests._support.timing import scaled
 
 from .fleet import MODEL, set_up_fleet
 
@@ -45,8 +46,7 @@ class Workers:
     def __init__(self, url: str, logs: Path) -> None:
         self.env = {**os.environ, "PLAIT_MESH": url, "PYTHONPATH": str(ROOT)}
         self.logs = logs
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.files: list[IO[bytes]] = []
+        self.procs: list[LoggedProcess] = []
         # the example's rules, a worker's work made slow enough for a kill to land mid-turn
         rules = yaml.safe_load(MODEL.read_text())["rules"]
         for rule in rules:
@@ -55,29 +55,17 @@ class Workers:
         self.model = logs / "fleet.model.yaml"
         self.model.write_text(yaml.safe_dump({"rules": rules}))
 
-    def start(self) -> subprocess.Popen[bytes]:
-        log = open(self.logs / f"worker{len(self.procs)}.log", "wb")
-        self.files.append(log)
-        proc = subprocess.Popen(
+    def start(self) -> LoggedProcess:
+        proc = LoggedProcess(
             [sys.executable, "-c", PLAIT, "worker", "--model", f"scripted:{self.model}",
              "--lease-s", "1", "--visibility-timeout", "1", "--drain-timeout", "1"],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            self.logs / f"worker{len(self.procs)}.log", env=self.env, cwd=ROOT,
         )  # fmt: skip
         self.procs.append(proc)
         return proc
 
     def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for log in self.files:
-            log.close()
+        stop_all(self.procs)
 
 
 async def test_workers_lose_and_double_nothing_across_a_sigkill(url: str, tmp_path: Path) -> None:
@@ -93,25 +81,19 @@ async def test_workers_lose_and_double_nothing_across_a_sigkill(url: str, tmp_pa
             async def done() -> list[Any]:
                 return [e async for e in mesh.scan("results/")]
 
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + scaled(60)
             while len(await done()) < 5:  # some work is done, the rest is under way
                 assert time.monotonic() < deadline, "no results"
                 await anyio.sleep(0.02)
-            victim = workers.procs[0]
-            victim.send_signal(signal.SIGKILL)
-            victim.wait()
+            workers.procs[0].sigkill()
             workers.start()  # a restart: it rejoins and takes its share again
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + scaled(90)
             while len(await done()) < TASKS:
                 assert time.monotonic() < deadline, f"{len(await done())} of {TASKS} done"
                 await anyio.sleep(0.05)
             sub = mesh.subscribe("tasks.done", "check", "c", start="begin")
-            finished: list[str] = []
-            async with sub:
-                with anyio.move_on_after(3):  # what is there is there: read it all
-                    async for delivery in sub:
-                        finished.append(delivery.data["id"])
-                        await delivery.ack()
+            async with sub:  # every result is in: what the topic holds before a marker
+                finished = [d.data["id"] for d in await drain(mesh, sub, "tasks.done")]
             for n in range(TASKS):
                 claim = await mesh.get(f"tasks/k{n}")
                 result = await mesh.get(f"results/k{n}")

@@ -17,6 +17,8 @@ import httpx
 import yaml
 from runs.helpers import poll
 
+from tests._support.timing import scaled
+
 PLAIT = Path(sys.executable).with_name("plait")
 
 
@@ -50,7 +52,7 @@ def plait(mesh_url: str, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         capture_output=True,
         check=True,
-        timeout=30,
+        timeout=scaled(30),
     )
 
 
@@ -90,7 +92,7 @@ def serving(tmp_path: Path, rules: list[dict[str, Any]], *extra: str) -> Iterato
         client.close()
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=scaled(20))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -20,6 +20,7 @@ from plait.graphs.validate import validate_graph
 from plait.mesh import open_mesh
 from plait.profiles import DEFAULT_ASSISTANT, AgentProfile, put_profile
 from plait.tools import default_registry
+from tests._support.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "research_and_verify.json"
@@ -239,7 +240,7 @@ def test_the_console_script_validates_the_example(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         check=False,
     )
     assert done.returncode == 0, done.stderr

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests._support.timing import scaled
 from tests.cli.helpers import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ def test_tail_follows_events_as_they_come(tmp_path: Path) -> None:
             code, _, err = invoke("mesh", "publish", "news", "ping", "--data", "1", "--mesh", url)
             assert code == 0, err
             time.sleep(0.1)  # a publish rate, not a wait for an outcome
-        out, err = tail.communicate(timeout=10)
+        out, err = tail.communicate(timeout=scaled(10))
     finally:
         if tail.poll() is None:
             tail.kill()

@@ -15,6 +15,7 @@ import pytest
 from plait.errors import ConfigError, GraphError
 from plait.graphs import TrajectoryStep, load_graph, resume_graph, run_graph
 from plait.models import ScriptedModel
+from tests._support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -291,7 +292,7 @@ def test_the_in_session_example_script_runs() -> None:
         cwd=root,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=scaled(60),
         env={**os.environ, "COLUMNS": "120"},
     )
     assert done.returncode == 0, done.stderr

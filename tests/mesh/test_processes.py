@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from plait.mesh import open_mesh
+from tests._support.timing import scaled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -77,7 +78,7 @@ async def test_counter_race_across_processes(mesh_url: str) -> None:
         won: list[int] = []
         conflicts = 0
         for racer in racers:
-            out, err = racer.communicate(timeout=60)
+            out, err = racer.communicate(timeout=scaled(60))
             assert racer.returncode == 0, err
             report = json.loads(out)
             won += report["won"]

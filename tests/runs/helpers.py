@@ -28,6 +28,7 @@ from plait.models.scripted import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
 from plait.runs import RunHost, RunRecord, Runs, serve
 from plait.tools import ToolRegistry
+from tests._support.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -85,15 +86,17 @@ async def hosting(
 
 
 async def settle(runs: Runs, run_id: str, timeout: float = 10.0, **kw: Any) -> RunRecord:
-    """Wait until the run is done, failed, cancelled or waiting on a person."""
-    return await runs.wait(run_id, timeout=timeout, **kw)
+    """Wait until the run is done, failed, cancelled or waiting on a person (``timeout``
+    stretched on a busy machine)."""
+    return await runs.wait(run_id, timeout=scaled(timeout), **kw)
 
 
 async def eventually(
     check: Callable[[], Awaitable[T | None]], timeout: float = 10.0, every: float = 0.02
 ) -> T:
-    """Poll ``check`` until it returns something truthy; that value."""
-    with anyio.fail_after(timeout):
+    """Poll ``check`` until it returns something truthy; that value (``timeout``
+    stretched on a busy machine)."""
+    with anyio.fail_after(scaled(timeout)):
         while True:
             found = await check()
             if found:
@@ -131,14 +134,15 @@ class Cli:
     def __call__(
         self, *args: str, ok: bool = True, timeout: float = 30.0
     ) -> subprocess.CompletedProcess[str]:
-        """Run ``plait ARGS`` to its end; by default it must exit 0."""
+        """Run ``plait ARGS`` to its end (``timeout`` stretched on a busy machine); by
+        default it must exit 0."""
         done = subprocess.run(
             self.argv(*args),
             cwd=self.cwd,
             env=self.env,
             text=True,
             capture_output=True,
-            timeout=timeout,
+            timeout=scaled(timeout),
             check=False,
         )
         if ok and done.returncode != 0:
@@ -173,14 +177,16 @@ class Cli:
 
 
 def poll(check: Callable[[], T | None], timeout: float = 20.0, every: float = 0.05) -> T:
-    """Poll a blocking ``check`` until it returns something truthy; that value."""
+    """Poll a blocking ``check`` until it returns something truthy; that value
+    (``timeout`` stretched on a busy machine)."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     while True:
         found = check()
         if found:
             return found
         if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {timeout}s waiting on {check}")
+            raise AssertionError(f"gave up after {timeout:.0f}s waiting on {check}")
         time.sleep(every)
 
 

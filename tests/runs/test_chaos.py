@@ -12,15 +12,13 @@ for one visit: only commits are counted, never calls.
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import pytest
@@ -29,9 +27,10 @@ from plait.decisions import Agent, DecisionDesk, Human
 from plait.mesh import Mesh, open_mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
+from tests._support.processes import LoggedProcess, stop_all
+from tests._support.timing import scaled
 
 from .helpers import Cli, commits, poll, store
-from .test_crash import stop
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -83,52 +82,45 @@ class Workers:
     def __init__(self, cli: Cli, model: str) -> None:
         self.cli = cli
         self.model = model
-        self.procs: list[subprocess.Popen[str]] = []
-        self.logs: dict[subprocess.Popen[str], IO[str]] = {}
+        self.procs: list[LoggedProcess] = []
+        """The workers alive."""
+        self.started: list[LoggedProcess] = []
+        """Every worker started, killed or not."""
 
     def start(self) -> None:
         """One more worker."""
-        log = (self.cli.cwd / f"worker-{len(self.logs)}.log").open("w")
-        proc = subprocess.Popen(
+        proc = LoggedProcess(
             self.cli.argv("worker", "--visibility-timeout", "1", "--model", self.model),
-            cwd=self.cli.cwd,
-            env=self.cli.env,
-            text=True,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+            self.cli.cwd / f"worker-{len(self.started)}.log",
+            cwd=self.cli.cwd, env=self.cli.env, stdout=False,
+        )  # fmt: skip
         self.procs.append(proc)
-        self.logs[proc] = log
+        self.started.append(proc)
 
-    def kill(self, victim: subprocess.Popen[str]) -> None:
+    def kill(self, victim: LoggedProcess) -> None:
         """SIGKILL ``victim``, reap it, and start a worker in its place."""
-        os.kill(victim.pid, signal.SIGKILL)
-        assert victim.wait(timeout=10) == -signal.SIGKILL
+        victim.sigkill()
         self.procs.remove(victim)
         self.start()
 
     def stop_all(self) -> None:
         """SIGTERM every live worker once it serves: each must drain and exit 0."""
         for proc in self.procs:
-            path = Path(self.logs[proc].name)
-            poll(lambda path=path: "serving" in path.read_text())
-            stop(proc)
+            poll(lambda proc=proc: "serving" in proc.text())
+        for proc, code in zip(self.procs, stop_all(self.procs), strict=True):
+            assert code == 0, proc.text()
 
     def close(self) -> None:
-        """Kill whatever still runs and close the logs."""
+        """Kill whatever still runs."""
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        for log in self.logs.values():
-            log.close()
+            proc.kill()
 
     def log_text(self) -> str:
         """Every worker's stderr so far, for a failure's message."""
-        return "\n".join(Path(log.name).read_text() for log in self.logs.values())
+        return "\n".join(proc.text() for proc in self.started)
 
 
-def busy(workers: Workers, records: list[RunRecord]) -> list[subprocess.Popen[str]]:
+def busy(workers: Workers, records: list[RunRecord]) -> list[LoggedProcess]:
     """The workers that hold a node in flight (an attempt's host names its pid)."""
     # A host id reads hostname:pid:random; an entry node claimed at start has none yet.
     hosts = [a.host.split(":") for rec in records for a in rec.attempts.values()]
@@ -255,7 +247,7 @@ async def test_four_processes_answer_one_decision_and_exactly_one_wins(
             assert proc.stdin is not None
             proc.stdin.write("go\n")
             proc.stdin.flush()
-        ended = [(proc.communicate(timeout=30), proc.returncode) for proc in answerers]
+        ended = [(proc.communicate(timeout=scaled(30)), proc.returncode) for proc in answerers]
     finally:
         for proc in answerers:
             if proc.poll() is None:

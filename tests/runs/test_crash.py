@@ -23,6 +23,7 @@ from plait.mesh import Mesh, open_mesh
 from plait.runs import AuditEvent, RunRecord, Runs
 from plait.runs.audit import read_events
 from plait.runs.record import child_run_id
+from tests._support.timing import scaled
 
 from .helpers import DATA, Cli, commits, poll
 
@@ -77,7 +78,7 @@ def sigkill_when(doomed: subprocess.Popen[str], until: Callable[[], T]) -> T:
     try:
         found = until()
         os.kill(doomed.pid, signal.SIGKILL)
-        assert doomed.wait(timeout=10) == -signal.SIGKILL
+        assert doomed.wait(timeout=scaled(10)) == -signal.SIGKILL
     finally:
         if doomed.poll() is None:
             doomed.kill()
@@ -109,7 +110,7 @@ def stop(worker: subprocess.Popen[str]) -> str:
     """SIGTERM the worker; it must drain and exit 0. Its stderr."""
     worker.send_signal(signal.SIGTERM)
     try:
-        _, err = worker.communicate(timeout=15)
+        _, err = worker.communicate(timeout=scaled(15))
     finally:
         if worker.poll() is None:
             worker.kill()

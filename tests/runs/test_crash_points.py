@@ -23,6 +23,7 @@ from plait.decisions import DecisionDesk
 from plait.mesh import open_mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
+from tests._support.timing import scaled
 
 from .helpers import Cli, agent_chain, poll, store
 from .test_crash import stop
@@ -98,7 +99,7 @@ def test_a_process_killed_at_either_edge_of_a_commit_loses_and_doubles_nothing(
         stderr=subprocess.PIPE,
     )
     try:
-        assert doomed.wait(timeout=30) == -9, doomed.stderr.read() if doomed.stderr else ""
+        assert doomed.wait(timeout=scaled(30)) == -9, doomed.stderr.read() if doomed.stderr else ""
     finally:
         if doomed.poll() is None:
             doomed.kill()

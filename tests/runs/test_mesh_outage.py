@@ -85,13 +85,13 @@ class PrivateRedis:
     def kill(self) -> None:
         assert self.process is not None
         self.signal(signal.SIGKILL)
-        self.process.wait(timeout=10)
+        self.process.wait(timeout=scaled(10))
 
     def stop_for_good(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGCONT)
             self.process.kill()
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=scaled(10))
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_a_worker_rides_out_a_redis_restart_and_loses_nothing(
         poll(lambda: all(r.terminal for r in records(server.url)), timeout=30)
     finally:
         worker.send_signal(signal.SIGTERM)
-        worker.communicate(timeout=15)
+        worker.communicate(timeout=scaled(15))
     err = log.read_text()
     assert worker.returncode == 0, err
     assert "Traceback" not in err and "Error:" not in err, err
@@ -208,7 +208,7 @@ def test_graph_run_rides_out_a_redis_pause_longer_than_its_timeout(
         poll(lambda: log.read_text().count(RETRYING) >= 2 and time.monotonic() - paused_at > 2)
         assert "Timeout" in log.read_text() and run.poll() is None, log.read_text()
         server.signal(signal.SIGCONT)
-        out, _ = run.communicate(timeout=30)
+        out, _ = run.communicate(timeout=scaled(30))
     finally:
         if run.poll() is None:
             run.kill()

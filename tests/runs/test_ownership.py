@@ -14,7 +14,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,8 @@ from plait.profiles import AgentProfile
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
 from plait.runs.record import owner_id, record_key
+from tests._support.processes import STOP_S, LoggedProcess
+from tests._support.timing import scaled
 
 from .helpers import DATA, Cli, commits, poll, store
 from .test_crash import record_of, with_mesh
@@ -43,29 +44,14 @@ CHAIN_MODEL = f"scripted:{DATA / 'slow_chain.model.yaml'}"
 CHAIN_VISITS = [("first", 1), ("second", 1), ("third", 1)]
 
 
-class Worker:
+class Worker(LoggedProcess):
     """One ``plait worker`` process whose stderr goes to ``<name>.log``."""
 
     def __init__(self, cli: Cli, name: str, *args: str) -> None:
-        self.log = cli.cwd / f"{name}.log"
-        with self.log.open("w") as log:
-            self.proc = subprocess.Popen(
-                cli.argv("worker", *args),
-                cwd=cli.cwd,
-                env=cli.env,
-                text=True,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-
-    @property
-    def pid(self) -> int:
-        """The process id."""
-        return self.proc.pid
-
-    def text(self) -> str:
-        """Its stderr so far."""
-        return self.log.read_text()
+        super().__init__(
+            cli.argv("worker", *args), cli.cwd / f"{name}.log", cwd=cli.cwd, env=cli.env,
+            stdout=False,
+        )  # fmt: skip
 
     def holdings(self) -> list[int]:
         """How many partitions each ``holding`` line it printed so far says it holds."""
@@ -76,23 +62,11 @@ class Worker:
         found = self.holdings()
         return bool(found) and found[-1] == n
 
-    def stop(self) -> str:
+    def stop(self, timeout: float = STOP_S) -> str:  # type: ignore[override]
         """SIGTERM it; it must drain and exit 0. Its stderr."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        finally:
-            self.kill()
-        assert self.proc.returncode == 0, self.text()
+        code = super().stop(timeout)
+        assert code == 0, self.text()
         return self.text()
-
-    def kill(self) -> None:
-        """SIGKILL it if it still runs (continuing it first if stopped), and reap it."""
-        if self.proc.poll() is None:
-            os.kill(self.pid, signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
 
 
 def serving(workers: list[Worker], *shares: int) -> None:
@@ -236,8 +210,7 @@ def test_a_sigkilled_workers_runs_finish_on_the_other(cli: Cli, tmp_path: Path) 
             return None
 
         doomed, doomed_runs = poll(victim)
-        os.kill(doomed.pid, signal.SIGKILL)
-        assert doomed.proc.wait(timeout=10) == -signal.SIGKILL
+        doomed.sigkill()
         survivor = next(w for w in workers if w is not doomed)
         poll(lambda: survivor.holds(COUNT), timeout=15)
         done = all_terminal(cli.mesh_url, run_ids, timeout=40)
@@ -378,7 +351,7 @@ def test_a_foreground_run_serves_its_own_run_then_a_worker_takes_over(
         # Its entry node was claimed when it was queued; no process has started it.
         assert [a.host for a in untouched.attempts.values()] == [""]
         worker = Worker(cli, "late", "--visibility-timeout", "1", "--lease-s", "1")
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=scaled(30))
         assert proc.returncode == 0, err
         assert "serves run" in err and first.run_id in err
         others = all_terminal(cli.mesh_url, [other])

@@ -37,6 +37,7 @@ from plait.mesh import Mesh
 from plait.mesh._base import now_ms
 from plait.runs import Runs
 from plait.runs.record import owner_id
+from tests._support.timing import scaled
 
 from .helpers import poll
 from .test_crash import with_mesh
@@ -229,13 +230,13 @@ def test_a_host_cut_off_by_a_network_partition_is_fenced_and_rejoins(
     try:
         placed = subprocess.run(
             [sys.executable, "-c", PLACE_HOSTS, machines.head, namespace, url, str(tmp_path)],
-            env=cli.env, capture_output=True, text=True, timeout=90, check=True,
+            env=cli.env, capture_output=True, text=True, timeout=scaled(90), check=True,
         ).stdout  # fmt: skip
         outside, inside = (info["host"] for info in json.loads(placed.splitlines()[-1]))
         assert ns.holds(hosts_pid(inside) or 0) and not ns.holds(hosts_pid(outside) or 0)
         cut_off, other = inside, outside
         held = poll(lambda: (found := holders(url)) and sorted(map(len, found.values())) == [4, 4]
-                    and found, timeout=30)  # fmt: skip
+                    and found, timeout=scaled(30))  # fmt: skip
         run_ids = start_runs(url, "marked-chain", inputs, CHAIN_MODEL)
         owned = [r for r in run_ids if partition_of(owner_id(r), COUNT) in held[cut_off]]
 

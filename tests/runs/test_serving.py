@@ -19,6 +19,7 @@ from plait.mesh import Mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
 from plait.runs.serving import NO_WORKER, Heartbeat, live_heartbeats
+from tests._support.timing import scaled
 
 from .helpers import DATA, Cli, poll
 from .test_crash import record_of, stop, with_mesh
@@ -110,7 +111,7 @@ def test_ctrl_c_says_the_run_stays_queued_and_exits_130(cli: Cli) -> None:
 
     rec = poll(in_second)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=15)
+    _, err = proc.communicate(timeout=scaled(15))
     assert proc.returncode == 130, err
     assert f"run {rec.run_id} stays queued" in err
     assert "plait worker" in err and f"plait graph cancel {rec.run_id}" in err
@@ -124,7 +125,7 @@ def test_a_second_ctrl_c_exits_at_once(cli: Cli) -> None:
     poll(lambda: "second" in proc_stderr_so_far(cli))
     proc.send_signal(signal.SIGINT)
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=10)
+    proc.communicate(timeout=scaled(10))
     assert proc.returncode == 130
 
 
@@ -179,7 +180,7 @@ def test_a_worker_starting_mid_run_commits_no_visit_twice(cli: Cli) -> None:
     poll(lambda: "second" in proc_stderr_so_far(cli) or proc.poll() is not None)
     worker = start_worker(cli)
     try:
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=scaled(30))
         assert proc.returncode == 0, err
         poll(lambda: (r := record_of(cli.mesh_url, other)) is not None and r.terminal)
     finally:
@@ -202,7 +203,7 @@ def bare(cli: Cli, cwd: Path, *args: str, **env: str) -> subprocess.CompletedPro
         env={**environ, **env},
         text=True,
         capture_output=True,
-        timeout=60,
+        timeout=scaled(60),
         check=False,
     )
 
@@ -316,7 +317,7 @@ def test_a_run_needing_a_tool_nobody_offers_stays_queued_until_a_worker_does(
         poll(lambda: any("needs tool(s) shout" in line for line in said))
     finally:
         plain.send_signal(signal.SIGTERM)
-        assert plain.wait(timeout=15) == 0
+        assert plain.wait(timeout=scaled(15)) == 0
         reader.join(timeout=5)
         plain.stdout.close()  # type: ignore[union-attr]
         plain.stderr.close()  # type: ignore[union-attr]

@@ -36,6 +36,7 @@ from plait.runs import Runs
 from plait.tools import ToolContext, ToolRegistry, default_registry
 from plait.tools.http_guard import refusal
 from plait.tools.workspace import TOOL_PROCESS_ENV
+from tests._support.timing import scaled
 from tests.runs.helpers import hosting, settle, store
 
 pytestmark = pytest.mark.anyio
@@ -353,7 +354,7 @@ def _bwrap_unusable() -> str | None:
         [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-all", "true"],
         capture_output=True,
         text=True,
-        timeout=10,
+        timeout=scaled(10),
     )
     if probe.returncode != 0:
         return f"bwrap cannot run here: {probe.stderr.strip() or probe.returncode}"
