@@ -44,3 +44,16 @@ async def settled(mesh: Mesh, sub: Subscription, topic: str, group: str) -> list
     come again), and nothing else came before a marker; what did come."""
     assert await mesh.backlog(topic, group) == 0
     return await drain(mesh, sub, topic)
+
+
+async def undelivered_mail(mesh: Mesh) -> dict[str, int]:
+    """The actor mailbox partitions holding messages no runtime has acked, with their
+    counts: ``{}`` once every runtime has stopped means no message can come again."""
+    from plait.actors import MAILBOX_GROUP
+    from plait.actors.partitions import MAILBOX_PREFIX
+
+    return {
+        topic: count
+        for topic in await mesh.topics(MAILBOX_PREFIX)
+        if (count := await mesh.backlog(topic, MAILBOX_GROUP))
+    }

@@ -17,6 +17,7 @@ import pytest
 
 from plait.actors import ActorRuntime, Handler, LeasedRuntime, LocalRuntime
 from plait.mesh import Mesh
+from tests._support.timing import scaled
 
 RUNTIMES = [
     "local",
@@ -24,8 +25,9 @@ RUNTIMES = [
     pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.xdist_group("ray")]),
 ]
 
-LEASE_S = 1.0
-"""Leases in tests: short, so a dead runtime's partitions move fast."""
+LEASE_S = scaled(1.0)
+"""Leases in tests: short, so a dead runtime's partitions move fast; longer on a busy
+machine, where a starved event loop would otherwise let a live runtime's lease expire."""
 
 MakeRuntime = Callable[..., ActorRuntime]
 """``make(handlers=..., host=None, services=None, visibility_timeout_ms=300,

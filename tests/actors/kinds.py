@@ -24,10 +24,10 @@ from typing import Any
 
 import anyio
 
-from plait.actors import MAILBOX_GROUP, ActorContext, Mail, tell_in
-from plait.actors.partitions import MAILBOX_PREFIX
+from plait.actors import ActorContext, Mail, tell_in
 from plait.errors import ActorError
 from plait.mesh import Mesh, Subscription
+from tests._support.deliveries import undelivered_mail
 from tests._support.timing import scaled
 
 KIND = "conformance:behave"
@@ -145,11 +145,7 @@ class LogReader:
         ``drained`` marker, published after the runtimes stopped, arrives behind every
         entry their handlers wrote (a topic keeps its order).
         """
-        left = {
-            topic: count
-            for topic in await mesh.topics(MAILBOX_PREFIX)
-            if (count := await mesh.backlog(topic, MAILBOX_GROUP))
-        }
+        left = await undelivered_mail(mesh)
         assert not left, f"mail left to deliver after the runtimes stopped: {left}"
         await mesh.publish(LOG_TOPIC, DRAINED, {"phase": DRAINED, "actor": "", "n": None})
         await self.until(lambda es: bool(es) and es[-1]["phase"] == DRAINED, timeout)

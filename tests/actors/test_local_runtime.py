@@ -11,6 +11,8 @@ import pytest
 from plait.actors import DEAD_LETTER_TOPIC, ActorContext, LocalRuntime, Mail
 from plait.errors import ActorError, ActorNotFound
 from plait.mesh import Mesh, open_mesh
+from tests._support.deliveries import undelivered_mail
+from tests._support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -35,9 +37,9 @@ async def test_tell_runs_the_handler_once(mesh: Mesh) -> None:
         await rt.create("a1", "t:rec")
         for i in range(3):
             await rt.tell("a1", {"n": i})
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             await rec.event.wait()
-        await anyio.sleep(0.6)  # past the visibility timeout: nothing comes again
+    assert await undelivered_mail(mesh) == {}  # every message acked: none can come again
     assert rec.seen == [("a1", {"n": i}, 1) for i in range(3)]
 
 
@@ -139,9 +141,10 @@ async def test_slow_handler_is_not_taken_over_while_alive() -> None:
         ):
             await one.create("s", "t:slow")
             await one.tell("s", "job")
-            with anyio.fail_after(5):
+            with anyio.fail_after(scaled(5)):
                 await done.wait()
-            await anyio.sleep(0.5)
+        # Both stopped, the message acked: nothing was or can be handled again.
+        assert await undelivered_mail(mesh) == {}
     assert len(starts) == 1
 
 
@@ -155,7 +158,7 @@ async def test_stopped_actor_drops_messages() -> None:
             await rt.tell("s", "ignored")
             await rt.tell("nobody", "lost")
             got = []
-            with anyio.move_on_after(2):
+            with anyio.fail_after(scaled(5)):
                 async for d in dead:
                     got.append(d.data["data"]["to"])
                     if len(got) == 2:

@@ -37,7 +37,7 @@ from .test_crash import record_of, with_mesh
 from .test_serving import committed_once
 
 COUNT = 8
-LEASED = ("--lease-s", "1", "--partitions", str(COUNT))
+LEASED = ("--lease-s", f"{scaled(1):.2f}", "--partitions", str(COUNT))  # longer when busy
 HOLDING = re.compile(r"holding (\d+) of (\d+) partitions: (.*)")
 CHAIN = DATA / "slow_chain.json"
 CHAIN_MODEL = f"scripted:{DATA / 'slow_chain.model.yaml'}"

@@ -26,12 +26,13 @@ from plait.runs import RunRecord, Runs, serve
 from plait.runs.audit import read_events
 from plait.runs.live import live_key, live_runs
 from plait.runs.record import owner_id
+from tests._support.timing import scaled
 
 from .helpers import EXAMPLES, agent_chain, eventually, hosting, settle, store
 
 pytestmark = pytest.mark.anyio
 
-LEASE_S = 1.0
+LEASE_S = scaled(1.0)  # longer on a busy machine, as in tests/actors/conftest.py
 
 
 async def listed(mesh: Mesh, run_id: str) -> bool:
