@@ -1,13 +1,18 @@
-"""The test suite's own layout: any of its directories collects with any other, and its
-helpers are imported from modules, never from a ``conftest.py``."""
+"""The test suite's own layout: any of its directories collects with any other, its
+helpers are imported from modules, never from a ``conftest.py``, and its deadlines and
+process count fit the machine it runs on."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tests._support import timing
 from tests._support.timing import scaled
 
 TESTS = Path(__file__).resolve().parent
@@ -32,3 +37,34 @@ def test_no_module_imports_the_bare_conftest() -> None:
         str(path.relative_to(ROOT)) for path in TESTS.rglob("*.py") if bare.search(path.read_text())
     ]
     assert offenders == [], "import shared helpers from tests._support, not from `conftest`"
+
+
+def test_timeout_scale_follows_the_load_per_core_within_bounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PLAIT_TEST_TIMEOUT_SCALE", raising=False)
+    monkeypatch.setattr(timing, "cpu_count", lambda: 2)
+    for load, expected in ((0.5, 1.0), (4.0, 2.0), (100.0, timing.MAX_SCALE)):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        assert timing.timeout_scale() == expected
+        assert timing.scaled(10) == 10 * expected
+
+
+def test_timeout_scale_and_workers_can_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "getloadavg", lambda: (100.0, 100.0, 100.0))
+    monkeypatch.setenv("PLAIT_TEST_TIMEOUT_SCALE", "1.5")
+    assert timing.timeout_scale() == 1.5
+    monkeypatch.setenv("PLAIT_TEST_WORKERS", "3")
+    assert timing.worker_count() == 3
+    monkeypatch.delenv("PLAIT_TEST_WORKERS")
+    monkeypatch.setattr(timing, "cpu_count", lambda: 16)
+    assert timing.worker_count() == 4  # one per core, at most four
+    monkeypatch.setattr(timing, "cpu_count", lambda: 2)
+    assert timing.worker_count() == 2
+    for name, bad in (("PLAIT_TEST_TIMEOUT_SCALE", "fast"), ("PLAIT_TEST_TIMEOUT_SCALE", "0")):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(ValueError, match=name):
+            timing.timeout_scale()
+    monkeypatch.setenv("PLAIT_TEST_WORKERS", "many")
+    with pytest.raises(ValueError, match="PLAIT_TEST_WORKERS='many' is not a count"):
+        timing.worker_count()
