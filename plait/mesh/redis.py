@@ -320,6 +320,14 @@ class RedisMesh(Mesh):
         with suppress(RedisError, OSError):
             await self._client.aclose()
 
+    # clock --------------------------------------------------------------------------
+
+    async def now_ms(self) -> int:
+        """The Redis server's clock (``TIME``): every worker of the mesh reads the same."""
+        async with self._bounded():
+            seconds, micros = await self._client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
     # keys ---------------------------------------------------------------------------
 
     async def get(self, key: str) -> Entry | None:
