@@ -223,6 +223,34 @@ async def test_a_spent_budget_parks_the_actor_until_a_person_raises_it(mesh: Mes
     assert state.parked is None and state.tokens == 15 and state.raised_tokens == 10
 
 
+async def test_the_call_that_spent_the_budget_counts_in_the_days_spending(mesh: Mesh) -> None:
+    # The first call spends 6 of 10 tokens and asks for a tool; the second would not
+    # fit, so the turn stops there and the actor parks. The 6 tokens were spent: the
+    # day's figures count them, though the turn never committed.
+    await profile(mesh, "spender", ["mesh_get"])
+    usage = {"input_tokens": 4, "output_tokens": 2}
+    rules = [
+        {
+            "node": "spender",
+            "round": 1,
+            "tool_calls": [{"name": "mesh_get", "arguments": {"key": "notes"}}],
+            "usage": usage,
+        },
+        {"node": "spender", "text": "ok", "usage": usage},
+    ]
+    agents = Agents(mesh)
+    async with serving(mesh, rules):
+        await agents.start("spender", budget={"tokens_per_day": 10})
+        await agents.tell("spender", "look it up")
+
+        async def parked() -> Any:
+            state, _ = await read_state(mesh, "spender")
+            return state if state.parked == "budget" else None
+
+        state = await eventually(parked)
+    assert state.tokens == 6 and state.turns == 0
+
+
 async def _held(agents: Agents, count: int) -> bool:
     return len([e async for e in agents.mesh.scan("agent-actors/spender/held/")]) >= count
 
