@@ -75,9 +75,9 @@ from plait.graphs.agent_loop import Turn, TurnResult, run_turn
 from plait.graphs.budget import VisitBudget
 from plait.graphs.ports import ExecEnv
 from plait.ids import derived_id
-from plait.models import CallContext, Message, load_model
+from plait.models import CallContext, Message, Usage, load_model
 from plait.profiles import AgentProfile, get_profile
-from plait.programs import grant_all, run_program
+from plait.programs import SharedBudget, grant_all, run_program
 from plait.runs import RunHost
 
 log = logging.getLogger("plait.agents")
@@ -240,7 +240,13 @@ async def _turn(
     async def program(ref: str, input: Any, trusted: bool) -> Any:
         agents = Agents(mesh, model=host.env.model, tools=host.tools)
         grants = grant_all(
-            mesh, tools=host.tools, profile=profile, by=ctx.id, agents=agents, trusted=trusted
+            mesh,
+            tools=host.tools,
+            profile=profile,
+            by=ctx.id,
+            agents=agents,
+            trusted=trusted,
+            budget=SharedBudget(within=budget, node=ctx.id),  # the day's, as the turn's
         )
         return await run_program(ref, input, grants)
 
@@ -280,6 +286,9 @@ async def _turn(
             result = await run_turn(turn, messages)
         except BudgetExhausted as exc:
             raise _OverBudget(exc, budget) from exc
+    # What the programs it ran spent (their agents.run turns) is the turn's spend too.
+    result.usage = Usage(input_tokens=budget.input_tokens, output_tokens=budget.output_tokens)
+    result.dollars = budget.spent_dollars
     effects.called = [  # this turn's calls, not those of the conversation it carried
         call.name
         for m in result.messages[len(messages) :]

@@ -118,7 +118,7 @@ async def test_a_worker_whose_clock_runs_ahead_takes_no_live_lease(
         async def mesh_clock() -> int:
             return true_ns() // 1_000_000
 
-        monkeypatch.setattr(mesh, "now_ms", mesh_clock, raising=False)
+        monkeypatch.setattr(mesh, "now_ms", mesh_clock)
     ahead_ns = 60 * 10**9
     monkeypatch.setattr(time, "time_ns", lambda: true_ns() + ahead_ns)
     monkeypatch.setattr(time, "time", lambda: (true_ns() + ahead_ns) / 1e9)

@@ -17,6 +17,7 @@ from plait.decisions import DecisionDesk, DecisionId, Human
 from plait.graphs import GraphSpec
 from plait.graphs.store import import_graph
 from plait.mesh import Event, Mesh
+from tests.programs import sample_programs
 
 from .conftest import eventually, profile, serving
 
@@ -249,6 +250,37 @@ async def test_the_call_that_spent_the_budget_counts_in_the_days_spending(mesh: 
 
         state = await eventually(parked)
     assert state.tokens == 6 and state.turns == 0
+
+
+async def test_a_program_an_agent_runs_spends_the_agents_daily_budget(mesh: Mesh) -> None:
+    # The program a turn runs (programs_run) loops on agents.run: its turns spend the
+    # day's budget of the agent that ran it, and stop where that budget does.
+    await profile(mesh, "boss", ["programs_run"], pre_approved=["programs_run"])
+    await profile(mesh, "helper", [])
+    spend = {"agent": "helper", "task": "count", "times": 50}
+    rules = [
+        {
+            "node": "boss",
+            "round": 1,
+            "tool_calls": [{"name": "programs_run", "arguments": {"ref": "sample-spend",
+                                                                  "input": spend}}],
+            "usage": {"input_tokens": 2, "output_tokens": 1},
+        },
+        {"node": "boss", "text": "done", "usage": {"input_tokens": 2, "output_tokens": 1}},
+        {"node": "helper", "text": "counted", "usage": {"input_tokens": 4, "output_tokens": 1}},
+    ]  # fmt: skip
+    assert sample_programs.spend.__name__ == "spend"  # registered as sample-spend
+    agents = Agents(mesh)
+    async with serving(mesh, rules):
+        await agents.start("boss", budget={"tokens_per_day": 20})
+        await agents.tell("boss", "count a lot")
+
+        async def parked() -> Any:
+            state, _ = await read_state(mesh, "boss")
+            return state if state.parked == "budget" else None
+
+        state = await eventually(parked)
+    assert state.tokens == 18  # its own call (3), then three helper turns (5 each)
 
 
 async def _held(agents: Agents, count: int) -> bool:
