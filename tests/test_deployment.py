@@ -139,3 +139,53 @@ def test_the_image_is_a_slim_python_with_the_ray_extra() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'^ray = \["ray>=', pyproject, re.M)
     assert re.search(r"^COPY plait ", text, re.M) and re.search(r"^COPY pyproject.toml", text, re.M)
+
+
+def ray_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The services that run a Ray node or a Ray driver."""
+    return {
+        name: service
+        for name, service in compose["services"].items()
+        if any(argv[0] == "ray" or "--runtime ray" in " ".join(argv) for argv in commands(service))
+    }
+
+
+def test_ray_is_kept_on_an_internal_network_with_token_authentication(
+    compose: dict[str, Any],
+) -> None:
+    # Ray's GCS and node ports run code for whoever reaches them: none is published,
+    # Ray's traffic has an internal network, and every node presents the token.
+    found = ray_services(compose)
+    assert set(found) == {"ray-head", "ray-worker", "plait"}
+    networks = compose["networks"]
+    assert networks["ray"]["internal"] is True
+    assert compose["services"]["redis"]["networks"] == ["mesh"]
+    assert found["ray-head"]["networks"] == ["ray"]
+    for name, service in found.items():
+        assert "ports" not in service, name
+        assert "ray" in service["networks"], name
+        environment = service["environment"]
+        assert environment["RAY_AUTH_MODE"] == "token", name
+        assert re.fullmatch(r"\$\{RAY_AUTH_TOKEN:\?.*\}", environment["RAY_AUTH_TOKEN"]), name
+    # The token comes from the env file, never from this file, and the example no
+    # longer turns authentication off.
+    example = (ROOT / "plait.env.example").read_text()
+    assert "RAY_AUTH_TOKEN=" in example and "RAY_AUTH_MODE=disabled" not in example
+    # Only Redis is published, and only on the loopback interface.
+    for name, service in compose["services"].items():
+        for port in service.get("ports", []):
+            assert name == "redis" and str(port).startswith("127.0.0.1:"), (name, port)
+
+
+def test_the_installed_ray_has_token_authentication() -> None:
+    pytest.importorskip("ray")
+    from ray._private.authentication.authentication_token_setup import AUTH_MODE_ENV_VAR
+
+    assert AUTH_MODE_ENV_VAR == "RAY_AUTH_MODE"
+
+
+def test_the_readme_says_what_an_operator_must_firewall() -> None:
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert "An operator must still firewall" in text
+    for port in ("6380", "10001", "8265", "6379"):
+        assert port in text

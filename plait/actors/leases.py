@@ -21,11 +21,16 @@ is over its share and releases it once its messages in flight are done, and take
 or expired partitions up to its share, so a joining member gets its share within two
 beats of the others.
 
-Time. Others judge a lease by its ``expires_ms`` (wall clock); its holder judges it by
-the monotonic clock from the start of its last renewal and gives up at 80% of the
-lease, so it stops and drops its activations before anyone may take over (clocks may
-disagree by up to a fifth of the lease). A holder paused past that (SIGSTOP) finds on
-waking that it lost everything; its commits in between are fenced by the epoch.
+Time. Expiries (``expires_ms`` of leases and members) are written and judged by the
+mesh's clock (:meth:`~plait.mesh.Mesh.now_ms`: the Redis server's ``TIME``, the one
+host's clock of a SQLite mesh), read once a beat, never by a worker's own wall clock: a
+worker whose clock runs a minute ahead would otherwise find every live lease expired
+and take it, and its handlers would run what another worker is running. A worker whose
+clock strays from the mesh's by more than a fifth of the lease is told in the log. A
+holder judges its own lease by the monotonic clock from the start of its last renewal
+and gives up at 80% of the lease, so it stops and drops its activations before anyone
+may take over. A holder paused past that (SIGSTOP) finds on waking that it lost
+everything; its commits in between are fenced by the epoch.
 """
 
 from __future__ import annotations
@@ -110,9 +115,11 @@ def fair_share(count: int, hosts: list[str], host: str) -> int:
     return count // len(hosts) + (1 if rank < count % len(hosts) else 0)
 
 
-async def read_members(mesh: Mesh) -> list[Member]:
-    """The live members of ``mesh`` (a corrupt heartbeat is skipped)."""
-    now = now_ms()
+async def read_members(mesh: Mesh, now: int | None = None) -> list[Member]:
+    """The live members of ``mesh`` at ``now`` (default: the mesh's clock now); a
+    corrupt heartbeat is skipped."""
+    if now is None:
+        now = await mesh.now_ms()
     found: list[Member] = []
     async for entry in mesh.scan(MEMBER_PREFIX):
         try:
@@ -166,6 +173,9 @@ class LeaseKeeper:
         self.held: dict[int, Held] = {}
         self.releasing: set[int] = set()
         """Held partitions over this runtime's share: not read, released once idle."""
+        self._mesh_ms = 0
+        self._read_at = time.monotonic()
+        self._strayed = False
 
     @property
     def beat_s(self) -> float:
@@ -191,14 +201,34 @@ class LeaseKeeper:
             self.releasing.discard(n)
         return lost
 
+    async def _read_clock(self) -> None:
+        """Read the mesh's clock (see the module docstring), and say if ours strays."""
+        self._mesh_ms = await self.mesh.now_ms()
+        self._read_at = time.monotonic()
+        stray = now_ms() - self._mesh_ms
+        strays = abs(stray) > self.lease_s * 1000 * (1 - SAFETY)
+        if strays and not self._strayed:
+            log.warning(
+                "the clock of %s is %+.1f s off the mesh's: leases are judged by the "
+                "mesh's clock, but fix this host's time (NTP)",
+                self.host,
+                stray / 1000,
+            )
+        self._strayed = strays
+
+    def _mesh_now(self) -> int:
+        """The mesh's time now: its clock as last read, plus the monotonic time since."""
+        return self._mesh_ms + int((time.monotonic() - self._read_at) * 1000)
+
     def _lease(self, epoch: int) -> dict[str, object]:
         return PartitionLease(
-            holder=self.host, epoch=epoch, expires_ms=now_ms() + int(self.lease_s * 1000)
+            holder=self.host, epoch=epoch, expires_ms=self._mesh_now() + int(self.lease_s * 1000)
         ).model_dump()
 
     async def beat(self) -> set[int]:
         """One heartbeat: membership, renewals, releases and takes; the partitions lost."""
         lost = self.expire()
+        await self._read_clock()
         await self.mesh.put(
             MEMBER_PREFIX + self.host,
             Member(
@@ -206,12 +236,12 @@ class LeaseKeeper:
                 pid=os.getpid(),
                 serves="all" if self.family is None else "run",
                 family=self.family,
-                expires_ms=now_ms() + int(self.lease_s * 1000),
+                expires_ms=self._mesh_now() + int(self.lease_s * 1000),
                 held=sorted(self.held),
                 in_flight=self.in_flight(None),
             ).model_dump(),
         )
-        members = await read_members(self.mesh)
+        members = await read_members(self.mesh, self._mesh_now())
         leases = await read_leases(self.mesh)
         for n, held in list(self.held.items()):
             if not await self._renew(n, held, leases.get(n)):
@@ -279,7 +309,7 @@ class LeaseKeeper:
         leases: dict[int, tuple[PartitionLease, int]],
         wanted: set[int],
     ) -> None:
-        now = now_ms()
+        now = self._mesh_now()
         share = self._share(members)
         for n in sorted(wanted):
             if len(self.held) >= share:

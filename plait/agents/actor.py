@@ -75,9 +75,9 @@ from plait.graphs.agent_loop import Turn, TurnResult, run_turn
 from plait.graphs.budget import VisitBudget
 from plait.graphs.ports import ExecEnv
 from plait.ids import derived_id
-from plait.models import CallContext, Message, load_model
+from plait.models import CallContext, Message, Usage, load_model
 from plait.profiles import AgentProfile, get_profile
-from plait.programs import grant_all, run_program
+from plait.programs import SharedBudget, grant_all, run_program
 from plait.runs import RunHost
 
 log = logging.getLogger("plait.agents")
@@ -180,8 +180,8 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
         effects = TurnEffects()
         try:
             result, messages, prompt = await _turn(ctx, mail, name, cfg, host, profile, effects)
-        except BudgetExhausted as exc:
-            await _park_for_budget(ctx, mail, name, cfg, str(exc))
+        except _OverBudget as exc:
+            await _park_for_budget(ctx, mail, name, cfg, str(exc), exc.spent)
             return
         try:
             await _commit(ctx, mail, name, cfg, effects, result, messages, prompt)
@@ -200,6 +200,18 @@ async def _drop_settled(ctx: ActorContext, mail: Mail, name: str) -> None:
     clear_backlog_in(tx, ctx.id, mail.id)
     mail.ack_in(tx)
     await tx.commit()
+
+
+class _OverBudget(Exception):
+    """A turn the day's budget stopped, with what its calls spent until then.
+
+    That spend counts in the day's figures: the call that exhausted the budget was
+    made and paid for; only the next one was refused.
+    """
+
+    def __init__(self, exc: BudgetExhausted, budget: VisitBudget) -> None:
+        super().__init__(str(exc))
+        self.spent = (budget.input_tokens + budget.output_tokens, budget.spent_dollars)
 
 
 async def _turn(
@@ -228,7 +240,13 @@ async def _turn(
     async def program(ref: str, input: Any, trusted: bool) -> Any:
         agents = Agents(mesh, model=host.env.model, tools=host.tools)
         grants = grant_all(
-            mesh, tools=host.tools, profile=profile, by=ctx.id, agents=agents, trusted=trusted
+            mesh,
+            tools=host.tools,
+            profile=profile,
+            by=ctx.id,
+            agents=agents,
+            trusted=trusted,
+            budget=SharedBudget(within=budget, node=ctx.id),  # the day's, as the turn's
         )
         return await run_program(ref, input, grants)
 
@@ -264,7 +282,13 @@ async def _turn(
         on_untrusted=lambda: setattr(effects, "tainted", True),
     )
     with tools.bound():
-        result = await run_turn(turn, messages)
+        try:
+            result = await run_turn(turn, messages)
+        except BudgetExhausted as exc:
+            raise _OverBudget(exc, budget) from exc
+    # What the programs it ran spent (their agents.run turns) is the turn's spend too.
+    result.usage = Usage(input_tokens=budget.input_tokens, output_tokens=budget.output_tokens)
+    result.dollars = budget.spent_dollars
     effects.called = [  # this turn's calls, not those of the conversation it carried
         call.name
         for m in result.messages[len(messages) :]
@@ -350,8 +374,10 @@ async def _park(
     title: str,
     options: list[str],
     data: dict[str, Any],
+    spent: tuple[int, float] = (0, 0.0),
 ) -> None:
-    """Park the actor, hold ``mail`` and raise the decision that unparks it."""
+    """Park the actor, hold ``mail`` and raise the decision that unparks it; ``spent``
+    (tokens, dollars) is what the stopped turn spent, counted in the day's figures."""
     mesh = ctx.mesh
     state, version = await read_state(mesh, name)
     did = DecisionId(derived_id("dec_", ctx.id, "park", reason, str(state.turns), mail.id))
@@ -365,6 +391,8 @@ async def _park(
     )
     state = state.for_today()
     state.parked, state.decision = reason, did
+    state.tokens += spent[0]
+    state.dollars += spent[1]
     async with mesh.transact() as tx:
         tx.put(state_key(name), state.model_dump(), version)
         tx.put(held_key(name, mail.id), {"body": mail.body, "parked": True})
@@ -374,7 +402,12 @@ async def _park(
 
 
 async def _park_for_budget(
-    ctx: ActorContext, mail: Mail, name: str, cfg: AgentActorConfig, reason: str
+    ctx: ActorContext,
+    mail: Mail,
+    name: str,
+    cfg: AgentActorConfig,
+    reason: str,
+    spent: tuple[int, float],
 ) -> None:
     await _park(
         ctx,
@@ -384,6 +417,7 @@ async def _park_for_budget(
         f"Agent {name} has spent its daily budget ({reason}). Raise it for today?",
         ["raise", "keep parked"],
         {"budget": cfg.budget.model_dump(), "reason": reason},
+        spent,
     )
 
 

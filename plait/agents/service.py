@@ -46,7 +46,7 @@ from plait.ids import new_id
 from plait.mesh import Entry, Mesh
 from plait.models import CallContext, Message, Model
 from plait.profiles import DEFAULT_ASSISTANT, get_profile
-from plait.programs import find_callable, resolve_saved
+from plait.programs import CallBudget, find_callable, resolve_saved
 from plait.tools import ToolRegistry, default_registry
 
 SHOW_READS = 10
@@ -290,16 +290,23 @@ class Agents:
         record = await self.start(name, **options)
         return record.model_dump(mode="json")
 
-    async def run(self, task: str, **options: Any) -> dict[str, Any]:
-        """One turn of an agent on ``task`` in this process, no actor: ``{status, text}``.
+    async def run(
+        self, task: str, *, budget: CallBudget | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """One turn of an agent on ``task`` in this process, no actor:
+        ``{status, text, seconds, usage}``.
 
         Options: ``agent`` (default ``assistant``), ``max_rounds`` (default 8),
         ``untrusted`` (the task is outside content: the turn loses the agent's
         pre-approved tools). Its mesh effects commit when it answers (nothing of a turn
-        that failed).
+        that failed). Every model and tool call is checked against ``budget`` first
+        and its cost counted there (the caller's: a program's, within its run's);
+        ``usage`` reports what the turn spent.
 
         Raises:
             ConfigError: an unknown option.
+            BudgetExhausted: the next call would pass ``budget``; what the turn spent
+                until then is counted in it.
         """
         unknown = sorted(set(options) - {"agent", "max_rounds", "untrusted"})
         if unknown:
@@ -331,6 +338,8 @@ class Agents:
             max_rounds=max_rounds,
             on_untrusted=lambda: setattr(effects, "tainted", True),
         )
+        if budget is not None:
+            turn.budget = budget
         started = time.monotonic()
         with tools.bound():
             result = await run_turn(turn, messages)
@@ -342,6 +351,11 @@ class Agents:
             "status": status,
             "text": result.text,
             "seconds": round(time.monotonic() - started, 3),
+            "usage": {
+                "input_tokens": result.usage.input_tokens,
+                "output_tokens": result.usage.output_tokens,
+                "dollars": result.dollars,
+            },
         }
 
 

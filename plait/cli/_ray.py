@@ -18,7 +18,6 @@ from plait.cli._output import say
 from plait.errors import ConfigError
 from plait.hosts import RunsSpec, drain, scale, started_with
 from plait.mesh import Mesh, open_mesh, redact_url
-from plait.mesh._base import now_ms
 
 AddressOption = Annotated[
     str | None,
@@ -60,9 +59,9 @@ def refuse(url: str) -> None:
 async def holdings(mesh: Mesh, namespace: str) -> dict[str, tuple[str, list[int]]]:
     """What each live Ray host of ``namespace`` holds: by Ray name, its host id and
     partitions."""
-    members = await read_members(mesh)
+    now = await mesh.now_ms()  # expiries are the mesh's time, not this host's
+    members = await read_members(mesh, now)
     leases = await read_leases(mesh)
-    now = now_ms()
     found: dict[str, tuple[str, list[int]]] = {}
     for m in members:
         where = ray_host_of(m.host)

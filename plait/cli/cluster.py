@@ -15,7 +15,6 @@ from plait.cli._common import MeshOption, err_console, existing_mesh, print_json
 from plait.cli._output import say
 from plait.cli._ray import AddressOption, NamespaceOption, scale_hosts
 from plait.mesh import open_mesh
-from plait.mesh._base import now_ms
 
 cluster_app = typer.Typer(help="The processes serving a mesh.", no_args_is_help=True)
 
@@ -25,10 +24,10 @@ async def cluster_status(url: str) -> dict[str, Any]:
     partition's backlog (mailbox messages the serving runtimes have not acked)."""
     async with open_mesh(url) as mesh:
         count = await load_partitions(mesh)
-        members = await read_members(mesh)
+        now = await mesh.now_ms()  # expiries are the mesh's time, not this host's
+        members = await read_members(mesh, now)
         leases = await read_leases(mesh)
         backlog = [await mesh.backlog(mailbox_topic(n), MAILBOX_GROUP) for n in range(count)]
-    now = now_ms()
     held: dict[str, list[int]] = {}
     for n, (lease, _) in sorted(leases.items()):
         if lease.holder is not None and lease.expires_ms > now:

@@ -23,6 +23,7 @@ from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
 from plait.models import CallContext, Message, Model, Usage, cost_of
 from plait.profiles import AgentProfile
+from plait.programs import CallBudget
 from plait.tools import check_allowed, gate
 
 
@@ -62,8 +63,9 @@ class Turn:
     read_only_only: bool = False
     max_rounds: int = 8
     response_format: dict[str, Any] | None = None
-    budget: VisitBudget = field(default_factory=VisitBudget)
-    """What the visit may still spend; shared by the visit's concurrent turns."""
+    budget: CallBudget = field(default_factory=VisitBudget)
+    """What the turn may still spend: the visit's (shared by its concurrent turns), or
+    the budget of the program that runs it (``agents.run``)."""
     timeout_s: float | None = None
     """Seconds each model call may take (None: the adapter's own timeout)."""
     on_untrusted: Callable[[], None] | None = None
@@ -143,7 +145,7 @@ async def _call_tool(
         args = env.tools.validate_args(name, args)
     except ToolError as exc:
         return f"error: {exc}", False, None
-    turn.budget.check_tool(name)
+    turn.budget.check(f"tool call {name!r}")
     key = turn.context.instance or turn.context.node
     if gate(tool, trusted=trusted, pre_approved=turn.profile.pre_approved) == "needs_approval":
         verdict = await env.approvals.approve(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from plait.errors import BudgetExhausted
+from plait.graphs.result import NodeResult
 from plait.graphs.state import RunUsage
 from plait.models import Usage
 
@@ -72,7 +73,11 @@ class VisitBudget:
 
     def check_tool(self, name: str) -> None:
         """Refuse a tool call once any budget is spent (a tool call costs no tokens)."""
-        what = f"tool call {name!r}"
+        self.check(f"tool call {name!r}")
+
+    def check(self, what: str) -> None:
+        """Refuse ``what`` (a call that costs no tokens itself) once any budget is spent;
+        the :class:`~plait.programs.CallBudget` check a program run makes."""
         self.check_time(what)
         if self.tokens is not None and self.input_tokens + self.output_tokens > self.tokens:
             raise self._refuse(what, f"tokens: the run's limit leaves {self.tokens:g}")
@@ -130,6 +135,13 @@ class VisitBudget:
                     f"dollars: {self.spent_dollars:g} spent in this visit, "
                     f"{self.dollars:g} were left",
                 )
+
+    def charge(self, result: NodeResult) -> NodeResult:
+        """``result`` with what this visit has spent (a visit that spent through
+        others, a program's ``agents.run``, or one that failed part way)."""
+        result.input_tokens, result.output_tokens = self.input_tokens, self.output_tokens
+        result.dollars = self.spent_dollars
+        return result
 
     def spend(self, usage: Usage, dollars: float) -> None:
         """Count one model call's cost (called inside :meth:`model_call`)."""

@@ -60,10 +60,10 @@ async def execute(
     try:
         result = await g.kinds[node.id].execute(env, state, v, _context(state, v, plan))
     except ToolRejected as exc:
-        result = _spent(budget, NodeResult(error=str(exc), detail="tool_execution_failed"))
+        result = budget.charge(NodeResult(error=str(exc), detail="tool_execution_failed"))
     except PlaitError as exc:
         failed = NodeResult(error=str(exc), detail=_detail_of(exc), retryable=exc.retryable)
-        result = _spent(budget, failed)
+        result = budget.charge(failed)
     result.started_at, result.ended_at = started, time.time()
     result.tainted = result.tainted or not trusted  # what reads outside content carries it
     return result
@@ -96,13 +96,6 @@ def _runs_trusted(graph: CompiledGraph, state: RunState, node: Node, key: str) -
         tainted.append("input")
         reads = {*reads, "input"}
     return not tainted or runs_trusted(reads, tainted)
-
-
-def _spent(budget: VisitBudget, result: NodeResult) -> NodeResult:
-    """A failed visit's result with what its model calls spent before it failed."""
-    result.input_tokens, result.output_tokens = budget.input_tokens, budget.output_tokens
-    result.dollars = budget.spent_dollars
-    return result
 
 
 def _detail_of(exc: PlaitError) -> str:

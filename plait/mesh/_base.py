@@ -419,6 +419,23 @@ class Mesh(abc.ABC):
     ) -> None:
         await self.close()
 
+    # clock --------------------------------------------------------------------------
+
+    async def now_ms(self) -> int:
+        """The mesh's time in epoch milliseconds: the one clock that expiries written by
+        several processes (partition leases, memberships) are judged by.
+
+        A worker's own clock may run ahead or behind the others' (a host 60 s fast); one
+        that compared a lease's expiry against it would take leases that are still held.
+        Memory and SQLite meshes live on one host, so their clock is that host's (this
+        default). A backend on a server answers with the server's clock: Redis its
+        ``TIME``; a PostgreSQL backend overrides this with ``SELECT now()``.
+
+        Raises:
+            MeshUnavailable: a server backend cannot be reached.
+        """
+        return now_ms()
+
     # keys ---------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -32,7 +32,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import NoScriptError, OutOfMemoryError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import plait.mesh._redis_scripts as scripts
@@ -232,6 +232,13 @@ class RedisMesh(Mesh):
             text = text.replace(secret, "***")
         if isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError):
             return MeshUnavailable(f"cannot reach the Redis mesh at {self.url}: {text}")
+        if isinstance(exc, OutOfMemoryError) or "OOM command not allowed" in text:
+            # Full (maxmemory, noeviction): it passes once memory is freed or the limit
+            # raised, so it is retryable like an outage, not a failure of the call.
+            return MeshUnavailable(
+                f"the Redis mesh at {self.url} is out of memory (its maxmemory is reached; "
+                f"free memory or raise maxmemory): {text}"
+            )
         return MeshError(f"the Redis mesh at {self.url} failed: {text}")
 
     @contextmanager
@@ -319,6 +326,14 @@ class RedisMesh(Mesh):
         await asyncio.gather(*(sub.close() for sub in list(self._subs)))
         with suppress(RedisError, OSError):
             await self._client.aclose()
+
+    # clock --------------------------------------------------------------------------
+
+    async def now_ms(self) -> int:
+        """The Redis server's clock (``TIME``): every worker of the mesh reads the same."""
+        async with self._bounded():
+            seconds, micros = await self._client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
 
     # keys ---------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ failing fast when asked.
 
 from __future__ import annotations
 
-from plait.programs.budget import SharedBudget
+from plait.programs.budget import CallBudget, SharedBudget
 from plait.programs.capabilities import (
     AgentsCapability,
     AgentsPort,
@@ -45,6 +45,7 @@ from plait.programs.text import compile_text
 __all__ = [
     "AgentsCapability",
     "AgentsPort",
+    "CallBudget",
     "CallableProgram",
     "DecisionsCapability",
     "Grants",

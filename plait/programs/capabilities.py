@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from plait.decisions import Agent, DecisionBoard, DecisionId, DecisionKind
-from plait.errors import CapabilityMissing, ToolNotPermitted
+from plait.errors import CapabilityMissing, ConfigError, ToolNotPermitted
 from plait.ids import RUN_ID_PREFIX
 from plait.mesh import Mesh
 from plait.profiles import AgentProfile
-from plait.programs.budget import SharedBudget
+from plait.programs.budget import CallBudget, SharedBudget
 from plait.tools import ToolContext, ToolRegistry, check_allowed, gate
 
 PROTECTED_PREFIXES = (
@@ -229,8 +229,11 @@ class AgentsPort(Protocol):
         """Send agent actor ``name`` a message (``untrusted``: outside content); its id."""
         ...
 
-    async def run(self, task: str, **options: Any) -> dict[str, Any]:
-        """One turn of an agent on ``task``: ``{status, text}``."""
+    async def run(
+        self, task: str, *, budget: CallBudget | None = None, **options: Any
+    ) -> dict[str, Any]:
+        """One turn of an agent on ``task``, spending from ``budget`` (None: unlimited):
+        ``{status, text, usage}``."""
         ...
 
 
@@ -238,14 +241,22 @@ class AgentsCapability:
     """Agent actors: create one, tell one, run a task on an agent.
 
     A caller that runs untrusted (it read outside content) passes the taint on: what it
-    tells an agent is marked untrusted, and so is a task it runs on one.
+    tells an agent is marked untrusted, and so is a task it runs on one. A task it runs
+    spends from the caller's budget (a node visit's, through the program's).
     """
 
-    __slots__ = ("__port", "__trusted")
+    __slots__ = ("__budget", "__port", "__trusted")
 
-    def __init__(self, port: AgentsPort | None = None, *, trusted: bool = True) -> None:
+    def __init__(
+        self,
+        port: AgentsPort | None = None,
+        *,
+        trusted: bool = True,
+        budget: CallBudget | None = None,
+    ) -> None:
         self.__port = port
         self.__trusted = trusted
+        self.__budget = budget
 
     def __use(self) -> AgentsPort:
         if self.__port is None:
@@ -268,10 +279,21 @@ class AgentsCapability:
         return await port.tell(id, message, untrusted=True)
 
     async def run(self, task: str, **options: Any) -> dict[str, Any]:
-        """Run one task on an agent (``agent=``, default assistant): ``{status, text}``."""
+        """Run one task on an agent (``agent=``, default assistant), spending from this
+        program's budget: ``{status, text, usage}``.
+
+        Raises:
+            ConfigError: ``budget=`` given (a program spends its caller's budget).
+            BudgetExhausted: the budget is spent; the turn stops before the call.
+        """
+        if "budget" in options:
+            raise ConfigError(
+                "agents.run takes no budget=: a task spends from the budget of the run "
+                "that runs this program"
+            )
         if not self.__trusted:
             options = {**options, "untrusted": True}
-        return await self.__use().run(task, **options)
+        return await self.__use().run(task, budget=self.__budget, **options)
 
 
 class Missing:

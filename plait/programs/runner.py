@@ -119,7 +119,9 @@ def grant_all(
         context: where tool calls run (this directory by default).
         approve: asks a person to approve a gated tool call; None refuses such calls.
         trusted: whether the caller runs trusted (a tainted caller loses pre-approvals).
-        budget: the budget to share; a fresh unlimited one by default.
+        budget: the budget to share (tool calls, nested runs and ``agents.run`` turns
+            spend from it); a fresh unlimited one by default. A node visit passes one
+            spending ``within`` its own budget.
         me: what ``mesh.self()`` answers.
         by: the principal name decisions are raised by.
         agents: the agent actors' service; None grants an agents capability that refuses.
@@ -139,7 +141,7 @@ def grant_all(
             decisions=decisions,
             trusted=trusted,
         ),
-        agents=AgentsCapability(agents, trusted=trusted),
+        agents=AgentsCapability(agents, trusted=trusted, budget=budget),
         budget=budget,
         store=mesh,
     )

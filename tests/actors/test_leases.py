@@ -4,6 +4,7 @@ partition commits nothing (its acks are fenced by the epoch)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import anyio
@@ -97,3 +98,37 @@ async def test_leaving_releases_a_lease_whose_take_the_keeper_never_saw(mesh: Me
     await keeper.leave()
     holders = {n: lease.holder for n, (lease, _) in (await read_leases(mesh)).items()}
     assert holders == {0: None, 1: "host-b"}
+
+
+async def test_a_worker_whose_clock_runs_ahead_takes_no_live_lease(
+    mesh: Mesh, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Expiries are judged by the mesh's clock: a worker whose own clock runs a minute
+    # ahead must not find the leases of a live holder expired and take them (its
+    # handlers would run what the holder is running).
+    count = await load_partitions(mesh, COUNT)
+    lease_s = 30.0  # under the skew, so judging by the worker's clock would take them
+    holder = LeaseKeeper(mesh, "host-a", count, lease_s=lease_s, in_flight=lambda _: 0)
+    await holder.beat()
+    assert len(holder.held) == COUNT
+    true_ns = time.time_ns
+    if backend != "redis":
+        # A memory or SQLite mesh lives on its workers' one host, and tells that host's
+        # time; here it stands for a mesh whose clock is right while this worker's is not.
+        async def mesh_clock() -> int:
+            return true_ns() // 1_000_000
+
+        monkeypatch.setattr(mesh, "now_ms", mesh_clock)
+    ahead_ns = 60 * 10**9
+    monkeypatch.setattr(time, "time_ns", lambda: true_ns() + ahead_ns)
+    monkeypatch.setattr(time, "time", lambda: (true_ns() + ahead_ns) / 1e9)
+    ahead = LeaseKeeper(mesh, "host-b", count, lease_s=lease_s, in_flight=lambda _: 0)
+    await ahead.beat()
+    assert ahead.held == {}
+    holders = {n: lease.holder for n, (lease, _) in (await read_leases(mesh)).items()}
+    assert holders == dict.fromkeys(range(COUNT), "host-a")
+    # Both are members by the mesh's clock: the holder gives the joiner its share.
+    await holder.beat()
+    await ahead.beat()
+    assert len(ahead.held) == len(holder.held) == COUNT // 2
+    assert ahead.held.keys().isdisjoint(holder.held)

@@ -17,6 +17,7 @@ from plait.decisions import DecisionDesk, DecisionId, Human
 from plait.graphs import GraphSpec
 from plait.graphs.store import import_graph
 from plait.mesh import Event, Mesh
+from tests.programs import sample_programs
 
 from .conftest import eventually, profile, serving
 
@@ -221,6 +222,65 @@ async def test_a_spent_budget_parks_the_actor_until_a_person_raises_it(mesh: Mes
     assert [t.prompt for t in shown.turns] == ["one", "two", "three"]
     state, _ = await read_state(mesh, "spender")
     assert state.parked is None and state.tokens == 15 and state.raised_tokens == 10
+
+
+async def test_the_call_that_spent_the_budget_counts_in_the_days_spending(mesh: Mesh) -> None:
+    # The first call spends 6 of 10 tokens and asks for a tool; the second would not
+    # fit, so the turn stops there and the actor parks. The 6 tokens were spent: the
+    # day's figures count them, though the turn never committed.
+    await profile(mesh, "spender", ["mesh_get"])
+    usage = {"input_tokens": 4, "output_tokens": 2}
+    rules = [
+        {
+            "node": "spender",
+            "round": 1,
+            "tool_calls": [{"name": "mesh_get", "arguments": {"key": "notes"}}],
+            "usage": usage,
+        },
+        {"node": "spender", "text": "ok", "usage": usage},
+    ]
+    agents = Agents(mesh)
+    async with serving(mesh, rules):
+        await agents.start("spender", budget={"tokens_per_day": 10})
+        await agents.tell("spender", "look it up")
+
+        async def parked() -> Any:
+            state, _ = await read_state(mesh, "spender")
+            return state if state.parked == "budget" else None
+
+        state = await eventually(parked)
+    assert state.tokens == 6 and state.turns == 0
+
+
+async def test_a_program_an_agent_runs_spends_the_agents_daily_budget(mesh: Mesh) -> None:
+    # The program a turn runs (programs_run) loops on agents.run: its turns spend the
+    # day's budget of the agent that ran it, and stop where that budget does.
+    await profile(mesh, "boss", ["programs_run"], pre_approved=["programs_run"])
+    await profile(mesh, "helper", [])
+    spend = {"agent": "helper", "task": "count", "times": 50}
+    rules = [
+        {
+            "node": "boss",
+            "round": 1,
+            "tool_calls": [{"name": "programs_run", "arguments": {"ref": "sample-spend",
+                                                                  "input": spend}}],
+            "usage": {"input_tokens": 2, "output_tokens": 1},
+        },
+        {"node": "boss", "text": "done", "usage": {"input_tokens": 2, "output_tokens": 1}},
+        {"node": "helper", "text": "counted", "usage": {"input_tokens": 4, "output_tokens": 1}},
+    ]  # fmt: skip
+    assert sample_programs.spend.__name__ == "spend"  # registered as sample-spend
+    agents = Agents(mesh)
+    async with serving(mesh, rules):
+        await agents.start("boss", budget={"tokens_per_day": 20})
+        await agents.tell("boss", "count a lot")
+
+        async def parked() -> Any:
+            state, _ = await read_state(mesh, "boss")
+            return state if state.parked == "budget" else None
+
+        state = await eventually(parked)
+    assert state.tokens == 18  # its own call (3), then three helper turns (5 each)
 
 
 async def _held(agents: Agents, count: int) -> bool:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from plait.agents import Agents
+from plait.errors import BudgetExhausted, ConfigError
 from plait.mesh import Mesh
 from plait.models import ScriptedModel
-from plait.programs import grant_all, run_source
+from plait.programs import SharedBudget, grant_all, run_source
 
 from .conftest import eventually, profile, serving
 
@@ -42,3 +43,21 @@ async def test_a_program_creates_tells_and_runs_agents(mesh: Mesh) -> None:
 
         shown = await eventually(both)
     assert sorted(t.text for t in shown.turns) == ["noted the news", "summary done"]
+
+
+async def test_a_task_a_program_runs_spends_the_programs_budget_and_reports_it(
+    mesh: Mesh,
+) -> None:
+    await profile(mesh, "helper", [])
+    usage = {"input_tokens": 3, "output_tokens": 2}
+    agents = Agents(mesh, model=ScriptedModel([{"node": "helper", "text": "ok", "usage": usage}]))
+    budget = SharedBudget(tokens=12)
+    grants = grant_all(mesh, agents=agents, budget=budget)
+    once = await run_source("return await agents.run('go', agent='helper')", None, grants)
+    assert once["usage"] == {"input_tokens": 3, "output_tokens": 2, "dollars": 0.0}
+    loop = "while True:\n    await agents.run('go', agent='helper')"
+    with pytest.raises(BudgetExhausted, match="12 token"):
+        await run_source(loop, None, grants)
+    assert budget.used_tokens == 15  # the turn that passed 12 was paid for; none after
+    with pytest.raises(ConfigError, match="no budget="):
+        await run_source("await agents.run('go', budget=None)", None, grants)

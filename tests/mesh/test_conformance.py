@@ -25,6 +25,27 @@ from tests._support.timing import scaled
 pytestmark = pytest.mark.anyio
 
 
+# -- clock --------------------------------------------------------------------------
+
+
+async def test_the_mesh_clock_tells_the_backends_time(
+    mesh: Mesh, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One clock every worker reads alike: the host's for memory and SQLite, the
+    # server's for Redis. All run on this machine here, so they agree with it.
+    before = time.time_ns() // 1_000_000
+    first = await mesh.now_ms()
+    second = await mesh.now_ms()
+    assert isinstance(first, int) and isinstance(second, int)
+    assert second >= first
+    assert abs(first - before) < 30_000
+    if backend == "redis":
+        # The server's clock: a worker whose own clock is a minute off reads the same.
+        true_ns = time.time_ns
+        monkeypatch.setattr(time, "time_ns", lambda: true_ns() + 60 * 10**9)
+        assert abs(await mesh.now_ms() - true_ns() // 1_000_000) < 30_000
+
+
 # -- keys ---------------------------------------------------------------------------
 
 

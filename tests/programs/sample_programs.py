@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 
 import plait
-from plait.programs import DecisionsCapability, Payload, ProgramsCapability
+from plait.programs import AgentsCapability, DecisionsCapability, Payload, ProgramsCapability
 
 
 class Target(BaseModel):
@@ -38,3 +38,12 @@ async def raise_one(decisions: DecisionsCapability, payload: Payload) -> dict[st
 async def run_nested(programs: ProgramsCapability, payload: Payload) -> Any:
     """Runs the program ``payload.ref`` nested (an import-path program, unregistered)."""
     return await programs.run(payload.ref, payload.get("input"), require_promoted=True)
+
+
+@plait.program("sample-spend")
+async def spend(agents: AgentsCapability, payload: Payload) -> dict[str, Any]:
+    """Runs task ``payload.task`` on agent ``payload.agent``, ``payload.times`` times."""
+    texts = [(await agents.run(payload.task, agent=payload.agent))["text"]]
+    for _ in range(payload.times - 1):
+        texts.append((await agents.run(payload.task, agent=payload.agent))["text"])
+    return {"texts": texts}

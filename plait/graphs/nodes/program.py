@@ -33,7 +33,7 @@ from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState, Waiting
 from plait.graphs.template import TemplateContext, render_value
 from plait.mesh import Mesh
-from plait.programs import find_callable, grant_all, resolve_saved, run_program
+from plait.programs import SharedBudget, find_callable, grant_all, resolve_saved, run_program
 
 
 class ProgramNode(NodeBase):
@@ -86,9 +86,16 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         me={"id": None, "run": env.run_id, "node": v.key},
         by=v.key,
         agents=env.agents,
+        # The program spends within the visit's budget: its agents.run turns and tool
+        # calls are checked against the run's limits and counted in its record.
+        budget=SharedBudget(within=v.budget, node=v.key),
     )
     value = render_value(node.input, ctx, node=v.key)
     out = await run_program(node.ref, value, grants, require_promoted=node.require_promoted)
+    return v.budget.charge(_result(node, out))
+
+
+def _result(node: ProgramNode, out: Any) -> NodeResult:
     if not node.verdicts:
         return NodeResult(value=out)
     if isinstance(out, str) and out in node.verdicts:
