@@ -22,6 +22,7 @@ from plait.actors.partitions import mailbox_of, partition_of_topic
 from plait.errors import PartitionCountMismatch
 from plait.mesh import Mesh
 from plait.mesh._base import now_ms
+from tests._support.timing import scaled
 
 from .conftest import LEASE_S
 from .kinds import BEHAVE, EFFECT_PREFIX, KIND, LogReader
@@ -39,7 +40,7 @@ def leased(mesh: Mesh, host: str) -> LeasedRuntime:
 
 
 async def until_split(runtimes: Sequence[LeasedRuntime], sizes: list[int]) -> None:
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         while True:
             held = [rt.serving for rt in runtimes]
             union = set().union(*held)

@@ -74,7 +74,7 @@ async def test_one_message_at_a_time_in_order() -> None:
         await rt.create("serial", "t:slow")
         for i in range(20):
             await rt.tell("serial", i)
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             await done.wait()
     assert order == list(range(20)) and peak == 1
 
@@ -99,7 +99,7 @@ async def test_max_concurrency_lets_messages_overlap() -> None:
         await rt.create("wide", "t:slow", config={"max_concurrency": 4})
         for i in range(8):
             await rt.tell("wide", i)
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             await done.wait()
     assert peak == 4
 
@@ -118,7 +118,7 @@ async def test_failed_message_is_delivered_again() -> None:
         async with LocalRuntime(mesh, handlers={"t:flaky": flaky}, visibility_timeout_ms=200) as rt:
             await rt.create("f", "t:flaky")
             await rt.tell("f", "job")
-            with anyio.fail_after(5):
+            with anyio.fail_after(scaled(5)):
                 await done.wait()
     assert attempts == [1, 2]
 
@@ -177,7 +177,7 @@ async def test_parked_actors_hold_no_task() -> None:
                 await mesh.put(f"actors/p{i}", {"id": f"p{i}", "kind": "t:rec"})
             for i in range(0, 10_000, 50):
                 await rt.tell(f"p{i}", i)
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 await rec.event.wait()
                 await rt.wait_idle()
             await anyio.sleep(0.05)
@@ -210,7 +210,7 @@ async def test_waiting_messages_for_many_actors_start_within_a_few_loop_turns(
             await rt.create(f"h{i}", "t:hold")
             await rt.tell(f"h{i}", i)
         async with rt:
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while len(started) < actors:
                     await asyncio.sleep(0)
                     turns += 1

@@ -19,6 +19,7 @@ from plait.mesh import Mesh
 from plait.profiles import AgentProfile, put_profile
 from plait.runs import Runs, serve
 from plait.tools import ToolContext, ToolRegistry, tool
+from tests._support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +58,7 @@ async def test_a_dead_lettered_wake_fails_its_run(mesh: Mesh) -> None:
         beat=False,
     ):
         run_id = (await runs.start("assistant", "pay", "x")).run_id
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while not calls:  # the charge is under way when its host dies
                 await anyio.sleep(0.01)
     assert (await runs.get(run_id)).status == "running"
@@ -72,7 +73,7 @@ async def test_a_dead_lettered_wake_fails_its_run(mesh: Mesh) -> None:
             beat=False,
         ):
             rec = await runs.wait(run_id, timeout=10)
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 letter = await dead.__anext__()
     finally:
         await dead.close()

@@ -14,6 +14,7 @@ import pytest
 from plait.actors import DEAD_LETTER_TOPIC, ActorRuntime
 from plait.errors import ActorError, ActorNotFound
 from plait.mesh import Mesh
+from tests._support.timing import scaled
 
 from .conftest import MakeRuntime
 from .kinds import BEHAVE, EFFECT_PREFIX, KIND, LOG_TOPIC, LogReader, Services
@@ -158,7 +159,7 @@ async def test_dead_letter_after_max_attempts_calls_the_hook(
             await rt.create("d", KIND)
             await rt.tell("d", {"n": "doomed", "fail_until": 99})
             await log.count("dead", 1)
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 letter = await dead.__anext__()
         await log.drained(mesh)
     finally:
@@ -194,7 +195,7 @@ async def test_wait_idle_waits_for_handlers_in_flight(
         for n in range(4):
             await rt.tell("w", {"n": n, "sleep": 0.3})
         await log.count("start", 4)
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             await rt.wait_idle()
         await mesh.publish(LOG_TOPIC, "idle", {"phase": "idle", "actor": "", "n": None})
         await log.count("idle", 1)
@@ -214,7 +215,7 @@ async def test_a_stopped_actors_messages_are_dropped(
             await rt.stop("s")
             await rt.tell("s", {"n": "ignored"})
             await rt.tell("nobody", {"n": "lost"})
-            with anyio.fail_after(10):
+            with anyio.fail_after(scaled(10)):
                 while len(got) < 2:
                     got.append((await dead.__anext__()).data["data"]["to"])
         await log.drained(mesh)

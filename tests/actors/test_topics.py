@@ -82,7 +82,7 @@ async def serving(make_runtime: MakeRuntime) -> AsyncIterator[tuple[ActorRuntime
 
 
 async def forwarding(router: TopicRouter, pairs: set[tuple[str, str]]) -> None:
-    with anyio.fail_after(20):
+    with anyio.fail_after(scaled(20)):
         while not pairs <= router.forwarding:
             await router.refreshed()
 

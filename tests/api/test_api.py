@@ -12,6 +12,7 @@ from runs.helpers import eventually, hosting
 
 from plait.api.tokens import create_token, revoke_token
 from plait.mesh import Mesh
+from tests._support.timing import scaled
 
 from .helpers import HOSTILE, api_client, asking_graph, asking_model
 
@@ -182,7 +183,7 @@ async def test_events_stream_until_the_run_settles(mesh: Mesh) -> None:
             await client.post("/api/runs", json={"agent": "assistant", "name": "review"})
         ).json()["run_id"]
         events: list[tuple[str, dict[str, object]]] = []
-        with anyio.fail_after(15):
+        with anyio.fail_after(scaled(15)):
             async with client.stream("GET", f"/api/runs/{run_id}/events") as stream:
                 assert stream.headers["content-type"].startswith("text/event-stream")
                 kind = ""

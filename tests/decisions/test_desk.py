@@ -9,6 +9,7 @@ from plait.decisions import Agent, Decision, DecisionBoard, DecisionDesk, Human,
 from plait.decisions.principals import Principal
 from plait.errors import DecisionClosed, DecisionError, NotPermitted
 from plait.mesh import Mesh
+from tests._support.timing import scaled
 
 from .helpers import read_events
 
@@ -176,7 +177,7 @@ async def test_the_notify_event_comes_with_the_close(mesh: Mesh, close: str) -> 
             await desk.answer(raised.id, option="yes", by=ANA)
         else:
             await desk.cancel(raised.id, by=ANA)
-        with anyio.fail_after(2):
+        with anyio.fail_after(scaled(2)):
             delivery = await sub.__anext__()
         # The run woken by the event must find the decision closed already.
         assert not (await board.get(raised.id)).is_open

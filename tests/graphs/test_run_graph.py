@@ -77,7 +77,7 @@ NEVER = [{"node": "draft", "text": "a draft"}, {"node": "verify", "text": "still
 
 
 async def test_a_verifier_that_never_passes_spends_the_default_budget_and_fails() -> None:
-    with anyio.fail_after(10):
+    with anyio.fail_after(scaled(10)):
         run = await run_graph(revise(), "x", model=ScriptedModel(NEVER))
     assert run.status == "failed"
     assert run.ended_detail == "budget_exhausted"

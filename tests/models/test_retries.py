@@ -20,6 +20,7 @@ from plait.graphs.store import import_graph
 from plait.mesh import Mesh
 from plait.models import OpenAIModel
 from plait.runs import Runs, serve
+from tests._support.timing import scaled
 
 from .wire_servers import OpenAIWireServer
 
@@ -116,7 +117,7 @@ async def test_timeout_s_bounds_each_model_call_and_a_timeout_is_retried(
 ) -> None:
     openai_server.push({"never": "sent"}, delay=5.0)
     openai_server.reply_text("quick")
-    with anyio.fail_after(4):
+    with anyio.fail_after(scaled(4)):
         got = await runner(openai_server, graph(timeout_s=0.2))
     assert (got["status"], got["output"], got["retries"]) == ("done", "quick", 1)
     assert len(openai_server.requests) == 2

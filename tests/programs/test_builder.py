@@ -16,6 +16,7 @@ from plait.graphs.store import import_graph
 from plait.ids import RunId, new_id
 from plait.mesh import Mesh, open_mesh
 from plait.runs import Runs
+from tests._support.timing import scaled
 from tests.runs.helpers import EXAMPLES, Cli, commits, hosting, settle
 
 from . import builder_graphs
@@ -139,7 +140,7 @@ async def test_a_restart_between_each_pair_of_nodes(mesh: Mesh) -> None:
     run_id: RunId | None = None
     hosts = 0
     answered = False
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         while True:
             seen = len(CALLS.get(key, []))
             async with hosting(mesh, drain_timeout_s=0.01):

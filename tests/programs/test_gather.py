@@ -7,6 +7,7 @@ import pytest
 
 from plait import gather
 from plait.errors import ConfigError
+from tests._support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +59,7 @@ async def test_fail_fast_cancels_the_siblings() -> None:
             cancelled.append(name)
             raise
 
-    with anyio.fail_after(5), pytest.raises(ValueError, match="tests"):
+    with anyio.fail_after(scaled(5)), pytest.raises(ValueError, match="tests"):
         await gather(
             waits("a"), boom("tests"), waits("b"), waits("queued"), limit=3, fail_fast=True
         )

@@ -16,6 +16,7 @@ from plait.ids import RunId
 from plait.mesh import Mesh
 from plait.models import ScriptedModel
 from plait.runs import RunRecord, Runs
+from tests._support.timing import scaled
 from tests.runs.helpers import EXAMPLES, ROOT, Cli, commits, hosting
 
 pytestmark = pytest.mark.anyio
@@ -75,7 +76,7 @@ async def test_the_release_graph_survives_restarts_at_any_point(mesh: Mesh) -> N
     hosts = 0
     rec: RunRecord | None = None
     answered = False
-    with anyio.fail_after(60):
+    with anyio.fail_after(scaled(60)):
         while rec is None or rec.status not in ("done", "failed"):
             async with hosting(mesh, model, drain_timeout_s=0.01):
                 hosts += 1

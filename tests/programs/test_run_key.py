@@ -20,6 +20,7 @@ from plait.graphs.store import import_graph
 from plait.mesh import Mesh, open_mesh
 from plait.models import ScriptedModel
 from plait.runs import Runs
+from tests._support.timing import scaled
 from tests.runs.helpers import hosting, settle
 
 pytestmark = pytest.mark.anyio
@@ -251,7 +252,7 @@ async def test_two_runs_under_one_key_at_once_are_not_interleaved(flag: Path, me
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             while CALLS.get(str(flag)) != ["slow"]:
                 await anyio.sleep(0.01)
             tg.start_soon(run)  # the second reads the key after the first wrote it

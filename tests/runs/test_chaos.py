@@ -137,7 +137,7 @@ async def drive(mesh: Mesh, workers: Workers, rng: random.Random) -> list[RunRec
     # there could find every run already done.
     kill_at = sorted(rng.sample(range(2, STEPS - 2 * RUNS), KILLS))
     answered: set[str] = set()
-    with anyio.fail_after(45):
+    with anyio.fail_after(scaled(45)):
         while True:
             records = [await runs.get(run_id) for run_id in ids]
             for rec in records:

@@ -10,6 +10,7 @@ import pytest
 from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import RunRecord, Runs
+from tests._support.timing import scaled
 
 from .helpers import agent_chain, commits, hosting, store
 
@@ -44,7 +45,7 @@ async def test_fifty_runs_at_once_all_finish_right(mesh: Mesh) -> None:
         done[i] = await runs.wait(started.run_id)
 
     async with hosting(mesh, model()) as (runtime, _):
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             async with anyio.create_task_group() as tg:
                 for i in range(RUNS):
                     tg.start_soon(one, i)
@@ -81,7 +82,7 @@ async def test_runs_served_together_take_turns_node_by_node(mesh: Mesh) -> None:
     first = await runs.start("assistant", "long", "a")
     second = await runs.start("assistant", "long", "b")
     async with hosting(mesh, ScriptedModel([{"text": "ok"}])):
-        with anyio.fail_after(30):
+        with anyio.fail_after(scaled(30)):
             done = [await runs.wait(first.run_id), await runs.wait(second.run_id)]
     assert [rec.status for rec in done] == ["done", "done"]
     order: list[tuple[float, int]] = []

@@ -16,6 +16,7 @@ from plait.profiles import AgentProfile, put_profile
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
 from plait.tools import ToolContext, ToolRegistry, tool
+from tests._support.timing import scaled
 
 from .helpers import (
     EXAMPLES,
@@ -74,7 +75,7 @@ async def test_two_hosts_serve_fan_out_runs_to_done(mesh: Mesh) -> None:
         for _ in range(2):
             await stack.enter_async_context(hosting(mesh, ScriptedModel.from_file(FAN_OUT_SCRIPT)))
         started = [await runs.start("assistant", "fan-out-map", f"topic {i}") for i in range(8)]
-        with anyio.fail_after(20):
+        with anyio.fail_after(scaled(20)):
             done = [await settle(runs, r.run_id) for r in started]
     assert [r.status for r in done] == ["done"] * 8
     for rec in done:
@@ -228,7 +229,7 @@ async def test_verify_checks_the_effect_before_running_a_tool_again(
     ):
         run_id = (await runs.start("assistant", "pay", "x")).run_id
         await claimed(runs, run_id, "pay")
-        with anyio.fail_after(5):
+        with anyio.fail_after(scaled(5)):
             while not first:  # the charge is under way when its host dies
                 await anyio.sleep(0.01)
     second: list[str] = []

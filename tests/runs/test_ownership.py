@@ -449,14 +449,14 @@ async def test_three_workers_serve_asking_runs_each_visit_once(
         await store(mesh, ASKING)
         runs = Runs(mesh)
         try:
-            with anyio.fail_after(20):
+            with anyio.fail_after(scaled(20)):
                 while not all(w.holdings() and sum(w.holds(n) for n in (2, 3)) for w in workers):
                     await anyio.sleep(0.05)
             ids = [
                 (await runs.start("assistant", "sign", f"item <{i}>")).run_id for i in range(RUNS)
             ]
             answered: set[str] = set()
-            with anyio.fail_after(45):
+            with anyio.fail_after(scaled(45)):
                 while True:
                     found = [await runs.get(run_id) for run_id in ids]
                     for rec in found:

@@ -77,7 +77,7 @@ async def take_and_ack(mesh: Mesh, run_id: str) -> str:
     topic = mailbox_of(mesh, owner_id(run_id))
     sub = mesh.subscribe([topic], "actors", "gone", start="begin", visibility_timeout_ms=300)
     try:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             async for delivery in sub:
                 data = delivery.data if isinstance(delivery.data, dict) else {}
                 assert data.get("to") == owner_id(run_id)  # the mesh holds one run
@@ -95,7 +95,7 @@ async def ack_all(mesh: Mesh, run_id: str, quiet_s: float = 1.0) -> int:
     sub = mesh.subscribe([topic], "actors", "gone", start="begin", visibility_timeout_ms=300)
     acked = 0
     try:
-        with anyio.fail_after(10):
+        with anyio.fail_after(scaled(10)):
             async for delivery in sub:
                 await delivery.ack()
                 acked += 1

@@ -23,6 +23,7 @@ from plait.schedules.actor import handler
 from plait.schedules.cron import fires_after
 from plait.schedules.model import fire_run_id
 from tests._support.meshes import make_url_factory
+from tests._support.timing import scaled
 from tests.runs.helpers import eventually, store
 
 from .helpers import ONE_NODE, OPERATOR, RULES, FastClock
@@ -72,7 +73,7 @@ async def test_two_workers_fire_each_hour_of_a_week_exactly_once(
         )  # fmt: skip
         async with AsyncExitStack() as stack:
             workers = [await stack.enter_async_context(worker(shared_url, clock)) for _ in "ab"]
-            with anyio.fail_after(60):
+            with anyio.fail_after(scaled(60)):
                 while clock.now() < START + WEEK:
                     await anyio.sleep(0.1)
 

@@ -119,7 +119,7 @@ def _alive(pid: int) -> bool:
 
 
 async def _wait_for_file(path: Path) -> str:
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         while not path.exists() or not path.read_text().strip():
             await anyio.sleep(0.01)
     return path.read_text().strip()
@@ -136,7 +136,7 @@ async def test_bash_timeout_kills_the_whole_process_group(
     assert result["exit_code"] == -9
     assert result["stdout"] == "started\n"
     child = int(await _wait_for_file(tmp_path / "child.pid"))
-    with anyio.fail_after(2):
+    with anyio.fail_after(scaled(2)):
         while _alive(child):
             await anyio.sleep(0.01)
 
@@ -151,7 +151,7 @@ async def test_bash_cancelled_from_outside_leaves_nothing_running(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    with anyio.fail_after(2):
+    with anyio.fail_after(scaled(2)):
         while _alive(shell) or _alive(child):
             await anyio.sleep(0.01)
 
@@ -172,7 +172,7 @@ async def test_bash_cancelled_while_starting_leaves_nothing_running(
         for name in ("shell.pid", "child.pid"):
             path = tmp_path / name
             if path.exists() and path.read_text().strip():
-                with anyio.fail_after(2):
+                with anyio.fail_after(scaled(2)):
                     while _alive(int(path.read_text())):
                         await anyio.sleep(0.01)
 
@@ -284,7 +284,7 @@ async def test_bash_background_jobs_holding_the_output_end_with_the_command(
     assert time.monotonic() - started < scaled(3)  # stretched on a busy machine
     assert (result["exit_code"], result["timed_out"]) == (0, False)
     child = int(result["stdout"])
-    with anyio.fail_after(2):
+    with anyio.fail_after(scaled(2)):
         while _alive(child):
             await anyio.sleep(0.01)
 

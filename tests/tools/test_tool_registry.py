@@ -20,6 +20,7 @@ from plait.tools import (
     default_registry,
     tool,
 )
+from tests._support.timing import scaled
 
 pytestmark = pytest.mark.anyio
 
@@ -148,7 +149,7 @@ async def test_handler_failure_becomes_tool_error(registry: ToolRegistry, ctx: T
 
 async def test_a_handler_running_past_its_limit_is_stopped(registry: ToolRegistry) -> None:
     ctx = ToolContext(node="n", timeout_s=0.05)
-    with anyio.fail_after(5):
+    with anyio.fail_after(scaled(5)):
         with pytest.raises(ToolError, match=re.escape("tool 'slow' timed out after 0.05s")):
             await registry.call("slow", {}, ctx)
 
