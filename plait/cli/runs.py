@@ -58,6 +58,7 @@ from plait.models import check_model_spec
 from plait.profiles import get_profile
 from plait.runs import AuditEvent, RunRecord, Runs
 from plait.runs.audit import read_events
+from plait.runs.progress import Progress
 from plait.runs.service import LISTING_STATUSES
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
@@ -141,7 +142,7 @@ class _Progress:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.flight: dict[str, tuple[Any, float]] = {}  # node -> (visit, started at)
+        self.flight: dict[str, tuple[int | None, float]] = {}  # node -> (visit, started at)
         self.live: Live | None = None
 
     def __enter__(self) -> _Progress:
@@ -167,48 +168,46 @@ class _Progress:
             for node, (visit, at) in list(self.flight.items())
         )
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, progress: Progress) -> None:
         if not self.enabled:
             return
-        if event.get("node") is not None:
-            self.done(event)
-        for visit in event.get("started") or ():
-            self.begin(visit.get("node"), visit.get("visit"), visit.get("at"))
+        if progress.node is not None:
+            self.done(progress, progress.node)
+        for visit in progress.started:
+            self.begin(visit.node, visit.visit, visit.at)
 
-    def begin(self, node: Any, visit: Any, at: Any) -> None:
-        self.flight[str(node)] = (visit, at if isinstance(at, float) else time.time())
+    def begin(self, node: str, visit: int | None, at: float | None) -> None:
+        self.flight[node] = (visit, at if at is not None else time.time())
         if self.live is None:
-            say(styled("  … ", "dim"), str(node), f" (visit {visit})", stderr=True)
+            say(styled("  … ", "dim"), node, f" (visit {visit})", stderr=True)
 
-    def done(self, event: dict[str, Any]) -> None:
-        node, visit, status = event["node"], event.get("visit"), event.get("status")
-        if status == "running" and "at" in event:  # a visit claimed by its own wake
-            self.begin(node, visit, event["at"])
+    def done(self, progress: Progress, node: str) -> None:
+        visit, status = progress.visit, str(progress.status)
+        if progress.status == "running" and progress.at is not None:
+            self.begin(node, visit, progress.at)  # a visit claimed by its own wake
             return
-        began, _ = self.flight.pop(str(node), (None, 0.0))
-        elapsed = event.get("elapsed")
-        took = f" {elapsed:.2f}s" if isinstance(elapsed, float) else ""
-        waiting = event.get("waiting") or {}
-        if visit is None and waiting.get("node") == node:  # parked on a person
+        began, _ = self.flight.pop(node, (None, 0.0))
+        elapsed = progress.elapsed
+        took = f" {elapsed:.2f}s" if elapsed is not None else ""
+        waiting = progress.waiting
+        if visit is None and waiting is not None and waiting.node == node:  # parked
             mark = styled("  ⏸ ", "yellow")
             took, visit = "", began
-        elif isinstance(event.get("retry_in"), float | int):  # a transient error
+        elif progress.retry_in is not None:  # a transient error
             mark = styled("  ↻ ", "yellow")
-            took = f" {took.strip()}, again in {event['retry_in']:.1f}s" if took else ""
+            took = f" {took.strip()}, again in {progress.retry_in:.1f}s" if took else ""
             status = "retrying"
-        elif event.get("error"):
+        elif progress.error:
             mark = styled("  ✗ ", "red")
         else:
             mark = styled("  ✓ ", "green")
-        verdict = f" → {event['verdict']}" if event.get("verdict") else ""
+        verdict = f" → {progress.verdict}" if progress.verdict else ""
         visit_text = f" (visit {visit})" if visit else ""
-        say(
-            mark, str(node), visit_text, verdict, took, " ", styled(str(status), "dim"), stderr=True
-        )
-        if event.get("error"):
-            say("    ", styled("error: ", "red"), str(event["error"]), stderr=True)
-        revisits = any((v.get("visit") or 0) > 1 for v in event.get("started") or ())
-        critique = _critique(event.get("critique"), event.get("verdict"))
+        say(mark, node, visit_text, verdict, took, " ", styled(status, "dim"), stderr=True)
+        if progress.error:
+            say("    ", styled("error: ", "red"), progress.error, stderr=True)
+        revisits = any(v.visit > 1 for v in progress.started)
+        critique = _critique(progress.critique, progress.verdict)
         if critique and revisits:  # the verifier sends the flow back: say why
             say("    ", styled("critique: ", "yellow"), critique, stderr=True)
 

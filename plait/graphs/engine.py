@@ -27,9 +27,11 @@ from plait.graphs.events import (
     Event,
     NodeBudgetExhausted,
     NodeCommitted,
+    NodeIndeterminate,
     NodeRetrying,
     NodeWaiting,
     RunEventType,
+    RunResumed,
     RunStatusChanged,
     VisitUsage,
 )
@@ -559,10 +561,10 @@ class Closed:
 
 def recheck(
     state: RunState, closed: Closed | None, *, now: float
-) -> tuple[RunState, list[dict[str, Any]]] | None:
+) -> tuple[RunState, list[Event]] | None:
     """A parked run's state once what it waits on closed, with the event saying who
-    closed it and how (in its stored form); None while it stays parked (``closed``
-    None: nothing to read).
+    closed it and how (:class:`~plait.graphs.events.RunResumed`); None while it stays
+    parked (``closed`` None: nothing to read).
 
     A human question or an approval resumes the run (its node runs again and takes the
     answer); an interrupted node a person chose to retry runs again, as under ``retry``;
@@ -577,23 +579,17 @@ def recheck(
     if waiting.kind == "subgraph":
         if closed.status not in _CHILD_ENDED:
             return None
-        child: dict[str, Any] = {
-            "type": "run.resumed",
-            "node": waiting.node,
-            "child": waiting.child,
-            "status": closed.status,
-        }
+        child = RunResumed(node=waiting.node, status=closed.status, child=waiting.child or "")
         return resume(state, now=now), [child]
     if closed.status == "open" or (waiting.kind == "budget" and closed.value == "raise"):
         return None
-    event: dict[str, Any] = {
-        "type": "run.resumed",
-        "node": waiting.node,
-        "decision_id": closed.decision_id,
-        "status": closed.status,
-        "answer": closed.value,
-        "by": closed.by or ("expiry" if closed.status == "expired" else None),
-    }
+    event = RunResumed(
+        node=waiting.node,
+        status=closed.status,
+        decision_id=closed.decision_id,
+        answer=closed.value,
+        by=closed.by or ("expiry" if closed.status == "expired" else None),
+    )
     if waiting.kind in ("human", "approval"):
         return resume(state, now=now), [event]
     if waiting.kind == "indeterminate" and closed.value == "retry":
@@ -617,10 +613,10 @@ def interrupted_ask(crashed: Attempt) -> str:
 
 def escalate(
     state: RunState, crashed: Attempt, *, decision_id: str
-) -> tuple[RunState, list[dict[str, Any]]]:
+) -> tuple[RunState, list[Event]]:
     """Park the run on a person's choice to retry ``crashed``, whose effect is unknown
-    (its node's ``on_indeterminate`` is ``escalate``), with its event in stored form;
-    see :func:`recheck`."""
+    (its node's ``on_indeterminate`` is ``escalate``), with its event; see
+    :func:`recheck`."""
     s = _fork(state, attempts=state.attempts.copy())
     s.attempts.pop(crashed.node, None)
     s.waiting = Waiting(
@@ -631,7 +627,7 @@ def escalate(
         options=["retry", "fail"],
     )
     s.status = "waiting_human"
-    return s, [{"type": "node.indeterminate", "node": crashed.node, "visit": crashed.visit}]
+    return s, [NodeIndeterminate(node=crashed.node, visit=crashed.visit)]
 
 
 def cancel_run(state: RunState, *, now: float) -> RunState | None:

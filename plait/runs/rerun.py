@@ -39,7 +39,6 @@ from plait.runs.record import (
     OWNER_KIND,
     RunRecord,
     audit_key,
-    events_topic,
     history_key,
     output_key,
     owner_id,
@@ -274,7 +273,6 @@ async def fork_run(
     owner = ActorRecord(
         id=owner_id(fork_id),
         kind=OWNER_KIND,
-        topics=[events_topic(fork_id)],
         config={"max_concurrency": OWNER_CONCURRENCY},
         created_at=now,
     )

@@ -41,6 +41,7 @@ from plait.runs.audit import verify as verify_chain
 from plait.runs.commit import RunCommit
 from plait.runs.log import LogEntry, LogFollower, read_log, read_payload, split_ref
 from plait.runs.ports import history_part_key
+from plait.runs.progress import Progress
 from plait.runs.record import RunRecord, RunSummary, as_record, listing_status
 from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retry_run
 from plait.runs.retention import prune as prune_runs
@@ -123,7 +124,7 @@ class Runs:
         run_id: RunId,
         *,
         timeout: float | None = None,  # noqa: ASYNC109
-        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
         since: RunRecord | None = None,
     ) -> RunRecord:
         """Wait until the run is done, failed, cancelled or waiting on a person.

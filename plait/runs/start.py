@@ -33,7 +33,6 @@ from plait.runs.record import (
     OWNER_KIND,
     RunRecord,
     child_run_id,
-    events_topic,
     owner_id,
 )
 from plait.runs.store import read_record, run_output
@@ -112,7 +111,6 @@ async def start_run(
     owner = ActorRecord(
         id=owner_id(run_id),
         kind=OWNER_KIND,
-        topics=[events_topic(run_id)],
         config={"max_concurrency": OWNER_CONCURRENCY},
         created_at=rec.created_at,
     )
