@@ -10,10 +10,11 @@ checked before a visit starts), the executor, then :func:`complete` (record the 
 route to what comes next, check budgets again, and finish the run when nothing is
 left). Every function returns a new state and never mutates its argument.
 
-Each function takes the graph compiled (:class:`~plait.graphs.compiled.CompiledGraph`)
-or as a spec, which it compiles through the one cache; what is particular to a node
-kind (a fan-out's instances, a verifier's verdict route, a fan-in's join) is asked of
-the kind (:mod:`plait.graphs.nodes`).
+Each function takes the graph compiled (:class:`~plait.graphs.compiled.CompiledGraph`),
+never a spec: whoever holds a run compiles its graph once (the in-session runner at
+its start, a serving process through :meth:`plait.runs.store.RunStore.graph`); what
+is particular to a node kind (a fan-out's instances, a verifier's verdict route, a
+fan-in's join) is asked of the kind (:mod:`plait.graphs.nodes`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from plait.graphs.compiled import CompiledGraph, Graph, compile_graph
+from plait.graphs.compiled import CompiledGraph
 from plait.graphs.events import (
     Event,
     NodeBudgetExhausted,
@@ -53,10 +54,9 @@ from plait.graphs.state import (
 
 
 def start(
-    graph: Graph, run_id: str, input: Any, *, now: float, parent: str | None = None
+    g: CompiledGraph, run_id: str, input: Any, *, now: float, parent: str | None = None
 ) -> RunState:
-    """The initial state of a run of ``graph``: its entry node ready."""
-    g = compile_graph(graph)
+    """The initial state of a run of ``g``: its entry node ready."""
     return RunState(
         run_id=run_id,
         graph=GraphRef(agent=g.agent, name=g.spec.name, version=g.spec.version, sha256=g.sha256),
@@ -68,10 +68,10 @@ def start(
     )
 
 
-def node_of(graph: Graph, state: RunState, key: str) -> Node:
+def node_of(graph: CompiledGraph, state: RunState, key: str) -> Node:
     """The spec node a ready key runs: itself, or the target of a fan-out instance."""
     plan = state.instance_of(key)
-    return compile_graph(graph).node(plan.target if plan else key)
+    return graph.node(plan.target if plan else key)
 
 
 _WAITING_STATUS: dict[str, RunStatus] = {
@@ -88,7 +88,7 @@ def claimable(state: RunState) -> list[str]:
 
 
 def claim(
-    graph: Graph,
+    g: CompiledGraph,
     state: RunState,
     key: str,
     *,
@@ -108,7 +108,6 @@ def claim(
         The new state and the attempt; the attempt is None when the budget stopped the
         run instead (the state then says how), or the run had already ended.
     """
-    g = compile_graph(graph)
     if state.terminal:
         return _fork(state), None
     prior = state.attempts.get(key)
@@ -129,14 +128,13 @@ def claim(
 
 
 def complete(
-    graph: Graph, state: RunState, key: str, result: NodeResult, *, now: float
+    spec: CompiledGraph, state: RunState, key: str, result: NodeResult, *, now: float
 ) -> tuple[RunState, list[Event]]:
     """Apply the result of running ``key``: record, route, check budgets, maybe finish.
 
     A result arriving after the run ended (a straggler of a cancelled or failed run)
     changes nothing.
     """
-    spec = compile_graph(graph)
     if state.terminal:
         return _fork(state), []
     waiting = result.waiting
@@ -218,7 +216,7 @@ def complete(
     return s, events
 
 
-def retry_delay_s(graph: Graph, state: RunState, key: str) -> float:
+def retry_delay_s(graph: CompiledGraph, state: RunState, key: str) -> float:
     """Seconds to wait before the next try of ``key``, which is being retried (0 if not).
 
     Exponential from the node's ``initial_s`` up to ``max_s``, times a jitter in
@@ -228,7 +226,7 @@ def retry_delay_s(graph: Graph, state: RunState, key: str) -> float:
     failures = state.retrying.get(key, 0)
     if not failures:
         return 0.0
-    policy = compile_graph(graph).node(_target(state, key)).retry or DEFAULT_RETRY
+    policy = graph.node(_target(state, key)).retry or DEFAULT_RETRY
     base = min(policy.max_s, policy.initial_s * 2.0 ** (failures - 1))
     digest = hashlib.sha256(f"{state.run_id}/{key}/{failures}".encode()).digest()
     return base * (0.5 + int.from_bytes(digest[:4], "big") / 2**33)
@@ -269,9 +267,8 @@ def cancel(state: RunState, *, now: float) -> RunState:
     return s
 
 
-def exhausted(graph: Graph, state: RunState, *, starting: bool) -> str | None:
+def exhausted(g: CompiledGraph, state: RunState, *, starting: bool) -> str | None:
     """Which budget is spent, if any; ``starting`` also refuses a visit past the steps."""
-    g = graph if isinstance(graph, CompiledGraph) else compile_graph(graph)
     b, u, extra = g.spec.budget, state.usage, state.budget_extra
     if starting:
         limit = b.steps + extra.get("steps", 0.0)
@@ -658,7 +655,7 @@ def answer_for(waiting: Waiting, answer: str) -> str:
 
 
 def complete_with(
-    graph: Graph,
+    graph: CompiledGraph,
     state: RunState,
     key: str,
     result: NodeResult,

@@ -20,9 +20,9 @@ from plait.actors import ActorRecord, Mail, actor_key, tell_in
 from plait.decisions import DecisionBoard
 from plait.errors import DecisionNotFound, RunError, VersionConflict
 from plait.graphs import engine
+from plait.graphs.compiled import CompiledGraph
 from plait.graphs.engine import NodeResult
 from plait.graphs.events import Event, NodeCommitted, NodeRetrying
-from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Attempt, copied
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
@@ -67,7 +67,7 @@ class OwnWakes(Protocol):
 
 
 def claim(
-    spec: GraphSpec,
+    spec: CompiledGraph,
     rec: RunRecord,
     key: str,
     wake: str,
@@ -113,7 +113,7 @@ class RunCommit:
     # -- what a person or a parent run starts or changes -------------------------------
 
     async def start(
-        self, spec: GraphSpec, rec: RunRecord, owner: ActorRecord, detail: dict[str, Any]
+        self, spec: CompiledGraph, rec: RunRecord, owner: ActorRecord, detail: dict[str, Any]
     ) -> RunRecord:
         """Write a new run: its record, listing, owner actor, first audit event and first
         wake, which claims the entry node as every commit claims the next. A run id
@@ -172,7 +172,7 @@ class RunCommit:
 
     async def reopen(
         self,
-        spec: GraphSpec,
+        spec: CompiledGraph,
         rec: RunRecord,
         version: int,
         event: AuditEvent,
@@ -263,7 +263,7 @@ class RunCommit:
 
     async def step(
         self,
-        spec: GraphSpec | None,
+        spec: CompiledGraph | None,
         before: RunRecord,
         new: RunRecord,
         version: int,
@@ -370,7 +370,7 @@ class RunCommit:
     def _claim_next(
         self,
         tx: Transaction,
-        spec: GraphSpec | None,
+        spec: CompiledGraph | None,
         new: RunRecord,
         started: list[StartedVisit],
         own: str | None,

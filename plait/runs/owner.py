@@ -34,10 +34,10 @@ from plait.errors import (
     VersionConflict,
 )
 from plait.graphs import engine
+from plait.graphs.compiled import CompiledGraph
 from plait.graphs.engine import Closed, NodeResult
 from plait.graphs.events import Event
 from plait.graphs.executors import execute
-from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Attempt, Waiting
 from plait.mesh import Delivery, Transaction
 from plait.runs.asks import ask_for_budget, ask_to_retry
@@ -182,7 +182,7 @@ class _WakeHandler:
                 if not self.mail.acked:
                     await self.mail.ack()  # fenced out: someone else runs this node now
                 return
-            spec = await self.store.spec(rec)
+            spec = await self.store.graph(rec)
             await self._execute_and_commit(spec, rec, version, attempt, verify=False)
 
     async def fail(self, detail: str, reason: str) -> None:
@@ -207,7 +207,7 @@ class _WakeHandler:
 
     async def _step(self, rec: RunRecord, version: int) -> None:
         """Claim, run and commit one node of ``rec``; VersionConflict if the record moved."""
-        spec = await self.store.spec(rec)
+        spec = await self.store.graph(rec)
         before = rec
         resumed: list[Event] = []
         if rec.waiting is not None:
@@ -289,7 +289,7 @@ class _WakeHandler:
         return self.woken.backoff + 1 if self.woken.why == "tick" else 0
 
     async def _execute_and_commit(
-        self, spec: GraphSpec, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
+        self, spec: CompiledGraph, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
     ) -> None:
         key = attempt.node
         if attempt.begun is False and self.host.env.on_indeterminate(spec, rec, attempt) in (
@@ -323,7 +323,7 @@ class _WakeHandler:
                 base, base_version = fresh, fresh_version
 
     async def _execute(
-        self, spec: GraphSpec, rec: RunRecord, attempt: Attempt, verify: bool
+        self, spec: CompiledGraph, rec: RunRecord, attempt: Attempt, verify: bool
     ) -> NodeResult:
         """Run the claimed visit (or find its effect already there, with ``verify``)."""
         if verify:
@@ -342,7 +342,7 @@ class _WakeHandler:
 
     async def _write(
         self,
-        spec: GraphSpec | None,
+        spec: CompiledGraph | None,
         before: RunRecord,
         new: RunRecord,
         version: int,
