@@ -9,6 +9,14 @@ never leave a record without its event or a run without its next wake.
 
 What changes is decided before (by :mod:`plait.graphs.engine`); a commit only writes it.
 A record moved by someone else meanwhile raises ``VersionConflict`` and writes nothing.
+
+Two writes that move no record come through here too, so every transaction that
+touches a run's record or sends its owner a wake has one home: the takeover wakes a
+runtime sends to the runs in flight under partitions it took over (:meth:`wake_all`),
+and the delete of a finished run's record with its listing (:meth:`delete`, for
+:mod:`plait.runs.retention`). The bulk of a prune — outputs, log, conversations,
+decisions — is not a run transition and is deleted beside it, in batches, before the
+record goes: a prune cut short leaves the record, and the next prune finishes it.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from plait.runs.record import (
     as_record,
     audit_key,
     dump,
+    index_key,
     listing_status,
     output_key,
     owner_id,
@@ -50,6 +59,7 @@ TICK_MAX_MS = 3_600_000
 """The longest a parked run's fallback tick backs off to (its answer wakes it at once)."""
 
 _TAKE_AT_MOST = 4
+_WAKES_PER_TRANSACTION = 256
 
 
 class OwnWakes(Protocol):
@@ -207,6 +217,29 @@ class RunCommit:
         )
         await tx.commit()
         return rec
+
+    async def wake_all(self, run_ids: list[str], why: WakeReason) -> None:
+        """Send one wake to each run of ``run_ids`` (a runtime's takeover of the runs
+        in flight under partitions it gained), in transactions of at most
+        ``_WAKES_PER_TRANSACTION``: a partition may list thousands. No record moves: the
+        record, never the wake, decides what each run does."""
+        for start in range(0, len(run_ids), _WAKES_PER_TRANSACTION):
+            tx = self.mesh.transact()
+            for run_id in run_ids[start : start + _WAKES_PER_TRANSACTION]:
+                tell_in(tx, owner_id(run_id), wake_body(run_id, why))
+            await tx.commit()
+
+    async def delete(self, rec: RunRecord, version: int) -> None:
+        """Delete finished run ``rec``'s record (over ``version``) with its listing,
+        and cancel its fallback tick: the last step of a prune (see
+        :mod:`plait.runs.retention`). Raises VersionConflict if the record moved."""
+        if not rec.terminal:
+            raise RunError(f"run {rec.run_id} is {rec.status}: only a finished run is deleted")
+        tx = self.mesh.transact()
+        tx.delete(record_key(rec.run_id), if_version=version)
+        tx.delete(index_key(rec.run_id))
+        tx.cancel(tick_key(rec.run_id))
+        await tx.commit()
 
     # -- what a run's owner writes -----------------------------------------------------
 

@@ -24,7 +24,7 @@ from plait.mesh import Mesh
 from plait.models import Model
 from plait.runs.commit import RunCommit
 from plait.runs.env import RunEnvironment
-from plait.runs.live import wake_live
+from plait.runs.live import TAKEOVER, live_in
 from plait.runs.record import owner_id
 from plait.runs.serving import missing_tools, serves_run
 from plait.runs.store import Lru, RunStore
@@ -92,7 +92,12 @@ class RunHost:
     async def partitions_gained(self, runtime: LeasedRuntime, gained: set[int]) -> None:
         """Wake the runs in flight under partitions its runtime took over (see
         :mod:`plait.runs.live`): whatever held them before may have left no wake."""
-        await wake_live(self.mesh, gained, only_run=self.only_run)
+        found = await live_in(self.mesh, gained, only_run=self.only_run)
+        await self.commit.wake_all(found, TAKEOVER)
+        if found:
+            log.info(
+                "took over partition(s) %s: woke %d run(s) in flight", sorted(gained), len(found)
+            )
 
     @property
     def tools(self) -> ToolRegistry:

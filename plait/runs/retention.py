@@ -11,14 +11,13 @@ from plait.actors import actor_key
 from plait.decisions.store import PREFIX as DECISIONS_PREFIX
 from plait.graphs.state import TERMINAL
 from plait.mesh import Mesh
+from plait.runs.commit import RunCommit
 from plait.runs.record import (
     RunSummary,
-    index_key,
     load,
     owner_id,
     parent_run_id,
     record_key,
-    tick_key,
 )
 
 _BATCH = 256
@@ -89,12 +88,10 @@ async def _delete_run(mesh: Mesh, run_id: str, decision_keys: list[str]) -> None
                 tx.delete(key)
     await mesh.delete_topic(_LEGACY_TOPIC.format(run_id=run_id))
     entry = await mesh.get(record_key(run_id))
-    if entry is not None and load(entry.value).terminal:
+    rec = load(entry.value) if entry is not None else None
+    if entry is not None and rec is not None and rec.terminal:
         # With its listing: until both are gone, the next prune finds the run again.
-        async with mesh.transact() as tx:
-            tx.delete(record_key(run_id), if_version=entry.version)
-            tx.delete(index_key(run_id))
-            tx.cancel(tick_key(run_id))
+        await RunCommit(mesh).delete(rec, entry.version)
 
 
 __all__ = ["prune"]
