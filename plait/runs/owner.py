@@ -33,12 +33,13 @@ from plait.errors import (
     ValueTooLarge,
     VersionConflict,
 )
-from plait.graphs import engine
+from plait.graphs import engine, waits
 from plait.graphs.compiled import CompiledGraph
-from plait.graphs.engine import Closed, NodeResult
+from plait.graphs.engine import NodeResult
 from plait.graphs.events import Event
 from plait.graphs.executors import execute
 from plait.graphs.state import Attempt, Waiting
+from plait.graphs.waits import Closed
 from plait.mesh import Delivery, Transaction
 from plait.runs.asks import ask_for_budget, ask_to_retry
 from plait.runs.commit import TICK_MAX_MS, claim
@@ -211,7 +212,7 @@ class _WakeHandler:
         before = rec
         resumed: list[Event] = []
         if rec.waiting is not None:
-            found = engine.recheck(rec, await self._closed(rec.waiting), now=time.time())
+            found = waits.recheck(rec, await self._closed(rec.waiting), now=time.time())
             if found is None:
                 await self.commit.park(rec, self.mail, self._backoff())
                 self.settled = True
@@ -237,7 +238,7 @@ class _WakeHandler:
                 policy = self.host.env.on_indeterminate(spec, rec, crashed)
             if policy == "escalate":
                 did = await ask_to_retry(self.host.board, self.host.mesh, self.run_id, crashed)
-                parked, events = engine.escalate(rec, crashed, decision_id=did)
+                parked, events = waits.escalate(rec, crashed, decision_id=did)
                 await self._write(spec, rec, as_record(parked), version, events)
                 return
             key = crashed.node

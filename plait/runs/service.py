@@ -31,7 +31,7 @@ from plait.errors import (
     RunNotWaiting,
     VersionConflict,
 )
-from plait.graphs import engine
+from plait.graphs import waits
 from plait.graphs.state import Waiting
 from plait.graphs.trajectory import StepDecision, StepUsage, ToolCall, TrajectoryStep
 from plait.ids import DecisionId, RunId
@@ -209,7 +209,7 @@ class Runs:
                 f"run {run_id} waits on a budget raise: raise it with "
                 f"plait graph raise-budget {run_id} --steps N"
             )
-        answer = engine.answer_for(waiting, answer)
+        answer = waits.answer_for(waiting, answer)
         if waiting.options:
             await self.desk.answer(waiting.decision_id, option=answer, by=by)
         else:
@@ -222,7 +222,7 @@ class Runs:
         await load_partitions(self.mesh)  # its end mails the owner (see start)
         while True:
             rec, version = await self._read(run_id)
-            new = engine.cancel_run(rec, now=time.time())
+            new = waits.cancel_run(rec, now=time.time())
             if new is None:
                 return rec
             cancelled = as_record(new)
@@ -321,7 +321,7 @@ class Runs:
             rec, version = await self._read(run_id)
             if rec.terminal:
                 raise RunError(f"run {run_id} is {rec.status}: its budget can no longer be raised")
-            new = as_record(engine.budget_raised(rec, extra, now=time.time()))
+            new = as_record(waits.budget_raised(rec, extra, now=time.time()))
             try:
                 await RunCommit(self.mesh).raise_budget(new, version, extra, by=human.name)
             except VersionConflict:
