@@ -220,7 +220,7 @@ async def run_progress(
     },
 )
 async def follow_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> StreamingResponse:
-    """``progress`` events as the run's owner publishes them, then one ``settled`` event
+    """``progress`` events as the run's log holds them, then one ``settled`` event
     with the run as ``GET /api/runs/{run_id}`` shows it, when it ends or waits on a person."""
     rec = await svc.runs.get(run_id)  # a 404 before the stream starts
 
