@@ -31,7 +31,7 @@ import plait
 from plait.ids import RUN_ID_PREFIX
 from plait.mesh import open_mesh
 from plait.programs import MeshCapability
-from plait.runs.record import events_topic, owner_id
+from plait.runs.record import owner_id
 
 HERE = Path(__file__).resolve().parent
 
@@ -91,7 +91,7 @@ async def release(fetch: Fetched, notes: str, approve: str, mesh: MeshCapability
     run = me["run"]
     report = {"run": run, "state": f"runs/{run}", "version": fetch.version}
     if run.startswith(RUN_ID_PREFIX):  # a durable run: an actor owns it (in-session: none)
-        report.update(actor=owner_id(run), topic=events_topic(run))
+        report.update(actor=owner_id(run))
     if not approve.strip().lower().startswith("yes"):
         return {**report, "status": "rejected", "answer": approve}
     key = f"releases/{fetch.version}"

@@ -35,7 +35,7 @@ async def run_events(
     while True:
         for entry in await follower.poll():
             if entry.progress is not None:
-                yield sse("progress", entry.progress)
+                yield sse("progress", entry.progress.model_dump(mode="json"))
         if last_round:
             yield sse("settled", await settled())
             return

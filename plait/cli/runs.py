@@ -1,4 +1,7 @@
-"""``plait graph run|runs|inspect|resume|cancel|raise-budget``: durable runs from the CLI.
+"""``plait graph run|resume|cancel|raise-budget|prune``: durable runs from the CLI.
+
+The live progress display is :mod:`plait.cli.run_progress`; the read-only commands
+(``runs``, ``inspect``, ``events``) are :mod:`plait.cli.run_views`.
 
 ``run`` and ``resume`` hand the run to a live ``plait worker``, or with none serve that
 run (and its child runs) in this process until it is done, failed or waiting on a
@@ -14,28 +17,19 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.live import Live
 from rich.text import Text
 
 from plait.actors import LocalRuntime
 from plait.cli._common import (
     CreatingMeshOption,
     MeshOption,
-    err_console,
     fail,
     print_json,
     run,
     text_arg,
 )
 from plait.cli._output import (
-    JsonFlag,
-    Output,
-    OutputOption,
-    as_text,
     clean,
-    line,
-    mode,
-    rows,
     say,
     styled,
 )
@@ -48,17 +42,15 @@ from plait.cli._serving import (
     warn_if_unserved,
 )
 from plait.cli.graph import graph_app
+from plait.cli.run_progress import progress_printer as _progress_printer
 from plait.decisions import Human
-from plait.errors import AuditChainBroken, ConfigError
+from plait.errors import ConfigError
 from plait.graphs.store import get_graph
-from plait.graphs.trajectory import TrajectoryStep
 from plait.ids import RunId
 from plait.mesh import Mesh, open_mesh
 from plait.models import check_model_spec
 from plait.profiles import get_profile
-from plait.runs import AuditEvent, RunRecord, Runs
-from plait.runs.audit import read_events
-from plait.runs.service import LISTING_STATUSES
+from plait.runs import RunRecord, Runs
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 RuntimeOption = Annotated[
@@ -132,100 +124,6 @@ async def _follow(
     if settled is None:
         raise typer.Exit(INTERRUPTED)
     return settled
-
-
-class _Progress:
-    """What ``graph run`` and ``resume`` show on stderr as a run goes, from its progress
-    events: each visit as it starts and commits; on a terminal, a running timer on the
-    visits in flight instead of their start lines."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.flight: dict[str, tuple[Any, float]] = {}  # node -> (visit, started at)
-        self.live: Live | None = None
-
-    def __enter__(self) -> _Progress:
-        if self.enabled and err_console.is_terminal:
-            self.live = Live(self, console=err_console, refresh_per_second=4, transient=True)
-            self.live.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live is not None:
-            self.live.stop()
-
-    def __rich__(self) -> Text:
-        now = time.time()
-        return Text("\n").join(
-            line(
-                styled("  ⏱ ", "cyan"),
-                str(node),
-                f" (visit {visit}) ",
-                styled(f"{now - at:.1f}s", "dim"),
-            )
-            # A copy: Live's refresh thread renders while the event loop adds and removes.
-            for node, (visit, at) in list(self.flight.items())
-        )
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        if event.get("node") is not None:
-            self.done(event)
-        for visit in event.get("started") or ():
-            self.begin(visit.get("node"), visit.get("visit"), visit.get("at"))
-
-    def begin(self, node: Any, visit: Any, at: Any) -> None:
-        self.flight[str(node)] = (visit, at if isinstance(at, float) else time.time())
-        if self.live is None:
-            say(styled("  … ", "dim"), str(node), f" (visit {visit})", stderr=True)
-
-    def done(self, event: dict[str, Any]) -> None:
-        node, visit, status = event["node"], event.get("visit"), event.get("status")
-        if status == "running" and "at" in event:  # a visit claimed by its own wake
-            self.begin(node, visit, event["at"])
-            return
-        began, _ = self.flight.pop(str(node), (None, 0.0))
-        elapsed = event.get("elapsed")
-        took = f" {elapsed:.2f}s" if isinstance(elapsed, float) else ""
-        waiting = event.get("waiting") or {}
-        if visit is None and waiting.get("node") == node:  # parked on a person
-            mark = styled("  ⏸ ", "yellow")
-            took, visit = "", began
-        elif isinstance(event.get("retry_in"), float | int):  # a transient error
-            mark = styled("  ↻ ", "yellow")
-            took = f" {took.strip()}, again in {event['retry_in']:.1f}s" if took else ""
-            status = "retrying"
-        elif event.get("error"):
-            mark = styled("  ✗ ", "red")
-        else:
-            mark = styled("  ✓ ", "green")
-        verdict = f" → {event['verdict']}" if event.get("verdict") else ""
-        visit_text = f" (visit {visit})" if visit else ""
-        say(
-            mark, str(node), visit_text, verdict, took, " ", styled(str(status), "dim"), stderr=True
-        )
-        if event.get("error"):
-            say("    ", styled("error: ", "red"), str(event["error"]), stderr=True)
-        revisits = any((v.get("visit") or 0) > 1 for v in event.get("started") or ())
-        critique = _critique(event.get("critique"), event.get("verdict"))
-        if critique and revisits:  # the verifier sends the flow back: say why
-            say("    ", styled("critique: ", "yellow"), critique, stderr=True)
-
-
-def _critique(reply: Any, verdict: Any) -> str:
-    """A verifier's reply without the line that holds its verdict."""
-    if not isinstance(reply, str) or not verdict:
-        return ""
-    lines = reply.strip().splitlines()
-    if lines and str(verdict).lower() in lines[-1].lower():
-        lines = lines[:-1]
-    return "\n".join(lines).strip()
-
-
-def _progress_printer(enabled: bool) -> _Progress:
-    """The progress display of a run (see :class:`_Progress`); a context manager."""
-    return _Progress(enabled)
 
 
 def _answer_hint(run_id: str, asked: Any) -> list[str | Text]:
@@ -491,64 +389,9 @@ def cancel_cmd(
     run(main)
 
 
-def _when(ts: float) -> str:
+def utc_time(ts: float) -> str:
+    """Epoch seconds as ``YYYY-MM-DD HH:MM:SS`` (UTC)."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-@graph_app.command("runs")
-def runs_cmd(
-    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's runs.")] = None,
-    status: Annotated[
-        str | None,
-        typer.Option(
-            "--status", help="Only runs in this status (running, waiting_human, done...)."
-        ),
-    ] = None,
-    as_json: JsonFlag = False,
-    output: OutputOption = None,
-    mesh: MeshOption = None,
-) -> None:
-    """List runs, newest first, including parked ones."""
-    if status is not None and status not in LISTING_STATUSES:
-        fail(f"unknown status {status!r}: expected one of {', '.join(LISTING_STATUSES)}", 2)
-    shown = mode(output, as_json)
-
-    async def main() -> None:
-        async with open_mesh(mesh) as m:
-            found = await Runs(m).list(agent=agent, status=status)
-        if shown is Output.json:
-            print_json(
-                [
-                    {
-                        "run_id": s.run_id,
-                        "agent": s.agent,
-                        "graph": s.graph,
-                        "version": s.version,
-                        "status": s.status,
-                        "created_at": s.created_at,
-                        "updated_at": s.updated_at,
-                    }
-                    for s in found
-                ]
-            )
-            return
-        rows(
-            ("run", "agent", "graph", "version", "status", "created", "updated"),
-            [
-                (
-                    s.run_id,
-                    s.agent,
-                    s.graph,
-                    s.version,
-                    s.status,
-                    _when(s.created_at),
-                    _when(s.updated_at),
-                )
-                for s in found
-            ],
-        )
-
-    run(main)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
@@ -597,172 +440,6 @@ def prune_cmd(
         verb = "would delete" if dry_run else "deleted"
         say(f"{verb} {len(found)} finished run(s)")
         for s in found:
-            say(f"  {s.run_id} {s.status} {_when(s.updated_at)}")
+            say(f"  {s.run_id} {s.status} {utc_time(s.updated_at)}")
 
     run(main)
-
-
-@graph_app.command("inspect")
-def inspect_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
-    as_json: JsonOption = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Verify the audit chain.")] = False,
-    full: Annotated[
-        bool, typer.Option("--full", help="Print tool arguments and results in full.")
-    ] = False,
-    mesh: MeshOption = None,
-) -> None:
-    """Show a run's history: per visit its status, time, verdict, tools, usage, answers."""
-
-    async def main() -> None:
-        async with open_mesh(mesh) as m:
-            runs = Runs(m)
-            rec = await runs.get(RunId(run_id))
-            output = await runs.output(rec)
-            broken: AuditChainBroken | None = None
-            verified = None
-            if verify:
-                try:
-                    verified = await runs.verify(RunId(run_id))
-                except AuditChainBroken as exc:
-                    broken = exc
-            origin = await runs.forked_from(RunId(run_id))
-            try:
-                trajectory = await runs.trajectory(RunId(run_id))
-            except AuditChainBroken:
-                if broken is None:
-                    raise
-                trajectory = []  # the chain's own report says what is wrong with it
-        if as_json:
-            body: dict[str, Any] = {
-                "run_id": rec.run_id,
-                "status": rec.status,
-                "graph": rec.graph.model_dump(),
-                "output": output,
-                "ended_detail": rec.ended_detail,
-                "trajectory": [step.model_dump(mode="json") for step in trajectory],
-                "forked_from": origin.model_dump() if origin is not None else None,
-            }
-            if verify:
-                body["verified"] = broken is None
-                body["verify_error"] = str(broken) if broken else None
-            print_json(body)
-        else:
-            _print_inspect(rec, trajectory, full)
-            if origin is not None:
-                say(
-                    f"forked from {origin.run_id} after {origin.node}:{origin.visit} "
-                    f"(its event {origin.seq}, {origin.hash[:12]})"
-                )
-            if verified is not None:
-                say(styled("audit chain verified", "green"), f": {verified} events")
-        if broken is not None:
-            fail(str(broken))
-
-    run(main)
-
-
-_CLIP = 200
-"""Characters of a tool's arguments or result shown without --full."""
-
-
-def _clip(value: Any, full: bool) -> str:
-    text = as_text(value)
-    return text if full or len(text) <= _CLIP else f"{text[:_CLIP]}… ({len(text)} chars, --full)"
-
-
-def _print_inspect(rec: RunRecord, trajectory: list[TrajectoryStep], full: bool) -> None:
-    """The human form of ``graph inspect``: one block per visit."""
-    g = rec.graph
-    detail = f" ({rec.ended_detail})" if rec.ended_detail else ""
-    say(
-        "run ",
-        styled(rec.run_id, "bold"),
-        f" {rec.status}{detail} — ",
-        f"{g.agent}/{g.name} v{g.version} (sha256 {g.sha256[:12]})",
-    )
-    marks = {"done": ("✓", "green"), "failed": ("✗", "red"), "waiting": ("⏸", "yellow")}
-    for step in trajectory:
-        mark, color = marks.get(step.status, ("·", "dim"))
-        elapsed = f" {step.elapsed:.2f}s" if step.elapsed is not None else ""
-        verdict = f" → {step.verdict}" if step.verdict else ""
-        say(
-            styled(f"  {mark} ", color),
-            step.node,
-            f" (visit {step.visit})",
-            verdict,
-            elapsed,
-            " ",
-            styled(step.status, "dim"),
-        )
-        if step.status == "waiting" and step.prompt:
-            say("      asks: ", _clip(step.prompt, full))
-        if step.verdict:
-            say("      critique: ", _critique(step.output, step.verdict) or "(none)")
-        elif step.output is not None:
-            say("      output: ", _clip(step.output, full))
-        if step.error:
-            say(styled("      error: ", "red"), step.error)
-        for call in step.tools:
-            say("      tool ", styled(str(call.name), "bold"), " ", _clip(call.arguments, full))
-            say("        → ", _clip(call.result, full))
-        usage = step.usage
-        if usage.input_tokens or usage.output_tokens or usage.dollars:
-            say(
-                f"      tokens {usage.input_tokens} in, {usage.output_tokens} out, "
-                f"${usage.dollars:.4f}"
-            )
-        decision = step.decision
-        if decision:
-            by = decision.by
-            if by and decision.label:
-                by = f"{by} (as {decision.label})"  # PLAIT_USER: a label, not who
-            when = f" at {_when(decision.at)} UTC" if decision.at else ""
-            answered = f" by {by}{when}: " if by else ""
-            say(
-                f"      decision {decision.id} {decision.status}{answered}",
-                as_text(decision.answer or ""),
-            )
-
-
-@graph_app.command("events")
-def events_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
-    as_json: JsonFlag = False,
-    mesh: MeshOption = None,
-) -> None:
-    """Print a run's audit chain: every committed transition, oldest first."""
-
-    async def main() -> None:
-        async with open_mesh(mesh) as m:
-            await Runs(m).get(RunId(run_id))  # a run that is not there is said so
-            events = await read_events(m, run_id)
-        if as_json:
-            print_json([e.model_dump(mode="json") for e in events])
-            return
-        rows(
-            ("seq", "time", "type", "node", "visit", "actor", "detail"),
-            [
-                (e.seq, _when(e.at), e.type, e.node or "", e.visit or "", e.actor, _event_detail(e))
-                for e in events
-            ],
-            fit=6,
-        )
-
-    run(main)
-
-
-def _event_detail(event: AuditEvent) -> str:
-    """The rest of an audit event, on one line."""
-    parts = {
-        "verdict": event.verdict,
-        "error": event.error,
-        "usage": _usage_text(event.usage) if event.usage else None,
-        **{k: v for k, v in event.detail.items() if k not in ("started_at", "ended_at")},
-    }
-    return " ".join(f"{k}={as_text(v)}" for k, v in parts.items() if v not in (None, "", {}))
-
-
-def _usage_text(usage: dict[str, float]) -> str:
-    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-    return f"{tokens}tok/${usage.get('dollars', 0.0):.4f}"

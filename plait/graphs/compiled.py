@@ -20,6 +20,7 @@ from plait.graphs.nodes import kind_of
 from plait.graphs.nodes.base import NodeKind
 from plait.graphs.spec import Budget, GraphSpec, Node
 from plait.graphs.template import references
+from plait.profiles import AgentProfile
 
 GraphKey: TypeAlias = tuple[str, str, int, str]
 """A graph's identity: ``(agent, name, version, sha256)``."""
@@ -44,6 +45,7 @@ class CompiledGraph:
         dispatch: each fan-out node's targets.
         read: each node's reads (node and instance ids whose outputs it reads).
         reads_run_input: the nodes that read the run's input.
+        agents: the graph's agent and every agent a node names.
     """
 
     spec: GraphSpec
@@ -56,6 +58,7 @@ class CompiledGraph:
     dispatch: Mapping[str, tuple[str, ...]]
     read: Mapping[str, frozenset[str]]
     reads_run_input: frozenset[str]
+    agents: frozenset[str]
 
     @property
     def key(self) -> GraphKey:
@@ -113,9 +116,27 @@ class CompiledGraph:
         """Whether node ``node_id`` reads the run's input."""
         return node_id in self.reads_run_input
 
+    def tools_named(self, node_id: str) -> list[str]:
+        """The tools node ``node_id`` names itself (its kind says where)."""
+        node = self.node(node_id)
+        return [tool for _, tool in self.kinds[node_id].tools(node)]
 
-Graph: TypeAlias = GraphSpec | CompiledGraph
-"""A graph as the engine and executors take it: a spec is compiled through the cache."""
+    def tools_needed(self, profiles: Mapping[str, AgentProfile]) -> set[str]:
+        """Every tool a run of this graph may call: those its nodes name (their
+        ``verify`` checks too), and for a node that names none but runs an agent's turn
+        with its profile's tools, that profile's (``profiles``: the profiles of
+        :attr:`agents`; one missing gives nothing)."""
+        needed: set[str] = set()
+        for node_id, node in self.nodes.items():
+            kind = self.kinds[node_id]
+            needed.update(tool for _, tool in kind.tools(node))
+            if node.verify:
+                needed.add(node.verify)
+            if kind.agent_tools(node):
+                profile = profiles.get(kind.agent(node) or self.agent)
+                if profile is not None:
+                    needed.update(profile.tools)
+        return needed
 
 
 def _build(spec: GraphSpec, sha256: str) -> CompiledGraph:
@@ -167,6 +188,9 @@ def _build(spec: GraphSpec, sha256: str) -> CompiledGraph:
         dispatch=MappingProxyType(dispatch),
         read=MappingProxyType(read),
         reads_run_input=frozenset(reads_run_input),
+        agents=frozenset(
+            a for a in (spec.agent, *(kinds[i].agent(n) for i, n in nodes.items())) if a
+        ),
     )
 
 
@@ -190,46 +214,18 @@ _CACHE_SIZE = 256
 _LOCK = threading.Lock()
 
 
-def compile_graph(graph: Graph, *, sha256: str | None = None) -> CompiledGraph:
-    """The compiled graph of ``graph``, from the cache when its identity is there.
+def compile_graph(spec: GraphSpec, *, sha256: str | None = None) -> CompiledGraph:
+    """The compiled graph of ``spec``, from the cache when its identity is there.
+
+    Call it once where a graph enters (a run's start, a serving process's read of a
+    pinned version, the in-session runner) and pass the compiled graph on: the engine
+    and the executors take nothing else.
 
     Args:
-        graph: a spec (a compiled graph is returned as it is).
+        spec: the spec.
         sha256: the spec's hash when the caller knows it already (a stored version).
     """
-    if isinstance(graph, CompiledGraph):
-        return graph
-    # A spec is frozen, so the compiled graph it was last found as rides on it: each
-    # step of a run asks several times, and skips the hash, the lock and the lookup.
-    # Like a cached_property it is kept in the instance's __dict__, which pydantic does
-    # not serialize; GraphSpec.model_copy drops it with changes.
-    riding: _Riding | None = graph.__dict__.get(_ON_SPEC)
-    if riding is not None and riding.graph is not None:
-        if sha256 is None or riding.graph.sha256 == sha256:
-            return riding.graph
-    found = _compile_cached(graph, sha256)
-    graph.__dict__[_ON_SPEC] = _Riding(found)
-    return found
-
-
-_ON_SPEC = "_compiled"
-
-
-class _Riding:
-    """The compiled graph riding on its spec: compared by identity (so specs still
-    compare by their fields), and neither pickled nor deep-copied (a copy compiles
-    again where it is used)."""
-
-    __slots__ = ("graph",)
-
-    def __init__(self, graph: CompiledGraph | None = None) -> None:
-        self.graph = graph
-
-    def __reduce__(self) -> tuple[type[_Riding], tuple[()]]:
-        return _Riding, ()
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Riding:
-        return _Riding()
+    return _compile_cached(spec, sha256)
 
 
 def _compile_cached(graph: GraphSpec, sha256: str | None) -> CompiledGraph:
@@ -257,16 +253,9 @@ def cached_graph(key: GraphKey) -> CompiledGraph | None:
         return found
 
 
-def node_reads(graph: Graph, node: Node) -> frozenset[str]:
-    """The node and instance ids whose outputs ``node`` reads."""
-    return compile_graph(graph).reads(node.id)
-
-
 __all__ = [
     "CompiledGraph",
-    "Graph",
     "GraphKey",
     "cached_graph",
     "compile_graph",
-    "node_reads",
 ]

@@ -10,19 +10,20 @@ checked before a visit starts), the executor, then :func:`complete` (record the 
 route to what comes next, check budgets again, and finish the run when nothing is
 left). Every function returns a new state and never mutates its argument.
 
-Each function takes the graph compiled (:class:`~plait.graphs.compiled.CompiledGraph`)
-or as a spec, which it compiles through the one cache; what is particular to a node
-kind (a fan-out's instances, a verifier's verdict route, a fan-in's join) is asked of
-the kind (:mod:`plait.graphs.nodes`).
+Each function takes the graph compiled (:class:`~plait.graphs.compiled.CompiledGraph`),
+never a spec: whoever holds a run compiles its graph once (the in-session runner at
+its start, a serving process through :meth:`plait.runs.store.RunStore.graph`); what
+is particular to a node kind (a fan-out's instances, a verifier's verdict route, a
+fan-in's join) is asked of the kind (:mod:`plait.graphs.nodes`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from plait.graphs.compiled import CompiledGraph, Graph, compile_graph
+from plait.graphs.compiled import CompiledGraph
 from plait.graphs.events import (
     Event,
     NodeBudgetExhausted,
@@ -51,10 +52,9 @@ from plait.graphs.state import (
 
 
 def start(
-    graph: Graph, run_id: str, input: Any, *, now: float, parent: str | None = None
+    g: CompiledGraph, run_id: str, input: Any, *, now: float, parent: str | None = None
 ) -> RunState:
-    """The initial state of a run of ``graph``: its entry node ready."""
-    g = compile_graph(graph)
+    """The initial state of a run of ``g``: its entry node ready."""
     return RunState(
         run_id=run_id,
         graph=GraphRef(agent=g.agent, name=g.spec.name, version=g.spec.version, sha256=g.sha256),
@@ -66,10 +66,10 @@ def start(
     )
 
 
-def node_of(graph: Graph, state: RunState, key: str) -> Node:
+def node_of(graph: CompiledGraph, state: RunState, key: str) -> Node:
     """The spec node a ready key runs: itself, or the target of a fan-out instance."""
     plan = state.instance_of(key)
-    return compile_graph(graph).node(plan.target if plan else key)
+    return graph.node(plan.target if plan else key)
 
 
 _WAITING_STATUS: dict[str, RunStatus] = {
@@ -86,7 +86,7 @@ def claimable(state: RunState) -> list[str]:
 
 
 def claim(
-    graph: Graph,
+    g: CompiledGraph,
     state: RunState,
     key: str,
     *,
@@ -106,7 +106,6 @@ def claim(
         The new state and the attempt; the attempt is None when the budget stopped the
         run instead (the state then says how), or the run had already ended.
     """
-    g = compile_graph(graph)
     if state.terminal:
         return _fork(state), None
     prior = state.attempts.get(key)
@@ -127,14 +126,13 @@ def claim(
 
 
 def complete(
-    graph: Graph, state: RunState, key: str, result: NodeResult, *, now: float
+    spec: CompiledGraph, state: RunState, key: str, result: NodeResult, *, now: float
 ) -> tuple[RunState, list[Event]]:
     """Apply the result of running ``key``: record, route, check budgets, maybe finish.
 
     A result arriving after the run ended (a straggler of a cancelled or failed run)
     changes nothing.
     """
-    spec = compile_graph(graph)
     if state.terminal:
         return _fork(state), []
     waiting = result.waiting
@@ -216,7 +214,7 @@ def complete(
     return s, events
 
 
-def retry_delay_s(graph: Graph, state: RunState, key: str) -> float:
+def retry_delay_s(graph: CompiledGraph, state: RunState, key: str) -> float:
     """Seconds to wait before the next try of ``key``, which is being retried (0 if not).
 
     Exponential from the node's ``initial_s`` up to ``max_s``, times a jitter in
@@ -226,7 +224,7 @@ def retry_delay_s(graph: Graph, state: RunState, key: str) -> float:
     failures = state.retrying.get(key, 0)
     if not failures:
         return 0.0
-    policy = compile_graph(graph).node(_target(state, key)).retry or DEFAULT_RETRY
+    policy = graph.node(_target(state, key)).retry or DEFAULT_RETRY
     base = min(policy.max_s, policy.initial_s * 2.0 ** (failures - 1))
     digest = hashlib.sha256(f"{state.run_id}/{key}/{failures}".encode()).digest()
     return base * (0.5 + int.from_bytes(digest[:4], "big") / 2**33)
@@ -267,9 +265,8 @@ def cancel(state: RunState, *, now: float) -> RunState:
     return s
 
 
-def exhausted(graph: Graph, state: RunState, *, starting: bool) -> str | None:
+def exhausted(g: CompiledGraph, state: RunState, *, starting: bool) -> str | None:
     """Which budget is spent, if any; ``starting`` also refuses a visit past the steps."""
-    g = graph if isinstance(graph, CompiledGraph) else compile_graph(graph)
     b, u, extra = g.spec.budget, state.usage, state.budget_extra
     if starting:
         limit = b.steps + extra.get("steps", 0.0)
@@ -521,6 +518,7 @@ __all__ = [
     "claim",
     "claimable",
     "complete",
+    "complete_with",
     "exhausted",
     "fail",
     "node_of",
@@ -532,137 +530,8 @@ __all__ = [
 ]
 
 
-# -- the decisions of a durable run's owner and service --------------------------------
-
-_CHILD_ENDED = frozenset({"done", "failed", "cancelled", "missing"})
-"""A child run's statuses that resume its parent: the terminal ones, or gone."""
-
-
-@dataclass(frozen=True, slots=True)
-class Closed:
-    """How what a parked run waits on stands now, for :func:`recheck` to decide on.
-
-    Attributes:
-        status: the decision's status (``open``, ``answered``, ``expired``,
-            ``cancelled``), or for a run parked on a child run that run's status
-            (``missing`` if it is gone).
-        value: the decision's answer (an option or a text); None for a child run.
-        by: who closed the decision, if anyone did.
-        decision_id: the decision's id; None for a child run.
-    """
-
-    status: str
-    value: str | None = None
-    by: str | None = None
-    decision_id: str | None = None
-
-
-def recheck(
-    state: RunState, closed: Closed | None, *, now: float
-) -> tuple[RunState, list[dict[str, Any]]] | None:
-    """A parked run's state once what it waits on closed, with the event saying who
-    closed it and how (in its stored form); None while it stays parked (``closed``
-    None: nothing to read).
-
-    A human question or an approval resumes the run (its node runs again and takes the
-    answer); an interrupted node a person chose to retry runs again, as under ``retry``;
-    any other close of an interrupted node's or a budget's decision fails the run. A
-    budget decision answered ``raise`` keeps it parked: the raise itself comes as a
-    :func:`raise_budget`, which unparks it. A child run that ended (or is gone) resumes
-    its parent, whose node then takes the child's output.
-    """
-    waiting = state.waiting
-    if waiting is None or closed is None:
-        return None
-    if waiting.kind == "subgraph":
-        if closed.status not in _CHILD_ENDED:
-            return None
-        child: dict[str, Any] = {
-            "type": "run.resumed",
-            "node": waiting.node,
-            "child": waiting.child,
-            "status": closed.status,
-        }
-        return resume(state, now=now), [child]
-    if closed.status == "open" or (waiting.kind == "budget" and closed.value == "raise"):
-        return None
-    event: dict[str, Any] = {
-        "type": "run.resumed",
-        "node": waiting.node,
-        "decision_id": closed.decision_id,
-        "status": closed.status,
-        "answer": closed.value,
-        "by": closed.by or ("expiry" if closed.status == "expired" else None),
-    }
-    if waiting.kind in ("human", "approval"):
-        return resume(state, now=now), [event]
-    if waiting.kind == "indeterminate" and closed.value == "retry":
-        s = resume(state, now=now)
-        s.usage = s.usage.model_copy(update={"retries": s.usage.retries + 1})
-        return s, [event]
-    if waiting.kind == "indeterminate":
-        detail, error = "indeterminate", f"{waiting.node}: a person chose not to retry"
-    else:
-        detail, error = "budget_exhausted", "the budget decision closed without a raise"
-    return fail(state, detail, error, now=now), [event]
-
-
-def interrupted_ask(crashed: Attempt) -> str:
-    """What a person is asked about a node interrupted mid-flight (``escalate``)."""
-    return (
-        f"Node {crashed.node} (visit {crashed.visit}) was interrupted mid-flight and "
-        "its effect is unknown. Retry it?"
-    )
-
-
-def escalate(
-    state: RunState, crashed: Attempt, *, decision_id: str
-) -> tuple[RunState, list[dict[str, Any]]]:
-    """Park the run on a person's choice to retry ``crashed``, whose effect is unknown
-    (its node's ``on_indeterminate`` is ``escalate``), with its event in stored form;
-    see :func:`recheck`."""
-    s = _fork(state, attempts=state.attempts.copy())
-    s.attempts.pop(crashed.node, None)
-    s.waiting = Waiting(
-        node=crashed.node,
-        kind="indeterminate",
-        ask=interrupted_ask(crashed),
-        decision_id=decision_id,
-        options=["retry", "fail"],
-    )
-    s.status = "waiting_human"
-    return s, [{"type": "node.indeterminate", "node": crashed.node, "visit": crashed.visit}]
-
-
-def cancel_run(state: RunState, *, now: float) -> RunState | None:
-    """A person's cancel of the run (see :func:`cancel`); None if it is already over."""
-    return None if state.terminal else cancel(state, now=now)
-
-
-def budget_raised(state: RunState, extra: dict[str, float], *, now: float) -> RunState:
-    """A person's budget raise: it unparks a run parked on its budget, and answers no
-    question, so a run waiting on a person keeps waiting (see :func:`raise_budget`)."""
-    s = raise_budget(state, extra, now=now)
-    if state.waiting is not None and state.waiting.kind != "budget":
-        s.waiting, s.status = state.waiting, state.status
-    return s
-
-
-_YES = ("yes", "y", "approve", "approved")
-_NO = ("no", "n", "reject", "rejected")
-
-
-def answer_for(waiting: Waiting, answer: str) -> str:
-    """A person's answer to what the run waits on, as its decision takes it: an
-    approval takes yes/no words as ``approve``/``reject``."""
-    if waiting.kind != "approval":
-        return answer
-    lowered = answer.strip().lower()
-    return "approve" if lowered in _YES else ("reject" if lowered in _NO else answer)
-
-
 def complete_with(
-    graph: Graph,
+    graph: CompiledGraph,
     state: RunState,
     key: str,
     result: NodeResult,
@@ -685,15 +554,3 @@ def complete_with(
         if out is not None and out.ref is not None and out.value is not None:
             new.outputs[name] = out.model_copy(update={"value": None})
     return new, events
-
-
-__all__ += [
-    "Closed",
-    "answer_for",
-    "budget_raised",
-    "cancel_run",
-    "complete_with",
-    "escalate",
-    "interrupted_ask",
-    "recheck",
-]

@@ -1,15 +1,17 @@
 """The engine's events: what a transition did, as typed records.
 
-:func:`plait.graphs.engine.complete` returns them beside the new state; the in-session
-runner builds its trajectory from them, a durable run writes them to its audit chain
-(through :meth:`as_data`, the stored form).
+:func:`plait.graphs.engine.complete` (and the owner's decisions: ``recheck``,
+``escalate``, ``status_events``) return them beside the new state; the in-session
+runner builds its trajectory from them, and a durable run hands them as they are to
+:meth:`plait.runs.commit.RunCommit.step`, which chains each into the audit log from its
+:meth:`~_Stored.audit` parts in one pass. ``as_data`` is the flat form tests and tools
+print; no commit goes through it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +31,26 @@ class VisitUsage:
         }
 
 
+class AuditParts(NamedTuple):
+    """What the audit chain records of an engine event, beside its ``type``.
+
+    Attributes:
+        node, visit: the node visit it is about, if any.
+        verdict, error: a verifier's verdict; a failure's message.
+        usage: what the visit spent (None: nothing).
+        detail: every other field, as the audit event's ``detail`` holds it.
+    """
+
+    node: str | None
+    visit: int | None
+    verdict: str | None
+    error: str | None
+    usage: VisitUsage | None
+    detail: dict[str, Any]
+
+
 class _Stored:
-    """The stored form of an event: a dict of its fields, ``type`` first."""
+    """The flat form of an event: a dict of its fields, ``type`` first."""
 
     __slots__ = ()
     type: str
@@ -69,6 +89,11 @@ class NodeCommitted(_Stored):
     ended_at: float
     type: Literal["node.committed"] = "node.committed"
 
+    def audit(self) -> AuditParts:
+        """What the audit chain records (the state's ``seq`` is not: the chain has its own)."""
+        detail = {"started_at": self.started_at, "ended_at": self.ended_at}
+        return AuditParts(self.node, self.visit, self.verdict, self.error, self.usage, detail)
+
 
 @dataclass(frozen=True, slots=True)
 class NodeWaiting(_Stored):
@@ -81,6 +106,11 @@ class NodeWaiting(_Stored):
     usage: VisitUsage
     type: Literal["node.waiting"] = "node.waiting"
 
+    def audit(self) -> AuditParts:
+        """What the audit chain records: the ask and its decision in ``detail``."""
+        detail = {"ask": self.ask, "decision_id": self.decision_id}
+        return AuditParts(self.node, self.visit, None, None, self.usage, detail)
+
 
 @dataclass(frozen=True, slots=True)
 class NodeBudgetExhausted(_Stored):
@@ -91,6 +121,10 @@ class NodeBudgetExhausted(_Stored):
     error: str | None
     usage: VisitUsage
     type: Literal["node.budget_exhausted"] = "node.budget_exhausted"
+
+    def audit(self) -> AuditParts:
+        """What the audit chain records."""
+        return AuditParts(self.node, self.visit, None, self.error, self.usage, {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +137,71 @@ class NodeRetrying(_Stored):
     failures: int
     delay_s: float
     type: Literal["node.retrying"] = "node.retrying"
+
+    def audit(self) -> AuditParts:
+        """What the audit chain records: the failure count and the delay in ``detail``."""
+        detail = {"failures": self.failures, "delay_s": self.delay_s}
+        return AuditParts(self.node, self.visit, None, self.error, None, detail)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeIndeterminate(_Stored):
+    """A visit interrupted mid-flight, its effect unknown, parked on a person's choice
+    to retry it (its node's ``on_indeterminate`` is ``escalate``)."""
+
+    node: str
+    visit: int
+    type: Literal["node.indeterminate"] = "node.indeterminate"
+
+    def audit(self) -> AuditParts:
+        """What the audit chain records."""
+        return AuditParts(self.node, self.visit, None, None, None, {})
+
+
+@dataclass(frozen=True, slots=True)
+class RunResumed(_Stored):
+    """A parked run goes on (or ends): what it waited on closed.
+
+    For a run parked on a child run, ``child`` names it and ``status`` is its status;
+    otherwise ``status`` is the decision's, with its ``answer`` and who closed it
+    (``by``; ``expiry`` for an expired one).
+    """
+
+    node: str
+    status: str
+    child: str | None = None
+    decision_id: str | None = None
+    answer: str | None = None
+    by: str | None = None
+    type: Literal["run.resumed"] = "run.resumed"
+
+    def as_data(self) -> dict[str, Any]:
+        """The flat form: a child run's fields, or a decision's."""
+        if self.child is not None:
+            return {
+                "type": self.type,
+                "node": self.node,
+                "child": self.child,
+                "status": self.status,
+            }
+        return {"type": self.type, "node": self.node, **self._decision()}
+
+    def audit(self) -> AuditParts:
+        """What the audit chain records: the child's or the decision's fields in ``detail``."""
+        detail = (
+            {"child": self.child, "status": self.status}
+            if self.child is not None
+            else self._decision()
+        )
+        return AuditParts(self.node, None, None, None, None, detail)
+
+    def _decision(self) -> dict[str, Any]:
+        return {
+            "decision_id": self.decision_id,
+            "status": self.status,
+            "answer": self.answer,
+            "by": self.by,
+        }
 
 
 RunEventType: TypeAlias = Literal["run.done", "run.failed", "run.waiting", "run.cancelled"]
@@ -120,32 +219,42 @@ class RunStatusChanged(_Stored):
     waiting: dict[str, Any] | None = None
 
     def as_data(self) -> dict[str, Any]:
-        """The stored form, a dict with ``type`` first (``waiting`` only when parked)."""
+        """The flat form, a dict with ``type`` first (``waiting`` only when parked)."""
         data = _Stored.as_data(self)
         if self.waiting is None:
             del data["waiting"]
         return data
 
+    def audit(self) -> AuditParts:
+        """What the audit chain records: the status (and what it waits on) in ``detail``."""
+        detail: dict[str, Any] = {"status": self.status, "ended_detail": self.ended_detail}
+        if self.waiting is not None:
+            detail["waiting"] = self.waiting
+        return AuditParts(None, None, None, self.error, None, detail)
+
 
 Event: TypeAlias = (
-    NodeCommitted | NodeWaiting | NodeBudgetExhausted | NodeRetrying | RunStatusChanged
+    NodeCommitted
+    | NodeWaiting
+    | NodeBudgetExhausted
+    | NodeRetrying
+    | NodeIndeterminate
+    | RunResumed
+    | RunStatusChanged
 )
 """An engine event."""
 
 
-def as_data(events: Iterable[Event]) -> list[dict[str, Any]]:
-    """Events in their stored form (see each event's ``as_data``)."""
-    return [event.as_data() for event in events]
-
-
 __all__ = [
+    "AuditParts",
     "Event",
     "NodeBudgetExhausted",
     "NodeCommitted",
+    "NodeIndeterminate",
     "NodeRetrying",
     "NodeWaiting",
     "RunEventType",
+    "RunResumed",
     "RunStatusChanged",
     "VisitUsage",
-    "as_data",
 ]

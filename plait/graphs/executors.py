@@ -27,7 +27,7 @@ from plait.errors import (
 )
 from plait.graphs.agent_loop import ToolRejected
 from plait.graphs.budget import VisitBudget
-from plait.graphs.compiled import CompiledGraph, Graph, compile_graph
+from plait.graphs.compiled import CompiledGraph
 from plait.graphs.nodes.base import Visit
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
@@ -39,18 +39,17 @@ from plait.tools import runs_trusted
 
 async def execute(
     env: ExecEnv,
-    graph: Graph,
+    g: CompiledGraph,
     state: RunState,
     key: str,
     visit: int,
     values: Mapping[str, Any],
 ) -> NodeResult:
-    """Run one visit of ``key`` of ``graph`` and report it; failures come back as ``error``.
+    """Run one visit of ``key`` of ``g`` and report it; failures come back as ``error``.
 
     A call the budget refuses ends the visit with ``detail="budget_exhausted"`` and
     what it spent until then; the engine parks or fails the run on its budget.
     """
-    g = compile_graph(graph)
     plan = state.instance_of(key)
     node = g.node(plan.target if plan else key)
     trusted = _runs_trusted(g, state, node, key)

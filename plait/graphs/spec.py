@@ -180,7 +180,6 @@ class GraphSpec(_Model):
         copied = super().model_copy(update=update, deep=deep)
         if update:
             copied.__dict__.pop("_digest", None)
-            copied.__dict__.pop("_compiled", None)  # see plait.graphs.compiled
         return copied
 
     def node(self, node_id: str) -> Node:

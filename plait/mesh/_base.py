@@ -546,7 +546,7 @@ class Mesh(abc.ABC):
     async def delete_topic(self, topic: str) -> None:
         """Delete ``topic``: every event it holds, and its groups' places and pending.
 
-        For topics whose readers are done (a finished run's progress). A subscription
+        For topics whose readers are done (a pruned run's leftovers). A subscription
         still reading it may hand out what it had already fetched, then reads the topic
         as new; acking a delivery of the deleted topic does nothing. A later publish (or
         a scheduled event falling due) makes the topic anew. Deleting a topic that does

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 
 from plait.decisions import Agent, DecisionBoard
-from plait.graphs import engine
+from plait.graphs import waits
 from plait.graphs.state import Attempt
 from plait.ids import DecisionId, RunId
 from plait.mesh import Mesh
@@ -58,7 +58,7 @@ async def ask_to_retry(
     """Raise the decision whether to retry ``crashed``, interrupted mid-flight; its id."""
     did = decision_id(run_id, "interrupted", crashed.node, crashed.visit)
     await board.raise_(
-        engine.interrupted_ask(crashed),
+        waits.interrupted_ask(crashed),
         "choice",
         ["retry", "fail"],
         id=did,

@@ -17,13 +17,14 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, Field, ValidationError
 
 from plait.errors import AuditChainBroken, CorruptValue
+from plait.graphs.events import Event
 from plait.graphs.state import RunUsage
 from plait.mesh import Mesh, Transaction
 from plait.runs.log import LogEntry, entry_value, read_log, read_payload, split_ref
@@ -186,6 +187,50 @@ def chained(record: RunRecord, **fields: Any) -> dict[str, Any]:
         mac=HMAC_SHA256 if key is not None else None,
         **fields,
     )
+    return _sealed(record, body, key)
+
+
+def chained_event(
+    record: RunRecord,
+    event: Event,
+    *,
+    actor: str,
+    at: float,
+    refs: Mapping[str, str] | None = None,
+    pins: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The next event of the record's chain, as stored, made from an engine event.
+
+    The engine event's own parts (:meth:`~plait.graphs.events.AuditParts`) go straight
+    into the stored body, with no form in between: ``refs`` holds the output ref this
+    transition stored per node (the event's node's is its ``output_ref``) and ``pins``
+    what the event pins besides (``output_sha256``, ``outputs``), added to its detail.
+    Moves the record's chain head on as :func:`chained` does.
+    """
+    node, visit, verdict, error, usage, detail = event.audit()
+    if pins:
+        detail = {**detail, **pins}
+    key = audit_key_bytes()
+    body = body_of(
+        seq=record.audit_seq + 1,
+        type=event.type,
+        node=node,
+        visit=visit,
+        verdict=verdict,
+        error=error,
+        usage=usage.as_data() if usage is not None else None,
+        output_ref=refs.get(node) if refs is not None and node is not None else None,
+        detail=detail,
+        actor=actor,
+        at=at,
+        prev=record.last_hash,
+        mac=HMAC_SHA256 if key is not None else None,
+    )
+    return _sealed(record, body, key)
+
+
+def _sealed(record: RunRecord, body: dict[str, Any], key: bytes | None) -> dict[str, Any]:
+    """``body`` with its hash, the record's chain head moved on to it."""
     body["hash"] = _mac(body, key) if key is not None else _digest(body)
     record.audit_seq, record.last_hash = body["seq"], body["hash"]
     return body
@@ -454,6 +499,7 @@ __all__ = [
     "audit_key_bytes",
     "body_of",
     "chained",
+    "chained_event",
     "event_hash",
     "output_digest",
     "read_events",

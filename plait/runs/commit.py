@@ -9,6 +9,14 @@ never leave a record without its event or a run without its next wake.
 
 What changes is decided before (by :mod:`plait.graphs.engine`); a commit only writes it.
 A record moved by someone else meanwhile raises ``VersionConflict`` and writes nothing.
+
+Two writes that move no record come through here too, so every transaction that
+touches a run's record or sends its owner a wake has one home: the takeover wakes a
+runtime sends to the runs in flight under partitions it took over (:meth:`wake_all`),
+and the delete of a finished run's record with its listing (:meth:`delete`, for
+:mod:`plait.runs.retention`). The bulk of a prune — outputs, log, conversations,
+decisions — is not a run transition and is deleted beside it, in batches, before the
+record goes: a prune cut short leaves the record, and the next prune finishes it.
 """
 
 from __future__ import annotations
@@ -20,21 +28,23 @@ from plait.actors import ActorRecord, Mail, actor_key, tell_in
 from plait.decisions import DecisionBoard
 from plait.errors import DecisionNotFound, RunError, VersionConflict
 from plait.graphs import engine
+from plait.graphs.compiled import CompiledGraph
 from plait.graphs.engine import NodeResult
-from plait.graphs.spec import GraphSpec
+from plait.graphs.events import Event, NodeCommitted, NodeRetrying
 from plait.graphs.state import Attempt, copied
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
-from plait.runs.audit import AuditEvent, append, chained, output_digest
+from plait.runs.audit import AuditEvent, append, chained, chained_event, output_digest
 from plait.runs.live import list_run
 from plait.runs.log import entry_value, output_ref
 from plait.runs.ports import ended, history_delta, history_part_key
+from plait.runs.progress import Progress, StartedVisit
 from plait.runs.record import (
-    PROGRESS_KEPT_S,
     RunRecord,
     as_record,
     audit_key,
     dump,
+    index_key,
     listing_status,
     output_key,
     owner_id,
@@ -42,11 +52,14 @@ from plait.runs.record import (
     tick_key,
 )
 from plait.runs.store import Lru, RunStore
+from plait.runs.wake import WakeReason
+from plait.runs.wake import wake as wake_body
 
 TICK_MAX_MS = 3_600_000
 """The longest a parked run's fallback tick backs off to (its answer wakes it at once)."""
 
 _TAKE_AT_MOST = 4
+_WAKES_PER_TRANSACTION = 256
 
 
 class OwnWakes(Protocol):
@@ -64,7 +77,7 @@ class OwnWakes(Protocol):
 
 
 def claim(
-    spec: GraphSpec,
+    spec: CompiledGraph,
     rec: RunRecord,
     key: str,
     wake: str,
@@ -90,7 +103,6 @@ class RunCommit:
         board: where a parked run's decision is read, for its tick's time.
         actor: who the audit events of steps name (the serving runtime's host id).
         tick_ms: how often a parked run re-checks its decision as a fallback.
-        progress_kept_s: how long a finished run's progress topic is kept.
     """
 
     def __init__(
@@ -101,35 +113,33 @@ class RunCommit:
         board: DecisionBoard | None = None,
         actor: str | None = None,
         tick_ms: int = 60_000,
-        progress_kept_s: float = PROGRESS_KEPT_S,
     ) -> None:
         self.mesh = mesh
         self.store = store
         self.board = board or DecisionBoard(mesh)
         self.actor = actor
         self.tick_ms = tick_ms
-        self.progress_kept_s = progress_kept_s
 
     # -- what a person or a parent run starts or changes -------------------------------
 
     async def start(
-        self, spec: GraphSpec, rec: RunRecord, owner: ActorRecord, detail: dict[str, Any]
+        self, spec: CompiledGraph, rec: RunRecord, owner: ActorRecord, detail: dict[str, Any]
     ) -> RunRecord:
         """Write a new run: its record, listing, owner actor, first audit event and first
         wake, which claims the entry node as every commit claims the next. A run id
         already taken raises VersionConflict."""
         tx = self.mesh.transact()
-        started = chained(rec, type="run.started", detail=detail, at=rec.created_at)
-        wake = tell_in(tx, owner.id, {"run": rec.run_id, "why": "start"})
+        first = chained(rec, type="run.started", detail=detail, at=rec.created_at)
+        wake = tell_in(tx, owner.id, wake_body(rec.run_id, "start"))
         claimed, attempt = claim(spec, rec, rec.ready[0], wake)
-        progress: dict[str, Any] = {"node": None, "status": rec.status, "started": []}
+        started: list[StartedVisit] = []
         if attempt is not None:
             rec = claimed
-            progress = {"node": None, "status": rec.status, "started": [_started(attempt)]}
-        progress["audit_seq"] = rec.audit_seq
+            started.append(StartedVisit.of(attempt))
+        progress = Progress(status=rec.status, audit_seq=rec.audit_seq, started=started)
         tx.put(
-            audit_key(rec.run_id, started["seq"]),
-            entry_value([started], {}, {}, progress),
+            audit_key(rec.run_id, first["seq"]),
+            entry_value([first], {}, {}, progress),
             if_version=0,
         )
         tx.put(record_key(rec.run_id), dump(rec), if_version=0)
@@ -142,12 +152,7 @@ class RunCommit:
         """Write a run's cancellation (``new``, from :func:`engine.cancel`)."""
         tx = self.mesh.transact()
         body = chained(new, type="run.cancelled", actor=by, at=time.time())
-        progress = {
-            "node": None,
-            "status": "cancelled",
-            "ended_detail": "cancelled",
-            "audit_seq": new.audit_seq,
-        }
+        progress = Progress(status="cancelled", ended_detail="cancelled", audit_seq=new.audit_seq)
         tx.put(
             audit_key(new.run_id, body["seq"]),
             entry_value([body], {}, {}, progress),
@@ -172,12 +177,12 @@ class RunCommit:
         )
         tx.put(record_key(new.run_id), dump(new), if_version=version)
         list_run(tx, new)
-        tell_in(tx, owner_id(new.run_id), {"run": new.run_id, "why": "budget"})
+        tell_in(tx, owner_id(new.run_id), wake_body(new.run_id, "budget"))
         await tx.commit()
 
     async def reopen(
         self,
-        spec: GraphSpec,
+        spec: CompiledGraph,
         rec: RunRecord,
         version: int,
         event: AuditEvent,
@@ -200,23 +205,41 @@ class RunCommit:
         body = chained(rec, **event.model_dump(exclude={"seq", "prev", "mac", "hash"}))
         event.seq, event.prev, event.hash = body["seq"], body["prev"], body["hash"]
         event.mac = body.get("mac")
-        started: list[dict[str, Any]] = []
+        started: list[StartedVisit] = []
         rec, _, _ = self._claim_next(tx, spec, rec, started, None)
         tx.put(record_key(rec.run_id), dump(rec), if_version=version)
         list_run(tx, rec)
         if owner is not None:
             tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
-        progress = {
-            "node": None,
-            "status": rec.status,
-            "started": started,
-            "audit_seq": rec.audit_seq,
-        }
+        progress = Progress(status=rec.status, started=started, audit_seq=rec.audit_seq)
         tx.put(
             audit_key(rec.run_id, body["seq"]), entry_value([body], {}, {}, progress), if_version=0
         )
         await tx.commit()
         return rec
+
+    async def wake_all(self, run_ids: list[str], why: WakeReason) -> None:
+        """Send one wake to each run of ``run_ids`` (a runtime's takeover of the runs
+        in flight under partitions it gained), in transactions of at most
+        ``_WAKES_PER_TRANSACTION``: a partition may list thousands. No record moves: the
+        record, never the wake, decides what each run does."""
+        for start in range(0, len(run_ids), _WAKES_PER_TRANSACTION):
+            tx = self.mesh.transact()
+            for run_id in run_ids[start : start + _WAKES_PER_TRANSACTION]:
+                tell_in(tx, owner_id(run_id), wake_body(run_id, why))
+            await tx.commit()
+
+    async def delete(self, rec: RunRecord, version: int) -> None:
+        """Delete finished run ``rec``'s record (over ``version``) with its listing,
+        and cancel its fallback tick: the last step of a prune (see
+        :mod:`plait.runs.retention`). Raises VersionConflict if the record moved."""
+        if not rec.terminal:
+            raise RunError(f"run {rec.run_id} is {rec.status}: only a finished run is deleted")
+        tx = self.mesh.transact()
+        tx.delete(record_key(rec.run_id), if_version=version)
+        tx.delete(index_key(rec.run_id))
+        tx.cancel(tick_key(rec.run_id))
+        await tx.commit()
 
     # -- what a run's owner writes -----------------------------------------------------
 
@@ -244,23 +267,25 @@ class RunCommit:
         claimed: RunRecord,
         version: int,
         attempt: Attempt,
-        resumed: list[dict[str, Any]],
+        resumed: list[Event],
     ) -> None:
         """Write a claim of ``attempt`` (the run resumed first, if ``resumed`` says how)."""
         tx = self.mesh.transact()
         first = claimed.audit_seq + 1
-        bodies = [chained(claimed, **self._audit_fields(event, None, {})) for event in resumed]
+        at = time.time()
+        actor = self.actor or ""
+        bodies = [chained_event(claimed, event, actor=actor, at=at) for event in resumed]
         tx.put(record_key(claimed.run_id), dump(claimed), if_version=version)
         if bodies:
             # A claim with nothing to audit writes no log entry: a watcher learns of
             # the visit from the commit that ends it.
-            progress = {
-                "node": attempt.node,
-                "visit": attempt.visit,
-                "status": "running",
-                "at": attempt.started_at,
-                "audit_seq": claimed.audit_seq,
-            }
+            progress = Progress(
+                node=attempt.node,
+                visit=attempt.visit,
+                status="running",
+                at=attempt.started_at,
+                audit_seq=claimed.audit_seq,
+            )
             tx.put(
                 audit_key(claimed.run_id, first),
                 entry_value(bodies, {}, {}, progress),
@@ -271,11 +296,11 @@ class RunCommit:
 
     async def step(
         self,
-        spec: GraphSpec | None,
+        spec: CompiledGraph | None,
         before: RunRecord,
         new: RunRecord,
         version: int,
-        events: list[dict[str, Any]],
+        events: list[Event],
         mail: Mail,
         *,
         key: str | None = None,
@@ -285,6 +310,10 @@ class RunCommit:
     ) -> Attempt | None:
         """Write one transition from ``before`` (at ``version``) to ``new`` and ack
         ``mail``: a visit's commit, a park, a resume, an escalation or the run's end.
+
+        ``events`` are the engine's, as it returned them: each is chained into the
+        audit log straight from its typed parts (see :func:`chained_event`), and the
+        transition's :class:`Progress` is read from them too, in the same pass.
 
         Each node that may run next is claimed in this same commit (``spec`` may be
         None only for a transition that leaves nothing to run). With ``own``, the first
@@ -308,21 +337,30 @@ class RunCommit:
         outputs = self._store_outputs(tx, new, key, result, digests, payloads, entry_key)
         # Outputs written with no event of their own (a fan-out target's aggregate) are
         # pinned by the first event, so every pointer in the record is in the chain.
-        named = {e.get("node") for e in events if e["type"] == "node.committed"}
+        visited: NodeCommitted | None = None
+        retrying: NodeRetrying | None = None
+        for event in events:
+            if isinstance(event, NodeCommitted):
+                visited = visited or event
+            elif isinstance(event, NodeRetrying):
+                retrying = retrying or event
+        named = {e.node for e in events if isinstance(e, NodeCommitted)}
         also = {
             name: {"ref": ref, "sha256": digests[name]}
             for name, ref in outputs.items()
             if name not in named
         }
+        at = time.time()
+        actor = self.actor or ""
         bodies: list[dict[str, Any]] = []
         for index, event in enumerate(events):
-            node = event.get("node")
-            if event["type"] == "node.committed" and node in digests:
-                event = {**event, "output_sha256": digests[node]}
+            pins: dict[str, Any] | None = None
+            if isinstance(event, NodeCommitted) and event.node in digests:
+                pins = {"output_sha256": digests[event.node]}
             if also and index == 0:
-                event = {**event, "outputs": also}
-            bodies.append(chained(new, **self._audit_fields(event, result, outputs)))
-        started: list[dict[str, Any]] = []
+                pins = {**(pins or {}), "outputs": also}
+            bodies.append(chained_event(new, event, actor=actor, at=at, refs=outputs, pins=pins))
+        started: list[StartedVisit] = []
         new, mine, sent = self._claim_next(tx, spec, new, started, mail.id if own else None)
         # The runtime takes the wakes this commit sends (up to a few), and handles them
         # without reading them back from the mesh.
@@ -341,11 +379,11 @@ class RunCommit:
         if new.waiting is not None:
             await self._tick(tx, new)
         elif new.terminal:
-            ended(tx, new, self.progress_kept_s)
+            ended(tx, new)
         if listing_status(new.status) != listing_status(before.status):
             list_run(tx, new)
         if entry_key is not None:
-            progress = _progress(new, key, result, events, started)
+            progress = _progress(new, key, result, visited, retrying, started)
             tx.put(entry_key, entry_value(bodies, payloads, parts, progress), if_version=0)
         if mine is None:
             mail.ack_in(tx)
@@ -365,9 +403,9 @@ class RunCommit:
     def _claim_next(
         self,
         tx: Transaction,
-        spec: GraphSpec | None,
+        spec: CompiledGraph | None,
         new: RunRecord,
-        started: list[dict[str, Any]],
+        started: list[StartedVisit],
         own: str | None,
     ) -> tuple[RunRecord, Attempt | None, int]:
         """Claim every node that may run next: the first that may run now for ``own``
@@ -393,19 +431,17 @@ class RunCommit:
                 claimed, attempt = claim(spec, new, key, own, self.actor or "", begun=False)
                 if attempt is not None:
                     new, mine = claimed, attempt
-                    started.append(_started(attempt))
+                    started.append(StartedVisit.of(attempt))
                     continue
-            why = "retry" if delay_ms else "next"
-            wake = tell_in(
-                tx, owner_id(new.run_id), {"run": new.run_id, "why": why}, after_ms=delay_ms
-            )
+            why: WakeReason = "retry" if delay_ms else "next"
+            wake = tell_in(tx, owner_id(new.run_id), wake_body(new.run_id, why), after_ms=delay_ms)
             sent += 0 if delay_ms else 1
             claimed, attempt = claim(spec, new, key, wake, self.actor or "", begun=False)
             if attempt is None:
                 continue  # a budget is spent: the plain wake's handler says so
             new = claimed
             if not delay_ms:
-                started.append(_started(attempt))
+                started.append(StartedVisit.of(attempt))
         return new, mine, sent
 
     def _store_outputs(
@@ -463,7 +499,7 @@ class RunCommit:
         tell_in(
             tx,
             owner_id(rec.run_id),
-            {"run": rec.run_id, "why": "tick", "backoff": step},
+            wake_body(rec.run_id, "tick", backoff=step),
             after_ms=after_ms,
             key=tick_key(rec.run_id),
         )
@@ -480,61 +516,31 @@ class RunCommit:
             self.store.remember(new, version + 1)
         return result
 
-    def _audit_fields(
-        self, event: dict[str, Any], result: NodeResult | None, outputs: dict[str, str]
-    ) -> dict[str, Any]:
-        """The audit event of an engine event, as :func:`append_fields` takes it."""
-        node = event.get("node")
-        detail = {
-            k: v
-            for k, v in event.items()
-            if k not in ("type", "node", "visit", "verdict", "error", "usage", "seq")
-        }
-        return {
-            "type": event["type"],
-            "node": node,
-            "visit": event.get("visit"),
-            "verdict": event.get("verdict"),
-            "error": event.get("error"),
-            "usage": event.get("usage") or {},
-            "output_ref": outputs.get(node or ""),
-            "detail": detail,
-            "actor": self.actor,
-            "at": time.time(),
-        }
-
-
-def _started(attempt: Attempt) -> dict[str, Any]:
-    """A visit a commit started, as its progress event lists it."""
-    return {"node": attempt.node, "visit": attempt.visit, "at": attempt.started_at}
-
 
 def _progress(
     new: RunRecord,
     key: str | None,
     result: NodeResult | None,
-    events: list[dict[str, Any]],
-    started: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """The progress event of a step: the visit it committed, the run's status, the
-    visits it started (``started``: node, visit and epoch seconds of each), and the
-    record's ``audit_seq`` after it (which orders a run's events for a watcher)."""
-    committed = next((e for e in events if e["type"] == "node.committed"), None)
-    retrying = next((e for e in events if e["type"] == "node.retrying"), None)
-    return {
-        "node": key,
-        "visit": committed["visit"] if committed else None,
-        "status": new.status,
-        "error": result.error if result else None,
-        "verdict": result.verdict if result else None,
-        "elapsed": (result.ended_at - result.started_at) if result else None,
-        "critique": result.value if result is not None and result.verdict else None,
-        "ended_detail": new.ended_detail,
-        "waiting": new.waiting.model_dump() if new.waiting else None,
-        "started": started,
-        "audit_seq": new.audit_seq,
-        "retry_in": retrying["delay_s"] if retrying else None,
-    }
+    committed: NodeCommitted | None,
+    retrying: NodeRetrying | None,
+    started: list[StartedVisit],
+) -> Progress:
+    """The progress of a step: the visit it committed, the run's status, the visits it
+    started, and the record's ``audit_seq`` after it (which orders a run's progress)."""
+    return Progress(
+        node=key,
+        visit=committed.visit if committed else None,
+        status=new.status,
+        error=result.error if result else None,
+        verdict=result.verdict if result else None,
+        elapsed=(result.ended_at - result.started_at) if result else None,
+        critique=result.value if result is not None and result.verdict else None,
+        ended_detail=new.ended_detail,
+        waiting=new.waiting,
+        started=started,
+        audit_seq=new.audit_seq,
+        retry_in=retrying.delay_s if retrying else None,
+    )
 
 
 __all__ = ["TICK_MAX_MS", "OwnWakes", "RunCommit", "claim"]

@@ -12,13 +12,11 @@ import functools
 import time
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from plait.decisions import DecisionBoard
 from plait.errors import ConfigError, GraphError
+from plait.graphs.compiled import CompiledGraph
 from plait.graphs.engine import NodeResult, node_of
 from plait.graphs.ports import ExecEnv
-from plait.graphs.spec import GraphSpec, default_on_indeterminate
 from plait.graphs.state import Attempt
 from plait.mesh import Mesh
 from plait.models import Model, load_model
@@ -26,7 +24,6 @@ from plait.profiles import AgentProfile, profiles_map
 from plait.programs import AgentsPort
 from plait.runs.ports import MeshHistories, RunDecisions
 from plait.runs.record import RunRecord
-from plait.runs.serving import graph_tools
 from plait.runs.shared_loads import SharedLoads
 from plait.runs.start import child_runner
 from plait.runs.store import Lru, RunStore
@@ -75,15 +72,15 @@ class RunEnvironment:
         self._needs = Lru(_AGENTS_KEPT)
         self._reading: SharedLoads[str, tuple[float, dict[str, AgentProfile]]] = SharedLoads()
 
-    async def env(self, spec: GraphSpec, rec: RunRecord) -> ExecEnv:
+    async def env(self, graph: CompiledGraph, rec: RunRecord) -> ExecEnv:
         """The executor environment of one run."""
         decisions = RunDecisions(self.board, rec.run_id, self.mesh)
         workspace = self.workspace(rec)
         return ExecEnv(
-            agent=spec.agent,
+            agent=graph.agent,
             run_id=rec.run_id,
             model=self._model(rec.model),
-            profiles=await self.profiles(spec),
+            profiles=await self.profiles(graph),
             tools=self.tools,
             human=decisions,
             approvals=decisions,
@@ -99,13 +96,13 @@ class RunEnvironment:
         """Where the run's tools work: pinned in its record, else this process's ``cwd``."""
         return _path(rec.workspace) if rec.workspace else self.cwd
 
-    async def profiles(self, spec: GraphSpec) -> dict[str, AgentProfile]:
-        """The profiles of ``spec``'s agents, re-read at most every PROFILE_TTL_S seconds."""
-        return dict((await self._profiles_read(spec))[1])
+    async def profiles(self, graph: CompiledGraph) -> dict[str, AgentProfile]:
+        """The profiles of ``graph``'s agents, re-read at most every PROFILE_TTL_S seconds."""
+        return dict((await self._profiles_read(graph))[1])
 
-    async def _profiles_read(self, spec: GraphSpec) -> tuple[float, dict[str, AgentProfile]]:
-        """When ``spec``'s agents' profiles were read (monotonic seconds), and them."""
-        key, names = self._agents_of(spec)
+    async def _profiles_read(self, graph: CompiledGraph) -> tuple[float, dict[str, AgentProfile]]:
+        """When ``graph``'s agents' profiles were read (monotonic seconds), and them."""
+        key, names = self._agents_of(graph)
         cached = self._profiles.get(key)
         now = time.monotonic()
         if cached is None or now - cached[0] > PROFILE_TTL_S:
@@ -119,47 +116,48 @@ class RunEnvironment:
         self._profiles[key] = read
         return read
 
-    def _agents_of(self, spec: GraphSpec) -> tuple[str, list[str]]:
-        """``spec``'s agents, sorted, and their cache key; worked out once per spec
+    def _agents_of(self, graph: CompiledGraph) -> tuple[str, list[str]]:
+        """``graph``'s agents, sorted, and their cache key; worked out once per graph
         content (its hash), as every node visit of a run asks."""
-        sha = spec.sha256()
-        found: tuple[str, list[str]] | None = self._agent_names.get(sha)
+        found: tuple[str, list[str]] | None = self._agent_names.get(graph.sha256)
         if found is None:
-            names = sorted(_agents(spec))
-            found = self._agent_names[sha] = (",".join(names), names)
+            names = sorted(graph.agents)
+            found = self._agent_names[graph.sha256] = (",".join(names), names)
         return found
 
     async def needed_tools(self, rec: RunRecord) -> set[str]:
-        """Every tool ``rec``'s graph may call (see :func:`plait.runs.serving.graph_tools`)."""
+        """Every tool ``rec``'s graph may call (see :meth:`CompiledGraph.tools_needed`)."""
         try:
-            spec = await self.store.spec(rec)
-            read_at, profiles = await self._profiles_read(spec)
+            graph = await self.store.graph(rec)
+            read_at, profiles = await self._profiles_read(graph)
         except (ConfigError, GraphError):
             return set()  # the run's owner fails the run, with that message
         # Asked once per run this process activates: worked out once per graph and
         # read of its profiles.
-        key = f"{spec.sha256()}@{read_at}"
+        key = f"{graph.sha256}@{read_at}"
         found: frozenset[str] | None = self._needs.get(key)
         if found is None:
-            found = self._needs[key] = frozenset(graph_tools(spec, profiles))
+            found = self._needs[key] = frozenset(graph.tools_needed(profiles))
         return set(found)
 
-    def on_indeterminate(self, spec: GraphSpec, rec: RunRecord, crashed: Attempt) -> str:
+    def on_indeterminate(self, graph: CompiledGraph, rec: RunRecord, crashed: Attempt) -> str:
         """What to do with a visit found claimed but not committed: the node's
-        ``on_indeterminate``, else its default (a read-only tool is just retried)."""
-        node = node_of(spec, rec, crashed.node)
+        ``on_indeterminate``, else its kind's default, told whether the tools it names
+        are all read-only (a read-only tool is just retried)."""
+        node = node_of(graph, rec, crashed.node)
         if node.on_indeterminate is not None:
             return node.on_indeterminate
-        # Only some kinds have a tool: asking the others would raise inside pydantic.
-        tool = getattr(node, "tool", None) if _has_field(type(node), "tool") else None
-        read_only = bool(tool and tool in self.tools and self.tools.get(tool).read_only)
-        return default_on_indeterminate(node, read_only)
+        named = graph.tools_named(node.id)
+        read_only = bool(named) and all(
+            t in self.tools and self.tools.get(t).read_only for t in named
+        )
+        return graph.kind(node.id).on_indeterminate(node, read_only)
 
     async def verify_effect(
-        self, spec: GraphSpec, rec: RunRecord, key: str, visit: int
+        self, graph: CompiledGraph, rec: RunRecord, key: str, visit: int
     ) -> NodeResult | None:
         """Run the node's ``verify`` check; a result if the effect is already there."""
-        check = getattr(node_of(spec, rec, key), "verify", None)
+        check = node_of(graph, rec, key).verify
         if not check:
             return None
         started = time.time()
@@ -186,24 +184,12 @@ class RunEnvironment:
         return model
 
 
-def _agents(spec: GraphSpec) -> set[str]:
-    named = {spec.agent} | {
-        a for n in spec.nodes if isinstance(a := getattr(n, "agent", None), str)
-    }
-    return {a for a in named if a}
-
-
 async def graph_needs(mesh: Mesh, rec: RunRecord) -> set[str]:
     """Every tool ``rec``'s graph may call, read afresh (for a process that serves none)."""
     store = RunStore(mesh)
     return await RunEnvironment(
         mesh, store, DecisionBoard(mesh), tools=ToolRegistry(), model=None, cwd=Path.cwd()
     ).needed_tools(rec)
-
-
-@functools.cache
-def _has_field(kind: type[BaseModel], name: str) -> bool:
-    return name in kind.model_fields
 
 
 @functools.lru_cache(maxsize=256)

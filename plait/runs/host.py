@@ -24,8 +24,8 @@ from plait.mesh import Mesh
 from plait.models import Model
 from plait.runs.commit import RunCommit
 from plait.runs.env import RunEnvironment
-from plait.runs.live import wake_live
-from plait.runs.record import PROGRESS_KEPT_S, owner_id
+from plait.runs.live import TAKEOVER, live_in
+from plait.runs.record import owner_id
 from plait.runs.serving import missing_tools, serves_run
 from plait.runs.store import Lru, RunStore
 from plait.tools import ToolRegistry, default_registry
@@ -43,7 +43,6 @@ class RunHost:
         tools: the tool registry (default: the built-in tools).
         cwd: where tools work for runs whose record pins no workspace.
         tick_ms: how often a parked run re-checks its decision as a fallback.
-        progress_kept_s: how long a finished run's progress topic is kept.
         only_run: serve only this run and its child runs (a foreground ``graph run``);
             the runtime hands other actors' messages back for another process.
         store: the reads to use (default: a fresh :class:`RunStore`).
@@ -62,7 +61,6 @@ class RunHost:
         tools: ToolRegistry | None = None,
         cwd: Path | None = None,
         tick_ms: int = 60_000,
-        progress_kept_s: float = PROGRESS_KEPT_S,
         only_run: str | None = None,
         store: RunStore | None = None,
     ) -> None:
@@ -72,7 +70,6 @@ class RunHost:
         """When this host started: a claim under its id made before then is another
         incarnation's (a host restarted under the same id, as Ray restarts one)."""
         self.only_run = only_run
-        self.progress_kept_s = progress_kept_s
         self.store = store or RunStore(mesh)
         self.board = DecisionBoard(mesh)
         self.env = RunEnvironment(
@@ -89,14 +86,18 @@ class RunHost:
             board=self.board,
             actor=self.id,
             tick_ms=tick_ms,
-            progress_kept_s=progress_kept_s,
         )
         self._servable: Lru = Lru()
 
     async def partitions_gained(self, runtime: LeasedRuntime, gained: set[int]) -> None:
         """Wake the runs in flight under partitions its runtime took over (see
         :mod:`plait.runs.live`): whatever held them before may have left no wake."""
-        await wake_live(self.mesh, gained, only_run=self.only_run)
+        found = await live_in(self.mesh, gained, only_run=self.only_run)
+        await self.commit.wake_all(found, TAKEOVER)
+        if found:
+            log.info(
+                "took over partition(s) %s: woke %d run(s) in flight", sorted(gained), len(found)
+            )
 
     @property
     def tools(self) -> ToolRegistry:

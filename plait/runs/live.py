@@ -24,24 +24,23 @@ runs nothing: its claim is no longer its own once the takeover wake claimed it a
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import Final, Protocol
 
-from plait.actors import ActorRuntime, Mail, partition_of, tell_in
+from plait.actors import ActorRuntime, partition_of
 from plait.actors.partitions import partitions
 from plait.graphs.state import Attempt
 from plait.mesh import Mesh, Transaction
 from plait.runs.record import RunRecord, index_key, listing_status, owner_id, summary_of
 from plait.runs.serving import serves_run
+from plait.runs.wake import Wake
 
 log = logging.getLogger("plait.runs")
 
 LIVE_PREFIX = "runlive/"
 """The key prefix of the live-run index."""
 
-TAKEOVER = "takeover"
+TAKEOVER: Final = "takeover"
 """The ``why`` of the wake a run gets when a runtime takes its partition over."""
-
-_PER_TRANSACTION = 256
 
 
 def live_prefix(partition: int) -> str:
@@ -72,24 +71,16 @@ async def live_runs(mesh: Mesh, partition: int) -> list[str]:
     return [entry.key[len(prefix) :] async for entry in mesh.scan(prefix)]
 
 
-async def wake_live(mesh: Mesh, gained: set[int], *, only_run: str | None = None) -> int:
-    """Send one takeover wake to each run in flight under the partitions ``gained``
-    (with ``only_run``, to that run and its children only); how many were sent."""
-    sent = 0
-    for partition in sorted(gained):
-        found = [
-            run_id
-            for run_id in await live_runs(mesh, partition)
-            if only_run is None or serves_run(only_run, owner_id(run_id))
-        ]
-        for start in range(0, len(found), _PER_TRANSACTION):
-            async with mesh.transact() as tx:
-                for run_id in found[start : start + _PER_TRANSACTION]:
-                    tell_in(tx, owner_id(run_id), {"run": run_id, "why": TAKEOVER})
-            sent += len(found[start : start + _PER_TRANSACTION])
-    if sent:
-        log.info("took over partition(s) %s: woke %d run(s) in flight", sorted(gained), sent)
-    return sent
+async def live_in(mesh: Mesh, partitions: set[int], *, only_run: str | None = None) -> list[str]:
+    """The runs listed in flight under ``partitions`` (with ``only_run``, that run and
+    its children only): those a runtime that took the partitions over wakes, each with
+    one ``takeover`` wake (:meth:`plait.runs.commit.RunCommit.wake_all`)."""
+    return [
+        run_id
+        for partition in sorted(partitions)
+        for run_id in await live_runs(mesh, partition)
+        if only_run is None or serves_run(only_run, owner_id(run_id))
+    ]
 
 
 class Incarnation(Protocol):
@@ -100,9 +91,9 @@ class Incarnation(Protocol):
 
 
 def taken_over(
-    runtime: ActorRuntime, host: Incarnation, mail: Mail, rec: RunRecord
+    runtime: ActorRuntime, host: Incarnation, woken: Wake, rec: RunRecord
 ) -> list[Attempt]:
-    """The attempts of ``rec`` a takeover wake (``mail``) treats as crashed.
+    """The attempts of ``rec`` a takeover wake (``woken``) treats as crashed.
 
     Only a runtime that is the single activation of its partitions may judge so: a
     claim made by another host (a holder before this one) or by this host's id before
@@ -111,8 +102,7 @@ def taken_over(
     scheduled wake is in the mesh and comes). Claims this host made are its own live
     work. None for any other wake.
     """
-    body = mail.body if isinstance(mail.body, dict) else {}
-    if body.get("why") != TAKEOVER or not runtime.single_activation:
+    if woken.why != TAKEOVER or not runtime.single_activation:
         return []
     handling = runtime.handling(owner_id(rec.run_id))
     if handling is None:
@@ -131,9 +121,9 @@ __all__ = [
     "TAKEOVER",
     "Incarnation",
     "list_run",
+    "live_in",
     "live_key",
     "live_prefix",
     "live_runs",
     "taken_over",
-    "wake_live",
 ]

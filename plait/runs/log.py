@@ -26,6 +26,7 @@ from typing import Any
 
 from plait.errors import CorruptValue
 from plait.mesh import Mesh
+from plait.runs.progress import Progress
 from plait.runs.record import audit_key, audit_prefix
 
 _REF_MARK = "#"
@@ -59,7 +60,7 @@ class LogEntry:
     events: list[dict[str, Any]]
     outputs: dict[str, Any] = field(default_factory=dict)
     history: dict[str, Any] = field(default_factory=dict)
-    progress: dict[str, Any] | None = None
+    progress: Progress | None = None
     legacy: bool = False
 
     @property
@@ -72,7 +73,7 @@ def entry_value(
     events: list[dict[str, Any]],
     outputs: dict[str, Any],
     history: dict[str, Any],
-    progress: dict[str, Any] | None,
+    progress: Progress | None,
 ) -> dict[str, Any]:
     """A log entry as stored (empty parts left out)."""
     value: dict[str, Any] = {"events": events}
@@ -81,20 +82,19 @@ def entry_value(
     if history:
         value["history"] = history
     if progress is not None:
-        value["progress"] = progress
+        value["progress"] = progress.stored()
     return value
 
 
 def parse_entry(key: str, value: Any) -> LogEntry:
     """A stored log entry (or a bare event of the older layout)."""
     if isinstance(value, dict) and isinstance(value.get("events"), list):
-        progress = value.get("progress")
         return LogEntry(
             key=key,
             events=list(value["events"]),
             outputs=dict(value.get("outputs") or {}),
             history=dict(value.get("history") or {}),
-            progress=progress if isinstance(progress, dict) else None,
+            progress=Progress.parse(value.get("progress")),
         )
     return LogEntry(key=key, events=[value], legacy=True)
 

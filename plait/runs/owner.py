@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 from plait.actors import ActorContext, Mail
 from plait.actors.directory import tell_now
@@ -34,13 +33,13 @@ from plait.errors import (
     ValueTooLarge,
     VersionConflict,
 )
-from plait.graphs import engine
-from plait.graphs.engine import Closed, NodeResult
-from plait.graphs.events import as_data
+from plait.graphs import engine, waits
+from plait.graphs.compiled import CompiledGraph
+from plait.graphs.engine import NodeResult
+from plait.graphs.events import Event
 from plait.graphs.executors import execute
-from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Attempt, Waiting
-from plait.ids import RunId
+from plait.graphs.waits import Closed
 from plait.mesh import Delivery, Transaction
 from plait.runs.asks import ask_for_budget, ask_to_retry
 from plait.runs.commit import TICK_MAX_MS, claim
@@ -50,11 +49,11 @@ from plait.runs.record import (
     OWNER_KIND,
     RunRecord,
     as_record,
-    events_topic,
     listing_status,
     owner_id,
 )
 from plait.runs.store import read_record
+from plait.runs.wake import Wake
 
 _CLAIM_TRIES = 50
 
@@ -73,11 +72,11 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
         ActorError: the runtime was built without a run host (build the serving
             process with :func:`plait.runs.serve`).
     """
-    wake = _wake_of(ctx, mail)
-    run_id = wake.run_id
+    handler = _handler_of(ctx, mail)
+    run_id = handler.run_id
     try:
-        await wake.run()
-        if wake.settled:
+        await handler.run()
+        if handler.settled:
             ctx.rest()  # parked or over: the host keeps nothing of it (see RunStore)
     except Exception as exc:
         if isinstance(exc, MeshUnavailable):
@@ -89,19 +88,19 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
         detail = "dead_lettered" if heals else "internal_error"
         reason = f"the wake failed {mail.delivery.attempt} time(s), last with " if heals else ""
         log.debug("run %s: wake %s failed", run_id, mail.delivery.id, exc_info=True)
-        await wake.fail(detail, f"{reason}{type(exc).__name__}: {exc}")
+        await handler.fail(detail, f"{reason}{type(exc).__name__}: {exc}")
 
 
 async def on_dead_letter(ctx: ActorContext, mail: Mail, reason: str) -> None:
     """Fail the run of a wake the runtime dead-letters without its handler succeeding
     (its hosts died mid-node, or the mesh failed it, ``max_attempts`` times)."""
-    await _wake_of(ctx, mail).fail("dead_lettered", f"the wake was dead-lettered: {reason}")
+    await _handler_of(ctx, mail).fail("dead_lettered", f"the wake was dead-lettered: {reason}")
 
 
-def _wake_of(ctx: ActorContext, mail: Mail) -> _Wake:
-    body = mail.body if isinstance(mail.body, dict) else {}
-    run_id = RunId(body.get("run") or ctx.id.removeprefix("run:"))
-    return _Wake(ctx.service(RunHost), _OwnWakes(ctx, run_id), run_id, mail)
+def _handler_of(ctx: ActorContext, mail: Mail) -> _WakeHandler:
+    """The handling of ``mail``, its wake parsed once (see :class:`Wake`)."""
+    woken = Wake.parse(mail.body, ctx.id.removeprefix("run:"))
+    return _WakeHandler(ctx.service(RunHost), _OwnWakes(ctx, woken.run), woken, mail)
 
 
 class _OwnWakes:
@@ -124,13 +123,14 @@ class _OwnWakes:
         return self.runtime.keeps(self.owner)
 
 
-class _Wake:
-    def __init__(self, host: RunHost, wakes: _OwnWakes, run_id: RunId, mail: Mail) -> None:
+class _WakeHandler:
+    def __init__(self, host: RunHost, wakes: _OwnWakes, woken: Wake, mail: Mail) -> None:
         self.host = host
         self.store = host.store
         self.commit = host.commit
         self.wakes = wakes
-        self.run_id = run_id
+        self.woken = woken
+        self.run_id = woken.run
         self.mail = mail
         self.continuation: Attempt | None = None
         self.settled = False
@@ -151,8 +151,7 @@ class _Wake:
             if rec is None:
                 return
             if rec.terminal:
-                await self._sweep(rec)
-                return
+                return  # a straggler (a wake sent before the run ended) finds it over
             try:
                 await self._step(rec, version)
             except VersionConflict:
@@ -184,18 +183,8 @@ class _Wake:
                 if not self.mail.acked:
                     await self.mail.ack()  # fenced out: someone else runs this node now
                 return
-            spec = await self.store.spec(rec)
+            spec = await self.store.graph(rec)
             await self._execute_and_commit(spec, rec, version, attempt, verify=False)
-
-    async def _sweep(self, rec: RunRecord) -> None:
-        """Delete a run's progress topic once it has been over for the host's keep time.
-
-        Its last commit scheduled the wake that comes then; a wake of a finished run much
-        earlier (a straggler) leaves the topic for that one. Half the keep time is
-        enough: a Redis mesh schedules by the server's clock, which may run behind.
-        """
-        if time.time() - rec.updated_at >= self.host.progress_kept_s / 2:
-            await self.host.mesh.delete_topic(events_topic(rec.run_id))
 
     async def fail(self, detail: str, reason: str) -> None:
         """End the run as failed with ``detail`` and ``reason``, and ack this wake."""
@@ -206,7 +195,7 @@ class _Wake:
                 return
             new = as_record(engine.fail(rec, detail, reason, now=time.time()))
             try:
-                events = as_data(engine.status_events(rec, new))
+                events = engine.status_events(rec, new)
                 await self._write(None, rec, new, version, events)
                 return
             except VersionConflict:
@@ -219,18 +208,18 @@ class _Wake:
 
     async def _step(self, rec: RunRecord, version: int) -> None:
         """Claim, run and commit one node of ``rec``; VersionConflict if the record moved."""
-        spec = await self.store.spec(rec)
+        spec = await self.store.graph(rec)
         before = rec
-        resumed: list[dict[str, Any]] = []
+        resumed: list[Event] = []
         if rec.waiting is not None:
-            found = engine.recheck(rec, await self._closed(rec.waiting), now=time.time())
+            found = waits.recheck(rec, await self._closed(rec.waiting), now=time.time())
             if found is None:
                 await self.commit.park(rec, self.mail, self._backoff())
                 self.settled = True
                 return
             unparked, resumed = as_record(found[0]), found[1]
             if unparked.terminal:
-                events = [*resumed, *as_data(engine.status_events(rec, unparked))]
+                events = [*resumed, *engine.status_events(rec, unparked)]
                 await self._write(spec, rec, unparked, version, events)
                 return
             rec = unparked
@@ -249,7 +238,7 @@ class _Wake:
                 policy = self.host.env.on_indeterminate(spec, rec, crashed)
             if policy == "escalate":
                 did = await ask_to_retry(self.host.board, self.host.mesh, self.run_id, crashed)
-                parked, events = engine.escalate(rec, crashed, decision_id=did)
+                parked, events = waits.escalate(rec, crashed, decision_id=did)
                 await self._write(spec, rec, as_record(parked), version, events)
                 return
             key = crashed.node
@@ -263,7 +252,7 @@ class _Wake:
         claimed, attempt = claim(spec, rec, key, self.mail.id, self.host.id, begun=True)
         if attempt is None:  # the budget ended or parked the run
             await ask_for_budget(self.host.board, self.host.mesh, claimed)
-            events = [*resumed, *as_data(engine.status_events(before, claimed))]
+            events = [*resumed, *engine.status_events(before, claimed)]
             await self._write(spec, before, claimed, version, events)
             return
         await self.commit.claim(claimed, version, attempt, resumed)
@@ -273,9 +262,9 @@ class _Wake:
     async def _taken_over(self, rec: RunRecord) -> list[Attempt]:
         """For a takeover wake, the claims of ``rec`` left by an earlier holder (see
         :mod:`plait.runs.live`); with more than one, another such wake takes the next."""
-        orphans = taken_over(self.wakes.runtime, self.host, self.mail, rec)
+        orphans = taken_over(self.wakes.runtime, self.host, self.woken, rec)
         if len(orphans) > 1:
-            await tell_now(self.host.mesh, self.wakes.owner, self.mail.body)
+            await tell_now(self.host.mesh, self.wakes.owner, self.woken.body())
         return orphans
 
     async def _closed(self, waiting: Waiting) -> Closed | None:
@@ -298,11 +287,10 @@ class _Wake:
 
     def _backoff(self) -> int:
         """How many times the fallback tick has found the run still parked."""
-        body = self.mail.body if isinstance(self.mail.body, dict) else {}
-        return int(body.get("backoff", 0)) + 1 if body.get("why") == "tick" else 0
+        return self.woken.backoff + 1 if self.woken.why == "tick" else 0
 
     async def _execute_and_commit(
-        self, spec: GraphSpec, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
+        self, spec: CompiledGraph, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
     ) -> None:
         key = attempt.node
         if attempt.begun is False and self.host.env.on_indeterminate(spec, rec, attempt) in (
@@ -314,10 +302,9 @@ class _Wake:
         base, base_version = rec, version
         while True:
             values = await self.store.fan_in_values(base, key)
-            new_state, committed = engine.complete_with(
+            new_state, events = engine.complete_with(
                 spec, base, key, result, values, now=time.time()
             )
-            events = as_data(committed)
             new = as_record(new_state)
             await ask_for_budget(self.host.board, self.host.mesh, new)
             try:
@@ -337,7 +324,7 @@ class _Wake:
                 base, base_version = fresh, fresh_version
 
     async def _execute(
-        self, spec: GraphSpec, rec: RunRecord, attempt: Attempt, verify: bool
+        self, spec: CompiledGraph, rec: RunRecord, attempt: Attempt, verify: bool
     ) -> NodeResult:
         """Run the claimed visit (or find its effect already there, with ``verify``)."""
         if verify:
@@ -356,11 +343,11 @@ class _Wake:
 
     async def _write(
         self,
-        spec: GraphSpec | None,
+        spec: CompiledGraph | None,
         before: RunRecord,
         new: RunRecord,
         version: int,
-        events: list[dict[str, Any]],
+        events: list[Event],
         *,
         key: str | None = None,
         result: NodeResult | None = None,

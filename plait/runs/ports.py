@@ -29,13 +29,13 @@ from plait.mesh import Mesh, Transaction
 from plait.models import Message
 from plait.runs.log import read_log
 from plait.runs.record import (
-    PROGRESS_KEPT_S,
     RunRecord,
     history_key,
     owner_id,
     parent_run_id,
     tick_key,
 )
+from plait.runs.wake import WakeReason, wake
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -65,31 +65,24 @@ def decision_id(run_id: str, kind: str, key: str, visit: int, extra: str = "") -
     return DecisionId(f"{kind}.{run_id}.{escape_id_part(key)}.{visit}{tail}")
 
 
-def ended(tx: Transaction, rec: RunRecord, progress_kept_s: float = PROGRESS_KEPT_S) -> None:
+def ended(tx: Transaction, rec: RunRecord) -> None:
     """Add to ``tx`` (a run's last commit) what follows the end of a run.
 
-    The wake that deletes its progress topic once ``progress_kept_s`` have passed takes
-    the place of its fallback tick (the same schedule key), so a finished run leaves
-    one scheduled message; and a child run wakes the run it belongs to.
+    Its fallback tick, if one is scheduled (it ended while parked), is cancelled: a
+    finished run leaves no scheduled message. A child run wakes the run it belongs to.
     """
-    tell_in(
-        tx,
-        owner_id(rec.run_id),
-        {"run": rec.run_id, "why": "sweep"},
-        after_ms=max(1, int(progress_kept_s * 1000)),
-        key=tick_key(rec.run_id),
-    )
+    tx.cancel(tick_key(rec.run_id))
     parent = parent_run_id(rec)
     if parent is not None:
-        tell_in(tx, owner_id(parent), {"run": parent, "why": "child"})
+        tell_in(tx, owner_id(parent), wake(parent, "child"))
 
 
-def wake_notify(mesh: Mesh, run_id: str, why: str) -> Notify:
+def wake_notify(mesh: Mesh, run_id: str, why: WakeReason) -> Notify:
     """The event that wakes a run's owner when a decision closes."""
     return Notify(
         topic=mailbox_of(mesh, owner_id(run_id)),
         kind=MAIL_KIND,
-        data=mail_data(owner_id(run_id), {"run": run_id, "why": why}),
+        data=mail_data(owner_id(run_id), wake(run_id, why)),
     )
 
 

@@ -29,9 +29,6 @@ from plait.ids import RUN_ID_PREFIX, ActorId, RunId
 OWNER_KIND = "plait.runs.owner:handle"
 """The actor kind of run owners."""
 
-PROGRESS_KEPT_S = 600.0
-"""How long a finished run's progress topic is kept (its audit chain stays for good)."""
-
 
 def record_key(run_id: str) -> str:
     """The mesh key of a run's record."""
@@ -61,11 +58,6 @@ def audit_key(run_id: str, seq: int) -> str:
 def index_key(run_id: str) -> str:
     """The mesh key of a run's listing summary."""
     return f"runindex/{run_id}"
-
-
-def events_topic(run_id: str) -> str:
-    """The topic a run's progress events are published on."""
-    return f"runs/{run_id}/events"
 
 
 def owner_id(run_id: str) -> ActorId:
@@ -159,7 +151,6 @@ def load(value: Any) -> RunRecord:
 
 __all__ = [
     "OWNER_KIND",
-    "PROGRESS_KEPT_S",
     "RUN_ID_PREFIX",
     "RunRecord",
     "RunSummary",
@@ -168,7 +159,6 @@ __all__ = [
     "audit_prefix",
     "child_run_id",
     "dump",
-    "events_topic",
     "history_key",
     "index_key",
     "listing_status",

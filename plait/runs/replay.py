@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 from plait.errors import TemplateError
 from plait.graphs import engine
+from plait.graphs.compiled import CompiledGraph
 from plait.graphs.engine import NodeResult
 from plait.graphs.nodes import kind_of
 from plait.graphs.nodes.base import NodeBase
-from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, RunUsage
 from plait.mesh import Mesh
 from plait.runs.audit import FORKED, RETRIED, AuditEvent, ChainSpend
@@ -63,7 +63,9 @@ class Replay:
     state: RunState
 
 
-async def replay(mesh: Mesh, spec: GraphSpec, rec: RunRecord, events: list[AuditEvent]) -> Replay:
+async def replay(
+    mesh: Mesh, spec: CompiledGraph, rec: RunRecord, events: list[AuditEvent]
+) -> Replay:
     """Walk the engine again over the visits ``events`` commit, in their order.
 
     Each visit is claimed and completed with what its event and its stored output

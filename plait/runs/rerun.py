@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from plait.actors import ActorRecord, load_partitions
 from plait.errors import RunNotFound, RunNotRetryable, VersionConflict, VisitNotFound
 from plait.graphs import engine
-from plait.graphs.spec import GraphSpec
+from plait.graphs.compiled import CompiledGraph
 from plait.ids import RunId, new_run_id
 from plait.mesh import Mesh
 from plait.runs.audit import FORKED, RETRIED, AuditEvent, output_digest, read_events
@@ -39,7 +39,6 @@ from plait.runs.record import (
     OWNER_KIND,
     RunRecord,
     audit_key,
-    events_topic,
     history_key,
     output_key,
     owner_id,
@@ -85,7 +84,7 @@ async def retry_run(mesh: Mesh, run_id: RunId, *, by: str) -> RunRecord:
                 f"it failed on its budget ({rec.error}), not on a node: a retry would "
                 "fail again (fork it from an earlier visit instead)",
             )
-        spec = await RunStore(mesh).spec(rec)
+        spec = await RunStore(mesh).graph(rec)
         ready = await _to_run_again(mesh, spec, rec)
         if not ready:
             raise RunNotRetryable(run_id, rec.status, "nothing of it is left to run again")
@@ -112,7 +111,7 @@ async def retry_run(mesh: Mesh, run_id: RunId, *, by: str) -> RunRecord:
             continue
 
 
-async def _to_run_again(mesh: Mesh, spec: GraphSpec, rec: RunRecord) -> list[str]:
+async def _to_run_again(mesh: Mesh, spec: CompiledGraph, rec: RunRecord) -> list[str]:
     """The nodes a retry runs: those ready or in flight when the run failed (a failed
     node first), or a failed fan-out's failed instances."""
     if rec.ended_detail == "fanin_upstream_failed":
@@ -178,7 +177,7 @@ async def fork_run(
     rec, _ = await read_record(mesh, run_id)
     if rec is None:
         raise RunNotFound(f"no run {run_id!r} in {mesh.url}")
-    spec = await RunStore(mesh).spec(rec)
+    spec = await RunStore(mesh).graph(rec)
     events = await read_events(mesh, run_id)
     visits = (await replay(mesh, spec, rec, events)).visits
     forkable = [v for v in visits if engine.claimable(v.state)]
@@ -274,7 +273,6 @@ async def fork_run(
     owner = ActorRecord(
         id=owner_id(fork_id),
         kind=OWNER_KIND,
-        topics=[events_topic(fork_id)],
         config={"max_concurrency": OWNER_CONCURRENCY},
         created_at=now,
     )

@@ -1,8 +1,8 @@
 """Retention: deleting finished runs and everything they stored.
 
 A run's record, outputs, conversations and audit chain stay until a person prunes them
-(``plait graph prune``); its progress topic goes by itself ten minutes after it ends
-(see :func:`plait.runs.ports.ended`).
+(``plait graph prune``). A run has no topic of its own: what a watcher reads is its log
+(see :mod:`plait.runs.progress`).
 """
 
 from __future__ import annotations
@@ -11,19 +11,21 @@ from plait.actors import actor_key
 from plait.decisions.store import PREFIX as DECISIONS_PREFIX
 from plait.graphs.state import TERMINAL
 from plait.mesh import Mesh
+from plait.runs.commit import RunCommit
 from plait.runs.record import (
     RunSummary,
-    events_topic,
-    index_key,
     load,
     owner_id,
     parent_run_id,
     record_key,
-    tick_key,
 )
 
 _BATCH = 256
 """Keys deleted per transaction."""
+
+_LEGACY_TOPIC = "runs/{run_id}/events"
+"""The topic owners of runs started before the log carried progress subscribed to;
+nothing published on it. A prune deletes what such a run left of it."""
 
 
 async def prune(
@@ -32,7 +34,7 @@ async def prune(
     """Delete the runs that ended (done, failed, cancelled) before ``ended_before``.
 
     Everything of each goes: its record and listing, outputs, conversations, audit
-    chain, owner actor, progress topic, scheduled wake and decisions. A run not over is
+    chain, owner actor, scheduled wake and decisions. A run not over is
     never touched, nor the child run of a subgraph node whose run is not over. The
     record and its listing go last, together, so a prune cut short is finished by the
     next one.
@@ -84,14 +86,12 @@ async def _delete_run(mesh: Mesh, run_id: str, decision_keys: list[str]) -> None
         async with mesh.transact() as tx:
             for key in keys[start : start + _BATCH]:
                 tx.delete(key)
-    await mesh.delete_topic(events_topic(run_id))
+    await mesh.delete_topic(_LEGACY_TOPIC.format(run_id=run_id))
     entry = await mesh.get(record_key(run_id))
-    if entry is not None and load(entry.value).terminal:
+    rec = load(entry.value) if entry is not None else None
+    if entry is not None and rec is not None and rec.terminal:
         # With its listing: until both are gone, the next prune finds the run again.
-        async with mesh.transact() as tx:
-            tx.delete(record_key(run_id), if_version=entry.version)
-            tx.delete(index_key(run_id))
-            tx.cancel(tick_key(run_id))
+        await RunCommit(mesh).delete(rec, entry.version)
 
 
 __all__ = ["prune"]

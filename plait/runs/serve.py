@@ -26,7 +26,6 @@ from plait.mesh import Mesh
 from plait.models import Model
 from plait.programs import AgentsPort
 from plait.runs.host import RunHost
-from plait.runs.record import PROGRESS_KEPT_S
 from plait.runs.serving import heartbeat
 from plait.runs.store import RunStore
 from plait.tools import ToolRegistry
@@ -63,7 +62,6 @@ async def serve(
     cwd: Path | None = None,
     only_run: str | None = None,
     tick_ms: int = 60_000,
-    progress_kept_s: float = PROGRESS_KEPT_S,
     visibility_timeout_ms: int = MAILBOX_VISIBILITY_TIMEOUT_MS,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     drain_timeout_s: float = 30.0,
@@ -88,7 +86,6 @@ async def serve(
             working directory).
         only_run: serve only this run and its child runs (a foreground ``graph run``).
         tick_ms: how often a parked run re-checks its decision as a fallback.
-        progress_kept_s: how long a finished run's progress topic is kept.
         visibility_timeout_ms: how long before a dead process's unacked work is taken.
         max_attempts: deliveries of a wake after which it is dead-lettered.
         drain_timeout_s: how long work in flight may finish when the block ends.
@@ -110,7 +107,6 @@ async def serve(
         tools=tools,
         cwd=cwd,
         tick_ms=tick_ms,
-        progress_kept_s=progress_kept_s,
         only_run=only_run,
         store=store,
     )

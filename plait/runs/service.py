@@ -31,7 +31,7 @@ from plait.errors import (
     RunNotWaiting,
     VersionConflict,
 )
-from plait.graphs import engine
+from plait.graphs import waits
 from plait.graphs.state import Waiting
 from plait.graphs.trajectory import StepDecision, StepUsage, ToolCall, TrajectoryStep
 from plait.ids import DecisionId, RunId
@@ -41,6 +41,7 @@ from plait.runs.audit import verify as verify_chain
 from plait.runs.commit import RunCommit
 from plait.runs.log import LogEntry, LogFollower, read_log, read_payload, split_ref
 from plait.runs.ports import history_part_key
+from plait.runs.progress import Progress
 from plait.runs.record import RunRecord, RunSummary, as_record, listing_status
 from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retry_run
 from plait.runs.retention import prune as prune_runs
@@ -123,7 +124,7 @@ class Runs:
         run_id: RunId,
         *,
         timeout: float | None = None,  # noqa: ASYNC109
-        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
         since: RunRecord | None = None,
     ) -> RunRecord:
         """Wait until the run is done, failed, cancelled or waiting on a person.
@@ -208,7 +209,7 @@ class Runs:
                 f"run {run_id} waits on a budget raise: raise it with "
                 f"plait graph raise-budget {run_id} --steps N"
             )
-        answer = engine.answer_for(waiting, answer)
+        answer = waits.answer_for(waiting, answer)
         if waiting.options:
             await self.desk.answer(waiting.decision_id, option=answer, by=by)
         else:
@@ -221,7 +222,7 @@ class Runs:
         await load_partitions(self.mesh)  # its end mails the owner (see start)
         while True:
             rec, version = await self._read(run_id)
-            new = engine.cancel_run(rec, now=time.time())
+            new = waits.cancel_run(rec, now=time.time())
             if new is None:
                 return rec
             cancelled = as_record(new)
@@ -320,7 +321,7 @@ class Runs:
             rec, version = await self._read(run_id)
             if rec.terminal:
                 raise RunError(f"run {run_id} is {rec.status}: its budget can no longer be raised")
-            new = as_record(engine.budget_raised(rec, extra, now=time.time()))
+            new = as_record(waits.budget_raised(rec, extra, now=time.time()))
             try:
                 await RunCommit(self.mesh).raise_budget(new, version, extra, by=human.name)
             except VersionConflict:

@@ -5,7 +5,8 @@ while it serves its own run) keeps a heartbeat at ``serving/<host>``: its host i
 when it started, when it last beat, what it serves (``"all"`` runs, or one run and its
 children) and the tools it offers. A heartbeat older than :data:`STALE_S` is a dead
 process's. Commands read them to say when nothing serves the mesh, and to tell whether a
-run's graph names a tool that no serving process offers.
+run's graph names a tool that no serving process offers (see
+:meth:`plait.graphs.compiled.CompiledGraph.tools_needed`).
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from plait.errors import PlaitError
-from plait.graphs.spec import GraphSpec
 from plait.mesh import Mesh
-from plait.profiles import AgentProfile
 
 log = logging.getLogger("plait.runs")
 
@@ -141,29 +140,6 @@ def serves_run(run_id: str, actor_id: str) -> bool:
     return actor_id == own or actor_id.startswith(own + "__")
 
 
-def graph_tools(spec: GraphSpec, profiles: dict[str, AgentProfile]) -> set[str]:
-    """Every tool a run of ``spec`` may call: named by its nodes, or by the agents they run.
-
-    An agent node that names no tools may call any of its agent's; ``profiles`` holds
-    the profiles of the graph's agents.
-    """
-    needed: set[str] = set()
-    for node in spec.nodes:
-        for attr in ("tool", "verify"):
-            name = getattr(node, attr, None)
-            if isinstance(name, str) and name:
-                needed.add(name)
-        if getattr(node, "type", None) != "agent":
-            continue
-        tools = getattr(node, "tools", None)
-        if tools is None:
-            agent = getattr(node, "agent", None) or spec.agent
-            profile = profiles.get(agent)
-            tools = profile.tools if profile is not None else []
-        needed.update(tools)
-    return needed
-
-
 def missing_tools(needed: Iterable[str], offered: Iterable[str]) -> list[str]:
     """The tools of ``needed`` not in ``offered``, sorted."""
     return sorted(set(needed) - set(offered))
@@ -175,7 +151,6 @@ __all__ = [
     "NO_WORKER",
     "STALE_S",
     "Heartbeat",
-    "graph_tools",
     "heartbeat",
     "live_heartbeats",
     "missing_tools",

@@ -20,6 +20,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from plait.actors import ActorRecord, load_partitions
 from plait.errors import GraphError, VersionConflict
 from plait.graphs import engine
+from plait.graphs.compiled import compile_graph
 from plait.graphs.engine import NodeResult
 from plait.graphs.ports import SubgraphRunner
 from plait.graphs.state import Waiting
@@ -33,7 +34,6 @@ from plait.runs.record import (
     OWNER_KIND,
     RunRecord,
     child_run_id,
-    events_topic,
     owner_id,
 )
 from plait.runs.store import read_record, run_output
@@ -101,7 +101,8 @@ async def start_run(
     await load_partitions(mesh)
     stored = await get_graph(mesh, agent, name, version)
     run_id = run_id or new_run_id()
-    state = engine.start(stored.spec, run_id, input, now=time.time(), parent=parent)
+    graph = compile_graph(stored.spec, sha256=stored.sha256)
+    state = engine.start(graph, run_id, input, now=time.time(), parent=parent)
     where = Path.cwd() / (workspace if workspace is not None else "")
     model = pin_model_spec(model)
     rec = RunRecord(**state.model_dump(), model=model, workspace=str(where))
@@ -112,11 +113,10 @@ async def start_run(
     owner = ActorRecord(
         id=owner_id(run_id),
         kind=OWNER_KIND,
-        topics=[events_topic(run_id)],
         config={"max_concurrency": OWNER_CONCURRENCY},
         created_at=rec.created_at,
     )
-    return await RunCommit(mesh).start(stored.spec, rec, owner, detail)
+    return await RunCommit(mesh).start(graph, rec, owner, detail)
 
 
 def child_runner(mesh: Mesh, rec: RunRecord, workspace: Path) -> SubgraphRunner:

@@ -1,10 +1,10 @@
 """Reading runs: records, pinned graph specs, output values and conversations.
 
 A :class:`RunStore` keeps what a warm process may keep — the record it last wrote per
-run (a stale one only costs a CAS retry), pinned graph specs, output values and agent
-conversations (immutable per key once written) — so a transition on a warm process
-reads nothing it wrote itself. It only reads; :mod:`plait.runs.commit` writes and tells
-it what it wrote.
+run (a stale one only costs a CAS retry), the compiled graph of each pinned version
+(checked against its hash once), output values and agent conversations (immutable
+per key once written) — so a transition on a warm process reads nothing it wrote
+itself. It only reads; :mod:`plait.runs.commit` writes and tells it what it wrote.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from collections import OrderedDict
 from typing import Any
 
 from plait.errors import GraphError
-from plait.graphs.compiled import GraphKey, cached_graph, compile_graph, node_reads
+from plait.graphs.compiled import CompiledGraph, GraphKey, compile_graph
 from plait.graphs.engine import node_of
-from plait.graphs.spec import GraphSpec
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh
 from plait.runs.log import read_payload
@@ -23,6 +22,7 @@ from plait.runs.record import RunRecord, history_key, load, record_key
 from plait.runs.shared_loads import SharedLoads
 
 _CACHE_SIZE = 10_000
+_GRAPHS_KEPT = 256
 
 
 class Lru(OrderedDict[str, Any]):
@@ -68,8 +68,8 @@ class RunStore:
 
     Attributes:
         records: the record (and version) this process last wrote or read per run.
-        checked: the graph versions (with their hash) this process checked in the store;
-            their compiled graphs come from the one compiled-graph cache.
+        graphs: the compiled graph of each version (with its hash) this process read
+            and checked in the store.
         values: output values by their mesh key.
         histories: agent conversations (see :class:`plait.runs.ports.MeshHistories`).
     """
@@ -77,10 +77,10 @@ class RunStore:
     def __init__(self, mesh: Mesh) -> None:
         self.mesh = mesh
         self.records: Lru = Lru()
-        self.checked: set[GraphKey] = set()
+        self.graphs: OrderedDict[GraphKey, CompiledGraph] = OrderedDict()
         self.values: Lru = Lru()
         self.histories: Lru = Lru()
-        self._specs: SharedLoads[GraphKey, GraphSpec] = SharedLoads()
+        self._graphs: SharedLoads[GraphKey, CompiledGraph] = SharedLoads()
 
     async def record(self, run_id: str, *, fresh: bool = False) -> tuple[RunRecord | None, int]:
         """The run's record and version: this process's last write unless ``fresh``."""
@@ -114,16 +114,17 @@ class RunStore:
             if out.ref is not None:
                 self.values.pop(out.ref, None)
 
-    async def spec(self, rec: RunRecord) -> GraphSpec:
-        """The graph version the run is pinned to; refuses a spec whose hash moved."""
+    async def graph(self, rec: RunRecord) -> CompiledGraph:
+        """The compiled graph version the run is pinned to, read and compiled once per
+        process; refuses a spec whose hash moved."""
         ref = rec.graph
         key = (ref.agent, ref.name, ref.version, ref.sha256)
-        compiled = cached_graph(key) if key in self.checked else None
-        if compiled is None:
-            return await self._specs.load(key, lambda: self._check(rec))
-        return compiled.spec
+        found = self.graphs.get(key)
+        if found is None:
+            found = await self._graphs.load(key, lambda: self._check(rec))
+        return found
 
-    async def _check(self, rec: RunRecord) -> GraphSpec:
+    async def _check(self, rec: RunRecord) -> CompiledGraph:
         """Read the graph version ``rec`` is pinned to and check its hash."""
         ref = rec.graph
         stored = await get_graph(self.mesh, ref.agent, ref.name, ref.version)
@@ -134,8 +135,10 @@ class RunStore:
                 f"holds {stored.sha256[:12]}"
             )
         compiled = compile_graph(stored.spec, sha256=stored.sha256)
-        self.checked.add((ref.agent, ref.name, ref.version, ref.sha256))
-        return compiled.spec
+        self.graphs[compiled.key] = compiled
+        while len(self.graphs) > _GRAPHS_KEPT:
+            self.graphs.popitem(last=False)
+        return compiled
 
     async def value(self, ref: str) -> Any:
         """The output value stored at ``ref``."""
@@ -144,10 +147,10 @@ class RunStore:
         value = self.values[ref] = await read_value(self.mesh, ref)
         return value
 
-    async def values_for(self, spec: GraphSpec, rec: RunRecord, key: str) -> dict[str, Any]:
+    async def values_for(self, graph: CompiledGraph, rec: RunRecord, key: str) -> dict[str, Any]:
         """The output values ``key``'s node reads, by node."""
         out: dict[str, Any] = {}
-        for name in node_reads(spec, node_of(spec, rec, key)):
+        for name in graph.reads(node_of(graph, rec, key).id):
             found = rec.outputs.get(name)
             if found is not None:
                 out[name] = await self.value(found.ref) if found.ref else found.value

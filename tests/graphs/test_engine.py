@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from plait.graphs import engine
+from plait.graphs.compiled import CompiledGraph, compile_graph
 from plait.graphs.engine import NodeResult
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import RunState, Waiting
@@ -14,8 +15,15 @@ from plait.graphs.state import RunState, Waiting
 NOW = 1_000.0
 
 
-def spec_of(nodes: list[dict[str, Any]], **extra: Any) -> GraphSpec:
-    return GraphSpec.model_validate({"name": "g", "nodes": nodes, **extra})
+def spec_of(nodes: list[dict[str, Any]], **extra: Any) -> CompiledGraph:
+    """The graph of ``nodes``, compiled: the engine takes nothing else."""
+    return compile_graph(GraphSpec.model_validate({"name": "g", "nodes": nodes, **extra}))
+
+
+def with_budget(graph: CompiledGraph, **update: Any) -> CompiledGraph:
+    """``graph`` with its budget changed, compiled again."""
+    budget = graph.budget.model_copy(update=update)
+    return compile_graph(graph.spec.model_copy(update={"budget": budget}))
 
 
 LOOP = spec_of(
@@ -53,7 +61,7 @@ BROADCAST = spec_of(
 
 
 def step(
-    spec: GraphSpec, state: RunState, key: str, result: NodeResult | None = None
+    spec: CompiledGraph, state: RunState, key: str, result: NodeResult | None = None
 ) -> tuple[RunState, list[engine.Event]]:
     """Claim ``key`` and complete it with ``result``."""
     state, attempt = engine.claim(spec, state, key, nonce=f"n-{key}", now=NOW)
@@ -66,7 +74,7 @@ def test_start_readies_the_entry_and_pins_the_graph() -> None:
     assert state.ready == ["draft"]
     assert state.status == "ready"
     assert state.input == "topic"
-    assert state.graph.sha256 == LOOP.sha256()
+    assert state.graph.sha256 == LOOP.sha256
     assert engine.claimable(state) == ["draft"]
 
 
@@ -92,7 +100,7 @@ def test_claim_fences_a_visit_and_a_takeover_keeps_it_and_counts_a_retry() -> No
 
 
 def test_a_retry_past_the_retry_budget_ends_the_run() -> None:
-    spec = LOOP.model_copy(update={"budget": LOOP.budget.model_copy(update={"retries": 0})})
+    spec = with_budget(LOOP, retries=0)
     state = engine.start(spec, "r1", None, now=NOW)
     state, _ = engine.claim(spec, state, "draft", nonce="a", now=NOW)
     state, attempt = engine.claim(spec, state, "draft", nonce="b", now=NOW)
@@ -189,7 +197,7 @@ def test_a_waiting_node_parks_the_run_and_resume_reruns_the_same_visit() -> None
 
 
 def test_the_step_budget_refuses_the_visit_past_it() -> None:
-    spec = LOOP.model_copy(update={"budget": LOOP.budget.model_copy(update={"steps": 3})})
+    spec = with_budget(LOOP, steps=3)
     state = engine.start(spec, "r1", None, now=NOW)
     state, _ = step(spec, state, "draft")
     state, _ = step(spec, state, "verify", NodeResult(verdict="fail"))
@@ -203,8 +211,7 @@ def test_the_step_budget_refuses_the_visit_past_it() -> None:
 
 
 def test_an_escalating_budget_parks_and_a_raise_unparks() -> None:
-    budget = LOOP.budget.model_copy(update={"steps": 1, "on_exhausted": "escalate"})
-    spec = LOOP.model_copy(update={"budget": budget})
+    spec = with_budget(LOOP, steps=1, on_exhausted="escalate")
     state = engine.start(spec, "r1", None, now=NOW)
     state, _ = step(spec, state, "draft")
     parked, attempt = engine.claim(spec, state, "verify", nonce="n", now=NOW)
@@ -224,7 +231,7 @@ def test_token_and_dollar_budgets_end_the_run_after_the_commit() -> None:
         ("dollars", NodeResult(value="x", dollars=0.02)),
     ):
         update = {"tokens": 10} if field == "tokens" else {"dollars": 0.01}
-        spec = LOOP.model_copy(update={"budget": LOOP.budget.model_copy(update=update)})
+        spec = with_budget(LOOP, **update)
         state = engine.start(spec, "r1", None, now=NOW)
         state, events = step(spec, state, "draft", result)
         assert state.status == "failed", field
@@ -257,9 +264,9 @@ def test_cancel_stops_everything() -> None:
 
 @pytest.mark.parametrize("policy", ["collect", "drain_then_fail"])
 def test_failed_instances_wait_for_their_siblings(policy: str) -> None:
-    data = BROADCAST.model_dump()
+    data = BROADCAST.spec.model_dump()
     data["nodes"][1]["specs"][0]["on_failure"] = policy
-    spec = GraphSpec.model_validate(data)
+    spec = compile_graph(GraphSpec.model_validate(data))
     state = engine.start(spec, "r1", None, now=NOW)
     state, _ = step(spec, state, "begin")
     state, _ = step(spec, state, "fan", NodeResult(value={}))
@@ -277,9 +284,9 @@ def test_failed_instances_wait_for_their_siblings(policy: str) -> None:
 
 
 def test_visits_in_flight_count_against_the_step_budget() -> None:
-    data = BROADCAST.model_dump()
+    data = BROADCAST.spec.model_dump()
     data["budget"]["steps"] = 4
-    spec = GraphSpec.model_validate(data)
+    spec = compile_graph(GraphSpec.model_validate(data))
     state = engine.start(spec, "r1", None, now=NOW)
     state, _ = step(spec, state, "begin")
     state, _ = step(spec, state, "fan", NodeResult(value={}))

@@ -63,7 +63,6 @@ async def hosting(
     *,
     visibility_timeout_ms: int = 1_000,
     tick_ms: int = 60_000,
-    progress_kept_s: float = 600.0,
     drain_timeout_s: float = 5.0,
     tools: ToolRegistry | None = None,
 ) -> AsyncIterator[tuple[LocalRuntime, RunHost]]:
@@ -77,7 +76,6 @@ async def hosting(
         model=model,
         tools=tools,
         tick_ms=tick_ms,
-        progress_kept_s=progress_kept_s,
         visibility_timeout_ms=visibility_timeout_ms,
         drain_timeout_s=drain_timeout_s,
         beat=False,

@@ -236,9 +236,9 @@ async def test_an_answer_wakes_the_run_at_once(mesh: Mesh) -> None:
             seen = False
             while not seen:
                 for entry in await follower.poll():
-                    p = entry.progress or {}
-                    began_nodes = [v["node"] for v in p.get("started") or ()]
-                    seen = seen or p.get("node") == "finish" or "finish" in began_nodes
+                    p = entry.progress
+                    began_nodes = [v.node for v in p.started] if p is not None else []
+                    seen = seen or (p is not None and p.node == "finish") or "finish" in began_nodes
                 await anyio.sleep(0.002)  # polling the log, within the deadline above
         rec = await settle(runs, parked.run_id, since=parked)
     assert rec.status == "done"

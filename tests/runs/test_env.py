@@ -10,6 +10,7 @@ import pytest
 
 from plait.decisions import DecisionBoard
 from plait.graphs import engine
+from plait.graphs.compiled import compile_graph
 from plait.graphs.spec import GraphSpec
 from plait.graphs.state import Attempt
 from plait.mesh.memory import MemoryMesh
@@ -54,7 +55,7 @@ def environment() -> RunEnvironment:
     [("look", "retry"), ("pay", "escalate"), ("think", "retry"), ("careful", "escalate")],
 )
 def test_a_crashed_visit_gets_its_nodes_policy_or_its_kinds_default(node: str, policy: str) -> None:
-    spec = GraphSpec.model_validate(GRAPH)
+    spec = compile_graph(GraphSpec.model_validate(GRAPH))
     state = engine.start(spec, run_id="r1", input=None, now=time.time())
     rec = RunRecord.model_validate(state.model_dump())
     crashed = Attempt(node=node, visit=1, nonce="n", host="h", wake="w", started_at=0.0)

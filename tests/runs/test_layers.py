@@ -22,15 +22,17 @@ RUNS = REPO / "plait" / "runs"
 LINE = [
     "shared_loads",
     "record",
+    "wake",
+    "progress",
     "log",
     "audit",
     "ports",
     "serving",
     "live",
-    "retention",
     "store",
     "replay",
     "commit",
+    "retention",
     "start",
     "rerun",
     "env",
@@ -78,6 +80,23 @@ def test_only_run_commit_writes_a_run_record() -> None:
         if ".put(record_key(" in path.read_text()
     ]
     assert writers == ["plait/runs/commit.py"]
+
+
+def test_retention_and_takeover_write_through_run_commit() -> None:
+    # A finished run's record is deleted by RunCommit (for retention), and the wakes
+    # of a takeover are sent by it: no run transaction is composed beside it.
+    deleters = [
+        str(path.relative_to(REPO))
+        for path in (REPO / "plait").rglob("*.py")
+        if "delete(record_key(" in path.read_text()
+    ]
+    assert deleters == ["plait/runs/commit.py"]
+    senders = [
+        module
+        for module in LINE
+        if module not in ("commit", "wake") and "tell_in(" in (RUNS / f"{module}.py").read_text()
+    ]
+    assert "live" not in senders and "retention" not in senders
 
 
 @pytest.mark.anyio

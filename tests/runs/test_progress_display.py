@@ -4,12 +4,10 @@ starts and as it commits, fed by the run's own progress events."""
 from __future__ import annotations
 
 import re
-import time
-from typing import Any
 
-import anyio
 import pytest
 
+from plait.actors import ActorRecord, actor_key
 from plait.cli._common import err_console
 from plait.cli.runs import _progress_printer
 from plait.decisions import Human
@@ -17,7 +15,8 @@ from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
 from plait.runs.log import read_log
-from plait.runs.record import events_topic
+from plait.runs.progress import Progress
+from plait.runs.record import owner_id
 
 from .helpers import EXAMPLES, agent_chain, hosting, settle, store
 
@@ -35,7 +34,7 @@ async def test_every_visit_shows_as_it_starts_and_as_it_commits(mesh: Mesh) -> N
         parked = await settle(runs, run_id)
     assert parked.status == "waiting_human"
     events = await progress_events(mesh, run_id)
-    assert events[-1]["status"] == "waiting_human"
+    assert events[-1].status == "waiting_human"
 
     show = _progress_printer(True)
     with err_console.capture() as captured:
@@ -58,41 +57,33 @@ async def test_every_visit_shows_as_it_starts_and_as_it_commits(mesh: Mesh) -> N
     ]
 
 
-async def progress_events(mesh: Mesh, run_id: str) -> list[Any]:
+async def progress_events(mesh: Mesh, run_id: str) -> list[Progress]:
     """The progress a run's log entries hold, in order."""
     return [entry.progress async for entry in read_log(mesh, run_id) if entry.progress]
 
 
-async def published(mesh: Mesh, run_id: str) -> list[Any]:
-    """What is published on the run's events topic (commits publish nothing there)."""
-    sub = mesh.subscribe(events_topic(run_id), f"probe-{time.monotonic_ns()}", "t", start="begin")
-    try:
-        found: list[Any] = []
-        while True:
-            with anyio.move_on_after(0.3):
-                delivery = await sub.__anext__()
-                found.append(delivery.data)
-                await delivery.ack()
-                continue
-            return found
-    finally:
-        await sub.close()
+async def subscribed_topics(mesh: Mesh, run_id: str) -> list[str]:
+    """The topics the run's owner actor subscribes to."""
+    entry = await mesh.get(actor_key(owner_id(run_id)))
+    assert entry is not None
+    return ActorRecord.model_validate(entry.value).topics
 
 
-async def test_a_finished_runs_progress_is_in_its_log_and_nothing_is_published(
+async def test_a_finished_runs_progress_is_in_its_log_and_its_owner_has_no_topic(
     mesh: Mesh,
 ) -> None:
     await store(mesh, agent_chain("pair", ["one", "two"]))
     runs = Runs(mesh)
-    async with hosting(mesh, ScriptedModel([{"text": "ok"}]), progress_kept_s=0.5):
+    async with hosting(mesh, ScriptedModel([{"text": "ok"}])):
         done = await settle(runs, (await runs.start("assistant", "pair", "x")).run_id)
         assert done.status == "done"
-        assert [e.get("node") for e in await progress_events(mesh, done.run_id)] == [
+        assert [e.node for e in await progress_events(mesh, done.run_id)] == [
             None,
             "one",
             "two",
         ]
-        assert await published(mesh, done.run_id) == []
+        # A watcher reads the log: the owner subscribes to nothing that is never written.
+        assert await subscribed_topics(mesh, done.run_id) == []
     assert (await runs.get(done.run_id)).status == "done"
     assert await runs.verify(done.run_id) == 4  # the audit chain: started, 2 commits, done
 
@@ -100,15 +91,15 @@ async def test_a_finished_runs_progress_is_in_its_log_and_nothing_is_published(
 async def test_a_cancelled_runs_progress_says_so(mesh: Mesh) -> None:
     await store(mesh, GRAPH)
     runs = Runs(mesh)
-    async with hosting(mesh, ScriptedModel.from_file(SCRIPT), progress_kept_s=0.5):
+    async with hosting(mesh, ScriptedModel.from_file(SCRIPT)):
         parked = await settle(
             runs, (await runs.start("assistant", "research-and-verify", "Q3")).run_id
         )
         await runs.cancel(parked.run_id, by=Human("ana"))
     shown = await progress_events(mesh, parked.run_id)
-    assert shown[-1]["status"] == "cancelled"
+    assert shown[-1].status == "cancelled"
+    assert shown[-1].ended_detail == "cancelled"
     assert (await runs.get(parked.run_id)).status == "cancelled"
-    assert await published(mesh, parked.run_id) == []
 
 
 async def test_resuming_shows_only_what_happened_after_the_run_parked(mesh: Mesh) -> None:
@@ -119,11 +110,11 @@ async def test_resuming_shows_only_what_happened_after_the_run_parked(mesh: Mesh
             runs, (await runs.start("assistant", "research-and-verify", "Q3")).run_id
         )
         before = await runs.resume(parked.run_id, "yes, ship it", by=Human("ana"))
-        shown: list[dict[str, Any]] = []
+        shown: list[Progress] = []
         done = await runs.wait(parked.run_id, since=before, on_progress=shown.append, timeout=10)
     assert done.status == "done"
-    committed = [e["node"] for e in shown if e.get("node") is not None]
-    began = [v["node"] for e in shown for v in e.get("started") or ()]
+    committed = [e.node for e in shown if e.node is not None]
+    began = [v.node for e in shown for v in e.started]
     assert committed == ["review_human", "review_human", "publish"]  # claimed, committed
     assert began == ["publish"]
-    assert shown[-1]["status"] == "done"  # the settling event is shown before returning
+    assert shown[-1].status == "done"  # the settling event is shown before returning

@@ -383,7 +383,7 @@ async def test_replay_walks_a_finished_run_to_its_record_and_forks_inside_a_map(
         parent = await settle(runs, (await runs.start("assistant", "mapped", "x")).run_id)
         assert parent.status == "done", parent.error
         events = await read_events(mesh, parent.run_id)
-        spec = await RunStore(mesh).spec(parent)
+        spec = await RunStore(mesh).graph(parent)
         state = (await replay(mesh, spec, parent, events)).state
         assert (state.status, state.ready, state.output_node) == ("done", [], parent.output_node)
         assert state.visits == parent.visits

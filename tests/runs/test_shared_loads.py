@@ -13,6 +13,7 @@ import pytest
 from plait.decisions import DecisionBoard
 from plait.errors import GraphError
 from plait.graphs import engine
+from plait.graphs.compiled import compile_graph
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
 from plait.mesh import Entry
@@ -84,7 +85,8 @@ async def test_runs_activating_at_once_read_their_graph_and_profiles_once() -> N
     )
     records = []
     for i in range(50):
-        state = engine.start(stored.spec, run_id=f"r{i}", input=None, now=time.time())
+        graph = compile_graph(stored.spec, sha256=stored.sha256)
+        state = engine.start(graph, run_id=f"r{i}", input=None, now=time.time())
         records.append(RunRecord.model_validate(state.model_dump()))
     mesh.reads.clear()
     needed: list[Any] = await asyncio.gather(*(env.needed_tools(rec) for rec in records))

@@ -26,6 +26,8 @@ from plait.errors import AuditChainBroken
 from plait.graphs.trajectory import TrajectoryStep
 from plait.ids import RunId as StoredRunId
 from plait.runs import RunRecord, Runs
+from plait.runs.log import LogFollower
+from plait.runs.progress import Progress
 from plait.runs.rerun import KEEP_INPUT
 
 router = APIRouter(prefix="/api/runs", tags=["runs"], responses=problem_responses(401, 422))
@@ -188,17 +190,37 @@ async def raise_budget(
     return await run_view(svc.runs, await svc.runs.raise_budget(run_id, extra, by=who))
 
 
+@router.get("/{run_id}/progress", summary="A run's progress, one entry per transition")
+async def run_progress(
+    run_id: RunId,
+    svc: ServicesDep,
+    who: PrincipalDep,
+    after: Annotated[
+        int, Query(ge=0, description="Only what follows this audit seq (a progress's own).")
+    ] = 0,
+) -> list[Progress]:
+    """The progress of the run's transitions after ``after``, oldest first: what
+    ``plait graph run`` shows and the ``progress`` server-sent events carry."""
+    await svc.runs.get(run_id)  # a 404 for a run that is not there
+    entries = await LogFollower(svc.runs.mesh, run_id, after).poll()
+    return [entry.progress for entry in entries if entry.progress is not None]
+
+
 @router.get(
     "/{run_id}/events",
     summary="Follow a run's events until it settles (server-sent events)",
     response_class=StreamingResponse,
     responses={
-        200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        200: {
+            "description": "``progress`` events, each a Progress as JSON, then one "
+            "``settled`` event with the run.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
         **problem_responses(404),
     },
 )
 async def follow_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> StreamingResponse:
-    """``progress`` events as the run's owner publishes them, then one ``settled`` event
+    """``progress`` events as the run's log holds them, then one ``settled`` event
     with the run as ``GET /api/runs/{run_id}`` shows it, when it ends or waits on a person."""
     rec = await svc.runs.get(run_id)  # a 404 before the stream starts
 

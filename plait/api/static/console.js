@@ -242,6 +242,37 @@ async function fork(runId) {
 }
 
 let graphText = { key: "", mermaid: "" };
+// The run page's progress: the Progress entries (the API's Progress schema) read so far.
+let progressOf = { run: "", after: 0, last: null };
+
+async function loadProgress(runId) {
+  if (progressOf.run !== runId) progressOf = { run: runId, after: 0, last: null };
+  const found = await api("/api/runs/" + encodeURIComponent(runId) + "/progress?after=" +
+    progressOf.after);
+  for (const progress of found) {
+    progressOf.after = Math.max(progressOf.after, progress.audit_seq);
+    progressOf.last = progress;
+  }
+  return progressOf.last;
+}
+
+function renderProgress(progress) {
+  const parts = [];
+  if (progress) {
+    if (progress.node) {
+      const visit = progress.visit ? " (visit " + progress.visit + ")" : "";
+      const verdict = progress.verdict ? " → " + progress.verdict : "";
+      parts.push("last: " + progress.node + visit + verdict);
+    }
+    if (progress.error) parts.push("error: " + progress.error);
+    if (progress.retry_in !== undefined && progress.retry_in !== null) {
+      parts.push("again in " + progress.retry_in.toFixed(1) + "s");
+    }
+    const started = (progress.started || []).map((v) => v.node + " (visit " + v.visit + ")");
+    if (started.length) parts.push("started: " + started.join(", "));
+  }
+  $("run-progress").textContent = parts.join(" · ");
+}
 
 async function renderAsking(view) {
   const box = $("asking");
@@ -304,6 +335,7 @@ async function loadRun(runId) {
       " (event " + from.seq + ", " + from.hash.slice(0, 12) + ")");
   }
   origin.hidden = !view.forked_from;
+  renderProgress(await loadProgress(runId));
   renderGraph(graphText.mermaid, view.current);
   renderTimeline(steps);
   renderActions(view, steps);

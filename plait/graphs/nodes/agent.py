@@ -18,6 +18,7 @@ from plait.graphs.nodes.base import (
     TemplateField,
     Visit,
     check_schema,
+    named_agent,
 )
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
@@ -112,6 +113,10 @@ def _tools(node: AgentNode) -> Iterator[tuple[str, str]]:
         yield f".tools[{k}]", tool
 
 
+def _agent_tools(node: AgentNode) -> bool:
+    return node.tools is None  # naming none, it has every tool of its profile
+
+
 def _carries_history(node: AgentNode) -> bool:
     return node.history != "none"
 
@@ -124,6 +129,8 @@ KIND = NodeKind(
     templates=_templates,
     validate=_validate,
     tools=_tools,
+    agent=named_agent,
+    agent_tools=_agent_tools,
     carries_history=_carries_history,
 )
 """The agent kind."""

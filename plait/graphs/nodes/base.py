@@ -232,6 +232,16 @@ def _retry(node: Any, tool_is_read_only: bool) -> IndeterminatePolicy:
     return "retry"
 
 
+def _no_agent(node: Any) -> str | None:
+    return None
+
+
+def named_agent(node: Any) -> str | None:
+    """The ``agent`` a node of a kind that names one holds (its ``agent`` field)."""
+    agent: str | None = node.agent
+    return agent
+
+
 @dataclass(frozen=True)
 class NodeKind(Generic[N]):
     """One node kind: its spec model and how every part of plait treats it.
@@ -252,6 +262,9 @@ class NodeKind(Generic[N]):
         feeds: ``(target, source)`` for each target whose ``{{item}}`` is an element
             of ``source``'s output (a ``map`` fan-out).
         tools: ``(path under the node, tool)`` for every tool it names.
+        agent: the agent it names, if any (the profile its turns run as; a subgraph's
+            graph agent); None for the graph's own.
+        agent_tools: it may call every tool of its agent's profile (it names none).
         spawn: for a dispatcher, the instances a committed visit starts.
         items: for a dispatcher, the elements each of its targets runs over, read from
             the outputs (``TemplateError`` if they cannot be read); what a replay of a
@@ -278,6 +291,8 @@ class NodeKind(Generic[N]):
     routes: Callable[[N], Iterator[Route]] = _nothing
     feeds: Callable[[N], Iterator[tuple[str, str]]] = _nothing
     tools: Callable[[N], Iterator[tuple[str, str]]] = _nothing
+    agent: Callable[[N], str | None] = _no_agent
+    agent_tools: Callable[[N], bool] = _false
     spawn: Callable[[N, NodeResult], list[Spawn]] | None = None
     items: Callable[[N, Mapping[str, Any], str], dict[str, list[Any]]] = _no_items
     next_nodes: Callable[[N, NodeResult, Sequence[str]], Sequence[str]] = _static
@@ -341,6 +356,7 @@ __all__ = [
     "TemplateField",
     "Visit",
     "check_schema",
+    "named_agent",
     "quoted",
     "strings",
 ]

@@ -19,6 +19,7 @@ from plait.graphs.nodes.base import (
     NodeKind,
     TemplateField,
     Visit,
+    named_agent,
     quoted,
 )
 from plait.graphs.ports import ExecEnv, read_only_tools
@@ -190,6 +191,7 @@ KIND = NodeKind(
     validate=_validate,
     reads=_reads,
     reads_input=_reads_input,
+    agent=named_agent,
 )
 """The parallel kind."""
 

@@ -8,7 +8,14 @@ from typing import Literal
 from pydantic import Field
 
 from plait.errors import GraphError
-from plait.graphs.nodes.base import MAX_VERSION, NodeBase, NodeKind, TemplateField, Visit
+from plait.graphs.nodes.base import (
+    MAX_VERSION,
+    NodeBase,
+    NodeKind,
+    TemplateField,
+    Visit,
+    named_agent,
+)
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState, Waiting
@@ -65,6 +72,7 @@ KIND = NodeKind(
     execute=_execute,
     shape=("[[", "]]"),
     templates=_templates,
+    agent=named_agent,
 )
 """The subgraph kind."""
 

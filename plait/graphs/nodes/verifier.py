@@ -17,6 +17,7 @@ from plait.graphs.nodes.base import (
     Route,
     TemplateField,
     Visit,
+    named_agent,
 )
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
@@ -111,6 +112,7 @@ KIND = NodeKind(
     validate=_validate,
     routes=_routes,
     next_nodes=_next_nodes,
+    agent=named_agent,
     carries_history=_carries_history,
 )
 """The verifier kind."""
