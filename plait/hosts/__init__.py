@@ -1,8 +1,8 @@
 """Ray hosts serving runs: the run layer's spec for a host, and the host set of a cluster.
 
-A Ray host (:class:`~plait.actors.ray_runtime.HostActor`) serving runs builds, inside its
+A Ray host (:class:`~plait.actors.ray.HostActor`) serving runs builds, inside its
 Ray process, what ``plait worker`` builds in its own: a run host with the tools and
-default model named here, and a :class:`~plait.actors.ray_runtime.HostRuntime` leasing a
+default model named here, and a :class:`~plait.actors.ray.HostRuntime` leasing a
 share of the mailbox partitions (:func:`plait.runs.serve`). Run owners are virtual
 actors inside hosts: a parked run holds no Ray actor, only its record.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from plait.actors import DEFAULT_LEASE_S, DEFAULT_MAX_ATTEMPTS, MAILBOX_VISIBILITY_TIMEOUT_MS
-from plait.actors.ray_runtime import (
+from plait.actors.ray import (
     DEDICATED_IDLE_S,
     NAMESPACE,
     HostRuntime,
