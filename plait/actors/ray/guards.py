@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from plait.errors import ConfigError
-from plait.mesh import Mesh
+from plait.mesh import Mesh, mesh_class, redact_url
 
 INSTALL_HINT = "the Ray runtime needs Ray: pip install 'plait[ray]'"
 
@@ -24,18 +24,22 @@ def require_ray() -> Any:
 
 
 def refuse_unshared(url: str) -> None:
-    """Refuse a mesh a host in another process or machine cannot share.
+    """Refuse a mesh a host in another process or machine cannot share (one the mesh
+    says is not :attr:`~plait.mesh.Mesh.shares_across_machines`).
 
     Raises:
-        ConfigError: ``url`` is a ``memory://`` or SQLite mesh.
+        ConfigError: ``url`` is a ``memory://`` or SQLite mesh (or an unsupported one).
     """
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme in ("memory", "sqlite") or not scheme:
-        raise ConfigError(
-            f"the Ray runtime cannot serve the mesh {url!r}: its hosts run in other "
-            "processes (or machines) and a memory:// or SQLite mesh lives in one. "
-            "Use a Redis mesh (redis://HOST:6379)."
-        )
+    kind = mesh_class(url)
+    if not kind.shares_across_machines:
+        raise _unshared(redact_url(url), f"is reached from {kind.reach} only")
+
+
+def _unshared(url: str, why: str) -> ConfigError:
+    return ConfigError(
+        f"the Ray runtime cannot serve the mesh {url!r}: its hosts run in other processes "
+        f"(or machines), and this mesh {why}. Use a Redis mesh (redis://HOST:6379)."
+    )
 
 
 def mesh_url_of(mesh: Mesh, url: str | None) -> str:
@@ -45,6 +49,8 @@ def mesh_url_of(mesh: Mesh, url: str | None) -> str:
         ConfigError: the mesh's URL had a credential masked (pass ``url=``), or it is a
             mesh a remote host cannot share.
     """
+    if not mesh.shares_across_machines:
+        raise _unshared(mesh.url, f"lives in {mesh.location}")
     found = url or mesh.url
     if url is None and "***" in found:
         raise ConfigError(
