@@ -39,8 +39,10 @@ from plait.actors.ray import (
 )
 from plait.agents import Agents
 from plait.errors import ConfigError, PlaitError
+from plait.hosts.kinds import SERVING_KINDS
 from plait.mesh import Mesh
 from plait.models import load_model
+from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
 from plait.tools import serving_registry
 
@@ -98,6 +100,8 @@ class RunsSpec:
             max_attempts=self.max_attempts,
             drain_timeout_s=self.drain_timeout_s,
             agents=Agents,
+            programs=DEFAULT_CATALOG,
+            kinds=SERVING_KINDS,
         ) as serving:
             yield serving.runtime
 

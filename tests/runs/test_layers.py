@@ -36,6 +36,7 @@ LINE = [
     "env",
     "asks",
     "host",
+    "services",
     "owner",
     "service",
     "serve",
