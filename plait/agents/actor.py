@@ -1,9 +1,14 @@
 """The agent actor kind: each message is one agent turn, committed with its ack.
 
 A message (a ``{"text": ...}`` told to the actor, or an event of a topic it subscribes
-to) becomes the user message of one turn: the agent node's loop (model, tool calls,
-until it answers) with the profile's instructions, the conversation so far (its last
-``window`` messages) and the capabilities as tools (:mod:`plait.agents.tools`).
+to), parsed once into an :class:`~plait.agents.message.AgentMessage`, becomes the user
+message of one turn: the agent node's loop (model, tool calls, until it answers) with
+the profile's instructions, the conversation so far (its last ``window`` messages) and
+the capabilities as tools (:mod:`plait.agents.tools`), assembled by
+:func:`~plait.agents.turn.prepare_turn`. The actor's state and conversation are read
+once per turn (again only when its commit finds another writer came first); what the
+serving process gives it (tools, model, programs, the agents service) comes from its
+:class:`~plait.runs.RunServices`.
 
 A program actor (started with ``program=REF``) runs that program once per message
 instead (:mod:`plait.agents.program_actor`).
