@@ -3,7 +3,9 @@
 - :func:`open_mesh` — versioned state with CAS, durable topics, transactions.
 - :func:`run_graph` / :func:`resume_graph` — run a graph in this process.
 - :class:`Graph` — a graph written in Python, nodes as async functions.
-- :class:`Runs` — durable runs; :func:`serve` builds a process that serves them.
+- :class:`Runs` — durable runs; :func:`serve` builds a process that serves them, with
+  the :class:`ProgramCatalog` it runs programs from and the :class:`RunServices` it
+  hands its actors.
 - :class:`DecisionBoard` / :class:`DecisionDesk` — decisions people answer.
 """
 
@@ -23,8 +25,8 @@ from plait.graphs import (
 )
 from plait.mesh import Entry, Mesh, open_mesh
 from plait.models import Model, ScriptedModel, load_model
-from plait.programs import gather, program
-from plait.runs import RunHost, RunRecord, Runs, serve
+from plait.programs import ProgramCatalog, gather, program
+from plait.runs import RunHost, RunRecord, Runs, RunServices, serve
 
 __all__ = [
     "Agent",
@@ -40,8 +42,10 @@ __all__ = [
     "Mesh",
     "Model",
     "PlaitError",
+    "ProgramCatalog",
     "RunHost",
     "RunRecord",
+    "RunServices",
     "Runs",
     "ScriptedModel",
     "VersionConflict",

@@ -18,8 +18,8 @@ activates it where its mail is served and lets it go when idle. Three parts:
 - :mod:`plait.actors.backlog` — markers of the messages an actor has not handled yet.
 - :mod:`plait.actors.leased` — :class:`LeasedRuntime`, a local runtime reading only
   the partitions it leases (single activation; ``plait worker`` runs it).
-- :mod:`plait.actors.ray_runtime` — leased runtimes hosted in restartable Ray actors
-  (:class:`~plait.actors.ray_runtime.RayRuntime`), and dedicated Ray actors for actors
+- :mod:`plait.actors.ray` — leased runtimes hosted in restartable Ray actors
+  (:class:`~plait.actors.ray.RayRuntime`), and dedicated Ray actors for actors
   that ask for ``resources``; imported on its own, Ray being an extra.
 
 Every runtime implements the same contract and passes the same conformance suite
@@ -37,11 +37,13 @@ from plait.actors._base import (
     MAILBOX_VISIBILITY_TIMEOUT_MS,
     Accepts,
     ActorContext,
+    ActorKind,
     ActorRuntime,
     DeadLetterHook,
     Fence,
     Handler,
     Mail,
+    ServiceParts,
     new_host_id,
     resolve_dead_letter_hook,
     resolve_kind,
@@ -87,6 +89,7 @@ __all__ = [
     "Accepts",
     "ActorContext",
     "ActorId",
+    "ActorKind",
     "ActorRecord",
     "ActorRuntime",
     "DeadLetterHook",
@@ -96,6 +99,7 @@ __all__ = [
     "LeasedRuntime",
     "LocalRuntime",
     "Mail",
+    "ServiceParts",
     "TopicRouter",
     "actor_key",
     "backlog",

@@ -55,7 +55,7 @@ import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from plait.actors.directory import ActorRecord, create_record, get_record, stop_record, tell_now
 from plait.errors import ActorError
@@ -150,6 +150,15 @@ def delivery_attempt(delivery: Delivery) -> int:
     return delivery.attempt + (before if isinstance(before, int) else 0)
 
 
+class ServiceParts(Protocol):
+    """Services made of typed parts: :meth:`ActorContext.service` asked for the type of
+    a part gets that part."""
+
+    def part(self, kind: type[S]) -> S | None:
+        """The part of these services that is a ``kind``, if any."""
+        ...
+
+
 @dataclass(eq=False)
 class ActorContext:
     """What a handler gets besides the message: who it is and how to reach others."""
@@ -178,12 +187,19 @@ class ActorContext:
         return self.runtime.services
 
     def service(self, kind: type[S]) -> S:
-        """The runtime's services as a ``kind`` (a run owner asks for its run host).
+        """The runtime's services as a ``kind``, or the part of them that is one (a run
+        owner asks for its run host, an agent actor for the run services holding it).
 
         Raises:
             ActorError: the runtime was constructed without services of that type.
         """
-        found = self.runtime.services
+        found: Any = self.runtime.services
+        if not isinstance(found, kind):
+            # A ServiceParts, found by its method: an isinstance of a runtime-checkable
+            # protocol costs tens of microseconds, and a run owner asks once per message.
+            part = getattr(found, "part", None)
+            if part is not None:
+                found = part(kind)
         if not isinstance(found, kind):
             raise ActorError(
                 f"actor {self.id!r} needs a {kind.__name__} in its runtime's services, "
@@ -220,7 +236,22 @@ Accepts = Callable[[str], Awaitable[bool]]
 DEAD_LETTER_HOOK = "on_dead_letter"
 """The attribute naming a kind's dead-letter hook (see :func:`resolve_dead_letter_hook`)."""
 
-_handlers: dict[str, Handler] = {}
+
+@dataclass(frozen=True, slots=True)
+class ActorKind:
+    """A kind's handler and its dead-letter hook, as a serving process's table of kinds
+    holds them (``serve(..., kinds={name: ActorKind(handle, on_dead_letter)})``).
+
+    Attributes:
+        handle: the handler.
+        on_dead_letter: the hook called before one of its messages is dead-lettered.
+    """
+
+    handle: Handler
+    on_dead_letter: DeadLetterHook | None = None
+
+    async def __call__(self, ctx: ActorContext, mail: Mail) -> None:
+        await self.handle(ctx, mail)
 
 
 def _split_kind(kind: str) -> tuple[ModuleType, str]:
@@ -234,17 +265,14 @@ def _split_kind(kind: str) -> tuple[ModuleType, str]:
 
 
 def resolve_kind(kind: str) -> Handler:
-    """The handler a kind names (``"package.module:attr"``), imported once."""
-    found = _handlers.get(kind)
-    if found is not None:
-        return found
+    """The handler a kind names (``"package.module:attr"``), imported: for a kind the
+    serving process was not given (runtimes keep what they resolved, never a global)."""
     module, attr = _split_kind(kind)
     handler = getattr(module, attr, None)
     if handler is None:
         raise ActorError(f"cannot load actor kind {kind!r}: {module.__name__} has no {attr!r}")
     if not callable(handler):
         raise ActorError(f"actor kind {kind!r} is not callable")
-    _handlers[kind] = handler
     return handler  # type: ignore[no-any-return]
 
 
@@ -436,11 +464,13 @@ __all__ = [
     "MAILBOX_VISIBILITY_TIMEOUT_MS",
     "Accepts",
     "ActorContext",
+    "ActorKind",
     "ActorRuntime",
     "DeadLetterHook",
     "Fence",
     "Handler",
     "Mail",
+    "ServiceParts",
     "delivery_attempt",
     "new_host_id",
     "resolve_dead_letter_hook",

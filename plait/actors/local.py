@@ -157,6 +157,7 @@ class LocalRuntime(ActorRuntime):
         self.max_attempts = max_attempts
         self.drain_timeout_s = drain_timeout_s
         self._handlers = dict(handlers or {})
+        self._imported: dict[str, Handler] = {}  # kinds resolved by reference, here only
         self._activations: OrderedDict[str, _Activation] = OrderedDict()
         self._ready: asyncio.Queue[_Activation] = asyncio.Queue()
         """Activations with mail and no worker yet, for the pool of worker tasks."""
@@ -463,7 +464,9 @@ class LocalRuntime(ActorRuntime):
         record = await find_record(self.mesh, actor_id)
         if record is None or record.stopped:
             return None
-        handler = self._handlers.get(record.kind) or resolve_kind(record.kind)
+        handler = self._handlers.get(record.kind) or self._imported.get(record.kind)
+        if handler is None:
+            handler = self._imported[record.kind] = resolve_kind(record.kind)
         activation = _Activation(record, handler, last_used=time.monotonic())
         self._activations[actor_id] = activation
         self._evict_idle()

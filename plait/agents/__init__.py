@@ -3,6 +3,8 @@
 - :mod:`plait.agents.config` — an agent actor's settings and ids (``agent:NAME``).
 - :mod:`plait.agents.store` — its conversation, state, turns and held mail in the mesh.
 - :mod:`plait.agents.tools` — the capabilities as tools, with a turn's buffered effects.
+- :mod:`plait.agents.message` — :class:`AgentMessage`, a mailbox body parsed once.
+- :mod:`plait.agents.turn` — :func:`prepare_turn`, one turn assembled in one place.
 - :mod:`plait.agents.actor` — the actor kind: one agent turn per message, committed
   with its ack; budgets park it; crashes follow ``on_indeterminate``.
 - :mod:`plait.agents.program_actor` — program actors: each message runs one program
@@ -16,6 +18,7 @@ Fleets are agent actors coordinating through topics
 from __future__ import annotations
 
 from plait.agents.config import AGENT_KIND, AgentActorConfig, AgentBudget, agent_actor_id
+from plait.agents.message import AgentMessage
 from plait.agents.service import AgentDetails, AgentInfo, Agents
 from plait.agents.tools import CAPABILITY_TOOLS
 
@@ -26,6 +29,7 @@ __all__ = [
     "AgentBudget",
     "AgentDetails",
     "AgentInfo",
+    "AgentMessage",
     "Agents",
     "agent_actor_id",
 ]

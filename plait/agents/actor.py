@@ -1,9 +1,14 @@
 """The agent actor kind: each message is one agent turn, committed with its ack.
 
 A message (a ``{"text": ...}`` told to the actor, or an event of a topic it subscribes
-to) becomes the user message of one turn: the agent node's loop (model, tool calls,
-until it answers) with the profile's instructions, the conversation so far (its last
-``window`` messages) and the capabilities as tools (:mod:`plait.agents.tools`).
+to), parsed once into an :class:`~plait.agents.message.AgentMessage`, becomes the user
+message of one turn: the agent node's loop (model, tool calls, until it answers) with
+the profile's instructions, the conversation so far (its last ``window`` messages) and
+the capabilities as tools (:mod:`plait.agents.tools`), assembled by
+:func:`~plait.agents.turn.prepare_turn`. The actor's state and conversation are read
+once per turn (again only when its commit finds another writer came first); what the
+serving process gives it (tools, model, programs, the agents service) comes from its
+:class:`~plait.runs.RunServices`.
 
 A program actor (started with ``program=REF``) runs that program once per message
 instead (:mod:`plait.agents.program_actor`).
@@ -34,13 +39,14 @@ much again and tells the held messages again; ``keep parked`` leaves it parked.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from plait.actors import (
     ActorContext,
+    ActorKind,
     Mail,
     clear_backlog_in,
     mail_data,
@@ -48,18 +54,18 @@ from plait.actors import (
     tell_tracked_in,
 )
 from plait.actors.directory import MAIL_KIND
-from plait.actors.topics import matches, topic_event
 from plait.agents.config import AgentActorConfig, agent_name
+from plait.agents.message import RESUME, AgentMessage
 from plait.agents.program_actor import handle_program
-from plait.agents.service import Agents
 from plait.agents.store import (
+    AgentState,
+    Conversation,
     InFlight,
     TurnSummary,
     conversation_key,
     held_key,
     held_messages,
     inflight_key,
-    message_identity,
     read_conversation,
     read_state,
     settle_turn,
@@ -67,18 +73,18 @@ from plait.agents.store import (
     state_key,
     turn_key,
 )
-from plait.agents.tools import UNTRUSTED, TurnEffects, TurnTools, with_capabilities
+from plait.agents.tools import TurnEffects
+from plait.agents.turn import PreparedTurn, prepare_turn
 from plait.decisions import Agent, DecisionBoard, DecisionId
 from plait.decisions.model import Notify
 from plait.errors import ActorError, BudgetExhausted, VersionConflict
-from plait.graphs.agent_loop import Turn, TurnResult, run_turn
+from plait.graphs.agent_loop import TurnResult, run_turn
 from plait.graphs.budget import VisitBudget
-from plait.graphs.ports import ExecEnv
 from plait.ids import derived_id
-from plait.models import CallContext, Message, Usage, load_model
+from plait.models import CallContext, Usage, load_model
 from plait.profiles import AgentProfile, get_profile
 from plait.programs import SharedBudget, grant_all, run_program
-from plait.runs import RunHost
+from plait.runs import RunServices
 
 log = logging.getLogger("plait.agents")
 
@@ -86,31 +92,11 @@ TURN_REPEATS = 5
 """How often a turn runs again after a conflict on a key it wrote, before it fails
 (the message is then delivered again, as after any error)."""
 
-RESUME = "resume"
-"""The control message a parked actor's decision sends it once closed."""
 
-
-def prompt_of(body: Any) -> str:
-    """The user message a mailbox body becomes."""
-    event = topic_event(body)
-    if event is not None:
-        return json.dumps(
-            {"topic": event.topic, "kind": event.kind, "data": event.data, "event": event.id},
-            ensure_ascii=False,
-            default=str,
-        )
-    if isinstance(body, dict) and isinstance(body.get("text"), str):
-        return str(body["text"])
-    return body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
-
-
-def is_outside_content(body: Any, cfg: AgentActorConfig) -> bool:
-    """Whether a mailbox body is outside content: a message told as untrusted, or an
-    event of one of the actor's ``untrusted_topics``."""
-    event = topic_event(body)
-    if event is not None:
-        return any(matches(pattern, event.topic) for pattern in cfg.untrusted_topics)
-    return isinstance(body, dict) and body.get(UNTRUSTED) is True
+def is_outside_content(message: AgentMessage, cfg: AgentActorConfig) -> bool:
+    """Whether a message is outside content: told as untrusted, or an event of one of
+    the actor's ``untrusted_topics``."""
+    return message.is_outside_content(cfg)
 
 
 class DecisionApprovals:
@@ -139,6 +125,23 @@ class DecisionApprovals:
         return decision.answer is not None and decision.answer.option == "approve"
 
 
+@dataclass
+class _Read:
+    """The actor's state and conversation as read for a turn, with their versions: read
+    once per turn, and again only when a commit finds another writer came first."""
+
+    state: AgentState
+    state_version: int
+    conversation: Conversation
+    conversation_version: int
+
+
+async def _read(ctx: ActorContext, name: str) -> _Read:
+    state, state_version = await read_state(ctx.mesh, name)
+    conversation, conversation_version = await read_conversation(ctx.mesh, name)
+    return _Read(state, state_version, conversation, conversation_version)
+
+
 def _left(limit: float | None, raised: float, spent: float) -> float | None:
     return None if limit is None else limit + raised - spent
 
@@ -149,45 +152,50 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
     if name is None:
         raise ActorError(f"actor {ctx.id!r} is not an agent actor (ids are agent:NAME)")
     cfg = AgentActorConfig.model_validate(ctx.record.config)
-    body = mail.body
-    state, _ = await read_state(ctx.mesh, name)
-    if message_identity(mail) in state.settled:
+    message = AgentMessage.parse(mail.body)
+    read = await _read(ctx, name)
+    if message.identity(mail.id) in read.state.settled:
         await _drop_settled(ctx, mail, name)
         return
+    services = ctx.service(RunServices)
     if cfg.program is not None:  # a program actor: the program, not a model, handles it
-        trusted = not is_outside_content(body, cfg)
-        await handle_program(ctx, mail, name, cfg, prompt_of(body), trusted=trusted)
+        trusted = not is_outside_content(message, cfg)
+        await handle_program(ctx, mail, name, cfg, message, services, trusted=trusted)
         return
-    if isinstance(body, dict) and body.get("control") == RESUME:
-        await _resume(ctx, mail, name, str(body.get("decision")))
+    if message.control == RESUME:
+        await _resume(ctx, mail, name, services, str(message.decision))
         return
-    if state.parked:
+    if read.state.parked:
         await _hold(ctx, mail, name)
         return
     found = await ctx.mesh.get(inflight_key(name, mail.id))
     if found is not None:
         crashed = InFlight.model_validate(found.value)
         if crashed.effects and cfg.on_indeterminate != "retry":
-            await _indeterminate(ctx, mail, name, cfg, crashed)
+            await _indeterminate(ctx, mail, name, cfg, services, message, crashed)
             return
         log.warning("agent %s: message %s was interrupted; its turn runs again", name, mail.id)
     await ctx.mesh.put(
         inflight_key(name, mail.id), InFlight(host=ctx.host, attempt=mail.attempt).model_dump()
     )
-    host = ctx.service(RunHost)
     profile = await get_profile(ctx.mesh, cfg.profile or name)
     for _ in range(TURN_REPEATS):
         effects = TurnEffects()
         try:
-            result, messages, prompt = await _turn(ctx, mail, name, cfg, host, profile, effects)
+            result, prepared = await _turn(
+                ctx, mail, name, cfg, services, profile, message, read, effects
+            )
         except _OverBudget as exc:
-            await _park_for_budget(ctx, mail, name, cfg, str(exc), exc.spent)
+            await _park_for_budget(ctx, mail, name, cfg, services, message, str(exc), exc.spent)
             return
         try:
-            await _commit(ctx, mail, name, cfg, effects, result, messages, prompt)
+            await _commit(ctx, mail, name, cfg, effects, result, prepared, message, read)
         except VersionConflict as exc:
             if exc.key in effects.puts:
-                continue  # another writer came first: the turn sees its value this time
+                # another writer came first: the turn sees its value this time, and
+                # whatever the actor committed meanwhile
+                read = await _read(ctx, name)
+                continue
             raise
         return
     raise ActorError(f"agent {name}: message {mail.id} kept conflicting on the keys it writes")
@@ -219,13 +227,14 @@ async def _turn(
     mail: Mail,
     name: str,
     cfg: AgentActorConfig,
-    host: RunHost,
+    services: RunServices,
     profile: AgentProfile,
+    message: AgentMessage,
+    read: _Read,
     effects: TurnEffects,
-) -> tuple[TurnResult, list[Message], str]:
+) -> tuple[TurnResult, PreparedTurn]:
     mesh = ctx.mesh
-    state, _ = await read_state(mesh, name)
-    state = state.for_today()
+    state = read.state.for_today()
     budget = VisitBudget(
         tokens=_left(cfg.budget.tokens_per_day, state.raised_tokens, state.tokens),
         dollars=_left(cfg.budget.dollars_per_day, state.raised_dollars, state.dollars),
@@ -238,52 +247,42 @@ async def _turn(
         await mesh.put(inflight_key(name, mail.id), marker.model_dump())
 
     async def program(ref: str, input: Any, trusted: bool) -> Any:
-        agents = Agents(mesh, model=host.env.model, tools=host.tools)
         grants = grant_all(
             mesh,
-            tools=host.tools,
+            tools=services.tools,
             profile=profile,
             by=ctx.id,
-            agents=agents,
+            agents=services.agents,
             trusted=trusted,
+            programs=services.programs,
             budget=SharedBudget(within=budget, node=ctx.id),  # the day's, as the turn's
         )
         return await run_program(ref, input, grants)
 
-    tools = TurnTools(mesh, ctx.id, mail.id, effects, run_program=program, on_outside=outside)
-    registry = with_capabilities(host.tools)
-    board = DecisionBoard(mesh)
-    env = ExecEnv(
-        agent=profile.name,
-        model=load_model(cfg.model) if cfg.model else host.env.model,
-        profiles={profile.name: profile},
-        tools=registry,
-        approvals=DecisionApprovals(board, ctx.id, mail.id, cfg.approval_wait_s),
-        cwd=host.env.cwd,
-        protected=mesh.local_files,
-        mesh=mesh,
-    )
-    conversation, _ = await read_conversation(mesh, name)
-    effects.tainted = conversation.tainted or is_outside_content(mail.body, cfg)
-    prompt = prompt_of(mail.body)
-    messages = (
-        [Message(role="system", content=profile.system_prompt)] if profile.system_prompt else []
-    )
-    messages += [*conversation.messages, Message(role="user", content=prompt)]
-    turn = Turn(
-        env=env,
+    effects.tainted = read.conversation.tainted or is_outside_content(message, cfg)
+    prompt = message.prompt
+    prepared = prepare_turn(
+        mesh,
+        actor_id=ctx.id,
+        message_id=mail.id,
         profile=profile,
-        model=env.model_for(profile),
+        prompt=prompt,
+        effects=effects,
+        tools=services.tools,
+        model=load_model(cfg.model) if cfg.model else services.model,
         context=CallContext(node=profile.name, visit=state.turns + 1, instance=name, prompt=prompt),
-        tools=list(profile.tools),
-        trusted=not effects.tainted,
+        conversation=read.conversation.messages,
         max_rounds=cfg.max_rounds,
         budget=budget,
-        on_untrusted=lambda: setattr(effects, "tainted", True),
+        approvals=DecisionApprovals(services.host.board, ctx.id, mail.id, cfg.approval_wait_s),
+        cwd=services.cwd,
+        programs=services.programs,
+        run_program=program,
+        on_outside=outside,
     )
-    with tools.bound():
+    with prepared.tools.bound():
         try:
-            result = await run_turn(turn, messages)
+            result = await run_turn(prepared.turn, prepared.messages)
         except BudgetExhausted as exc:
             raise _OverBudget(exc, budget) from exc
     # What the programs it ran spent (their agents.run turns) is the turn's spend too.
@@ -291,11 +290,11 @@ async def _turn(
     result.dollars = budget.spent_dollars
     effects.called = [  # this turn's calls, not those of the conversation it carried
         call.name
-        for m in result.messages[len(messages) :]
+        for m in result.messages[len(prepared.messages) :]
         if m.role == "assistant"
         for call in m.tool_calls
     ]
-    return result, messages, prompt
+    return result, prepared
 
 
 async def _commit(
@@ -305,25 +304,23 @@ async def _commit(
     cfg: AgentActorConfig,
     effects: TurnEffects,
     result: TurnResult,
-    messages: list[Message],
-    prompt: str,
+    prepared: PreparedTurn,
+    message: AgentMessage,
+    read: _Read,
 ) -> None:
     """Commit the turn: its effects, conversation, state, summary, backlog and ack."""
     mesh = ctx.mesh
-    first_new = len(messages) - 1  # the user message, then what the turn added
-    added = result.messages[first_new:]
+    added = result.messages[prepared.first_new :]  # the user message, then the turn's own
     tokens = result.usage.input_tokens + result.usage.output_tokens
     while True:
-        state, state_version = await read_state(mesh, name)
-        conversation, conv_version = await read_conversation(mesh, name)
-        state = state.for_today()
+        state = read.state.for_today()
         state.tokens += tokens
         state.dollars += result.dollars
         state.turns += 1
         summary = TurnSummary(
             seq=state.turns,
             message=mail.id,
-            prompt=prompt,
+            prompt=message.prompt,
             text=result.text,
             tools=effects.called,
             tokens=tokens,
@@ -335,8 +332,8 @@ async def _commit(
         effects.apply(tx)
         tx.put(
             conversation_key(name),
-            conversation.extended(added, cfg.window, tainted=effects.tainted).model_dump(),
-            conv_version,
+            read.conversation.extended(added, cfg.window, tainted=effects.tainted).model_dump(),
+            read.conversation_version,
         )
         settle_turn_in(
             tx,
@@ -344,8 +341,9 @@ async def _commit(
             mail,
             name,
             state,
-            state_version,
+            read.state_version,
             summary,
+            settled=message.identity(mail.id),
             kept=cfg.turns_kept,
             drop_inflight=True,
         )
@@ -354,7 +352,12 @@ async def _commit(
         except VersionConflict as exc:
             mail.acked = False
             if exc.key in (conversation_key(name), state_key(name), turn_key(name, summary.seq)):
-                continue  # a concurrent turn of this actor committed first: append after it
+                # a concurrent turn of this actor committed first: append after it
+                fresh = await _read(ctx, name)
+                read.state, read.state_version = fresh.state, fresh.state_version
+                read.conversation = fresh.conversation
+                read.conversation_version = fresh.conversation_version
+                continue
             raise
         return
 
@@ -370,6 +373,7 @@ async def _park(
     ctx: ActorContext,
     mail: Mail,
     name: str,
+    services: RunServices,
     reason: str,
     title: str,
     options: list[str],
@@ -379,14 +383,14 @@ async def _park(
     """Park the actor, hold ``mail`` and raise the decision that unparks it; ``spent``
     (tokens, dollars) is what the stopped turn spent, counted in the day's figures."""
     mesh = ctx.mesh
-    state, version = await read_state(mesh, name)
+    state, version = await read_state(mesh, name)  # fresh: the turn may have run long
     did = DecisionId(derived_id("dec_", ctx.id, "park", reason, str(state.turns), mail.id))
     notify = Notify(
         topic=mailbox_of(mesh, ctx.id),
         kind=MAIL_KIND,
         data=mail_data(ctx.id, {"control": RESUME, "decision": did}),
     )
-    await DecisionBoard(mesh).raise_(
+    await services.host.board.raise_(
         title, "choice", options, id=did, data=data, notify=notify, by=Agent(ctx.id)
     )
     state = state.for_today()
@@ -406,6 +410,8 @@ async def _park_for_budget(
     mail: Mail,
     name: str,
     cfg: AgentActorConfig,
+    services: RunServices,
+    message: AgentMessage,
     reason: str,
     spent: tuple[int, float],
 ) -> None:
@@ -413,6 +419,7 @@ async def _park_for_budget(
         ctx,
         mail,
         name,
+        services,
         "budget",
         f"Agent {name} has spent its daily budget ({reason}). Raise it for today?",
         ["raise", "keep parked"],
@@ -422,15 +429,22 @@ async def _park_for_budget(
 
 
 async def _indeterminate(
-    ctx: ActorContext, mail: Mail, name: str, cfg: AgentActorConfig, crashed: InFlight
+    ctx: ActorContext,
+    mail: Mail,
+    name: str,
+    cfg: AgentActorConfig,
+    services: RunServices,
+    message: AgentMessage,
+    crashed: InFlight,
 ) -> None:
     if cfg.on_indeterminate == "skip":
-        await _skip(ctx, mail, name, f"interrupted after {', '.join(crashed.effects)}")
+        await _skip(ctx, mail, name, message, f"interrupted after {', '.join(crashed.effects)}")
         return
     await _park(
         ctx,
         mail,
         name,
+        services,
         "indeterminate",
         f"Agent {name}'s turn on message {mail.id} was interrupted after calling "
         f"{', '.join(crashed.effects)}. Run it again, or skip it?",
@@ -444,23 +458,39 @@ async def on_dead_letter(ctx: ActorContext, mail: Mail, reason: str) -> None:
     clear its backlog marker and in-flight mark, with the ack."""
     name = agent_name(ctx.id)
     if name is not None:
-        await _skip(ctx, mail, name, reason, outcome="failed")
+        message = AgentMessage.parse(mail.body)
+        await _skip(ctx, mail, name, message, reason, outcome="failed")
 
 
 async def _skip(
-    ctx: ActorContext, mail: Mail, name: str, why: str, *, outcome: str = "skipped"
+    ctx: ActorContext,
+    mail: Mail,
+    name: str,
+    message: AgentMessage,
+    why: str,
+    *,
+    outcome: str = "skipped",
 ) -> None:
     await settle_turn(
-        ctx, mail, name, prompt=prompt_of(mail.body), text=why, outcome=outcome, drop_inflight=True
+        ctx,
+        mail,
+        name,
+        settled=message.identity(mail.id),
+        prompt=message.prompt,
+        text=why,
+        outcome=outcome,
+        drop_inflight=True,
     )
 
 
-async def _resume(ctx: ActorContext, mail: Mail, name: str, decision_id: str) -> None:
+async def _resume(
+    ctx: ActorContext, mail: Mail, name: str, services: RunServices, decision_id: str
+) -> None:
     """A parked actor's decision closed: unpark as it says, and tell the held mail again."""
     mesh = ctx.mesh
     cfg = AgentActorConfig.model_validate(ctx.record.config)
     state, version = await read_state(mesh, name)
-    decision = await DecisionBoard(mesh).get(DecisionId(decision_id))
+    decision = await services.host.board.get(DecisionId(decision_id))
     option = decision.answer.option if decision.answer is not None else None
     if state.decision != decision_id or decision.is_open or option in (None, "keep parked"):
         await mail.ack()  # not the decision it waits on, or the answer keeps it parked
@@ -485,11 +515,15 @@ async def _resume(ctx: ActorContext, mail: Mail, name: str, decision_id: str) ->
         mail.ack_in(tx)
 
 
+KIND = ActorKind(handle, on_dead_letter)
+"""The agent actor kind, for a serving process's table of kinds (``AGENT_KIND``)."""
+
+
 __all__ = [
+    "KIND",
     "RESUME",
     "DecisionApprovals",
     "handle",
     "is_outside_content",
     "on_dead_letter",
-    "prompt_of",
 ]

@@ -27,12 +27,12 @@ import json
 
 from plait.actors import ActorContext, Mail
 from plait.agents.config import AgentActorConfig
-from plait.agents.service import Agents
+from plait.agents.message import AgentMessage
 from plait.agents.store import settle_turn
 from plait.errors import VersionConflict
 from plait.profiles import DEFAULT_ASSISTANT, get_profile
 from plait.programs import grant_all, run_program
-from plait.runs import RunHost
+from plait.runs import RunServices
 
 
 async def handle_program(
@@ -40,7 +40,8 @@ async def handle_program(
     mail: Mail,
     name: str,
     cfg: AgentActorConfig,
-    prompt: str,
+    message: AgentMessage,
+    services: RunServices,
     *,
     trusted: bool = True,
 ) -> None:
@@ -48,16 +49,17 @@ async def handle_program(
     content) and settle the message."""
     assert cfg.program is not None
     mesh = ctx.mesh
-    host = ctx.service(RunHost)
+    prompt = message.prompt
     profile = await get_profile(mesh, cfg.profile or DEFAULT_ASSISTANT.name)
     grants = grant_all(
         mesh,
-        tools=host.tools,
+        tools=services.tools,
         profile=profile,
         by=ctx.id,
         me={"id": ctx.id, "run": None, "node": None},
-        agents=Agents(mesh, model=host.env.model, tools=host.tools),
+        agents=services.agents,
         trusted=trusted,
+        programs=services.programs,
     )
     outcome = "answered"
     try:
@@ -71,6 +73,7 @@ async def handle_program(
         ctx,
         mail,
         name,
+        settled=message.identity(mail.id),
         prompt=prompt,
         text=text,
         outcome=outcome,

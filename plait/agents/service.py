@@ -37,16 +37,16 @@ from plait.agents.store import (
     read_conversation,
     read_state,
 )
-from plait.agents.tools import UNTRUSTED, TurnEffects, TurnTools, with_capabilities
+from plait.agents.tools import UNTRUSTED, TurnEffects
+from plait.agents.turn import prepare_turn
 from plait.decisions import Principal, require_human
 from plait.errors import ActorError, ActorNotFound, ConfigError, VersionConflict
-from plait.graphs.agent_loop import Turn, run_turn
-from plait.graphs.ports import ExecEnv
+from plait.graphs.agent_loop import run_turn
 from plait.ids import new_id
 from plait.mesh import Entry, Mesh
-from plait.models import CallContext, Message, Model
+from plait.models import CallContext, Model
 from plait.profiles import DEFAULT_ASSISTANT, get_profile
-from plait.programs import CallBudget, find_callable, resolve_saved
+from plait.programs import DEFAULT_CATALOG, CallBudget, ProgramCatalog, resolve_saved
 from plait.tools import ToolRegistry, default_registry
 
 SHOW_READS = 10
@@ -98,14 +98,22 @@ class Agents:
         mesh: the mesh.
         model: the model of one-off turns (:meth:`run`) for agents that name none.
         tools: the tools of one-off turns (default: the built-in ones).
+        programs: the catalog a program actor's ref is checked against, and the
+            programs of one-off turns look refs up in (default: the default catalog).
     """
 
     def __init__(
-        self, mesh: Mesh, *, model: Model | None = None, tools: ToolRegistry | None = None
+        self,
+        mesh: Mesh,
+        *,
+        model: Model | None = None,
+        tools: ToolRegistry | None = None,
+        programs: ProgramCatalog | None = None,
     ) -> None:
         self.mesh = mesh
         self.model = model
         self.tools = tools if tools is not None else default_registry()
+        self.programs = programs if programs is not None else DEFAULT_CATALOG
 
     async def start(
         self,
@@ -136,7 +144,7 @@ class Agents:
         """
         cfg = AgentActorConfig(profile=profile, max_concurrency=max_concurrency, **config)
         if cfg.program is not None:
-            if find_callable(cfg.program) is None:
+            if self.programs.find(cfg.program) is None:
                 await resolve_saved(cfg.program, self.mesh, require_promoted=True)
             await get_profile(self.mesh, profile or DEFAULT_ASSISTANT.name)
         else:
@@ -319,30 +327,24 @@ class Agents:
         profile = await get_profile(self.mesh, agent)
         effects = TurnEffects()
         effects.tainted = untrusted
-        tools = TurnTools(self.mesh, f"{AGENT_PREFIX}{agent}", new_id("task-"), effects)
-        registry = with_capabilities(self.tools)
-        env = ExecEnv(
-            agent=agent, model=self.model, profiles={agent: profile}, tools=registry, mesh=self.mesh
-        )
-        messages = (
-            [Message(role="system", content=profile.system_prompt)] if profile.system_prompt else []
-        )
-        messages.append(Message(role="user", content=task))
-        turn = Turn(
-            env=env,
+        prepared = prepare_turn(
+            self.mesh,
+            actor_id=f"{AGENT_PREFIX}{agent}",
+            message_id=new_id("task-"),
             profile=profile,
-            model=env.model_for(profile),
+            prompt=task,
+            effects=effects,
+            tools=self.tools,
+            model=self.model,
             context=CallContext(node=agent, prompt=task),
-            tools=list(profile.tools),
-            trusted=not untrusted,
             max_rounds=max_rounds,
-            on_untrusted=lambda: setattr(effects, "tainted", True),
+            programs=self.programs,
         )
         if budget is not None:
-            turn.budget = budget
+            prepared.turn.budget = budget
         started = time.monotonic()
-        with tools.bound():
-            result = await run_turn(turn, messages)
+        with prepared.tools.bound():
+            result = await run_turn(prepared.turn, prepared.messages)
         if not effects.empty:
             async with self.mesh.transact() as tx:
                 effects.apply(tx)

@@ -23,7 +23,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from plait.actors import ActorContext, Mail, clear_backlog_in
-from plait.actors.topics import topic_event
 from plait.errors import VersionConflict
 from plait.mesh import Entry, Mesh, Transaction
 from plait.models import Message
@@ -112,13 +111,6 @@ SETTLED_KEPT = 64
 """How many settled messages an agent actor's state remembers (see AgentState.settled)."""
 
 
-def message_identity(mail: Mail) -> str:
-    """What makes two deliveries one message: its mailbox id, or for a topic event the
-    event's id (a router that forwards an event again gives it a new mailbox id)."""
-    event = topic_event(mail.body)
-    return f"event:{event.id}" if event is not None else mail.id
-
-
 class AgentState(BaseModel):
     """An agent actor's day and standing.
 
@@ -131,9 +123,10 @@ class AgentState(BaseModel):
         parked: why it is parked (``budget``, ``indeterminate``), or None.
         decision: the decision that unparks it.
         turns: turns committed so far (the last one's summary number).
-        settled: the last :data:`SETTLED_KEPT` messages settled, by
-            :func:`message_identity`: delivery is at least once, and a copy of one
-            of them delivered again is dropped instead of taking a turn of its own.
+        settled: the last :data:`SETTLED_KEPT` messages settled, by their identity
+            (:meth:`plait.agents.message.AgentMessage.identity`): delivery is at least
+            once, and a copy of one of them delivered again is dropped instead of
+            taking a turn of its own.
     """
 
     day: str = ""
@@ -232,13 +225,15 @@ def settle_turn_in(
     version: int,
     summary: TurnSummary,
     *,
+    settled: str,
     kept: int | None,
     drop_inflight: bool,
 ) -> None:
-    """Add to ``tx`` the end of a turn: ``state`` (at ``version``), ``summary`` (new),
-    the deletion of the oldest summary beyond ``kept`` (None: keep every one) and, with
-    ``drop_inflight``, of the in-flight marker, the backlog marker's removal and the ack."""
-    state.settled = [*state.settled, message_identity(mail)][-SETTLED_KEPT:]
+    """Add to ``tx`` the end of a turn: ``state`` (at ``version``, remembering the
+    message as ``settled``), ``summary`` (new), the deletion of the oldest summary beyond
+    ``kept`` (None: keep every one) and, with ``drop_inflight``, of the in-flight marker,
+    the backlog marker's removal and the ack."""
+    state.settled = [*state.settled, settled][-SETTLED_KEPT:]
     tx.put(state_key(name), state.model_dump(), version)
     tx.put(turn_key(name, summary.seq), summary.model_dump(), if_version=0)
     if kept is not None and summary.seq > kept:
@@ -254,6 +249,7 @@ async def settle_turn(
     mail: Mail,
     name: str,
     *,
+    settled: str,
     prompt: str,
     text: str,
     outcome: str,
@@ -268,6 +264,7 @@ async def settle_turn(
         ctx: the actor's context.
         mail: the message settled.
         name: the agent actor's name.
+        settled: the message's identity, remembered as settled.
         prompt: the summary's prompt (what the message said).
         text: the summary's text.
         outcome: the summary's outcome (see :class:`TurnSummary`).
@@ -295,7 +292,16 @@ async def settle_turn(
         )
         tx = mesh.transact()
         settle_turn_in(
-            tx, ctx, mail, name, state, version, summary, kept=kept, drop_inflight=drop_inflight
+            tx,
+            ctx,
+            mail,
+            name,
+            state,
+            version,
+            summary,
+            settled=settled,
+            kept=kept,
+            drop_inflight=drop_inflight,
         )
         try:
             await tx.commit()

@@ -12,7 +12,7 @@ import typer
 from plait.actors import ranges
 from plait.actors.leases import read_leases, read_members
 from plait.actors.partitions import load_partitions
-from plait.actors.ray_runtime import NAMESPACE, ray_host_of, refuse_unshared, require_ray
+from plait.actors.ray import NAMESPACE, ray_host_of, refuse_unshared, require_ray
 from plait.cli._common import err_console, fail, run
 from plait.cli._output import say
 from plait.errors import ConfigError

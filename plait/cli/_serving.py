@@ -20,7 +20,9 @@ from plait.actors import LeasedRuntime, LocalRuntime, tune_gc_for_serving
 from plait.agents import Agents
 from plait.cli._output import say
 from plait.cli._ray import ensure_hosts
+from plait.hosts.kinds import SERVING_KINDS
 from plait.mesh import Mesh
+from plait.programs import DEFAULT_CATALOG
 from plait.runs import RunRecord, serve
 from plait.runs.env import graph_needs
 from plait.runs.record import owner_id
@@ -61,7 +63,14 @@ async def serving_run(
     say(f"{NO_WORKER} (this command serves run {rec.run_id} only, until it settles)", stderr=True)
     # Leases only its run's partition, and releases it to a worker that starts.
     leased = functools.partial(LeasedRuntime, family=owner_id(rec.run_id))
-    async with serve(mesh, runtime=leased, only_run=rec.run_id, agents=Agents) as serving:
+    async with serve(
+        mesh,
+        runtime=leased,
+        only_run=rec.run_id,
+        agents=Agents,
+        programs=DEFAULT_CATALOG,
+        kinds=SERVING_KINDS,
+    ) as serving:
         yield serving.runtime
 
 

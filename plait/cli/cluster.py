@@ -10,7 +10,7 @@ import typer
 from plait.actors import MAILBOX_GROUP, ranges
 from plait.actors.leases import read_leases, read_members
 from plait.actors.partitions import load_partitions, mailbox_topic
-from plait.actors.ray_runtime import ray_host_of
+from plait.actors.ray import ray_host_of
 from plait.cli._common import MeshOption, err_console, existing_mesh, print_json, run
 from plait.cli._output import say
 from plait.cli._ray import AddressOption, NamespaceOption, scale_hosts

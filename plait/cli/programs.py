@@ -18,6 +18,7 @@ from plait.cli.runs import human
 from plait.mesh import Mesh, open_mesh
 from plait.profiles import get_profile
 from plait.programs import (
+    DEFAULT_CATALOG,
     get_program,
     grant_all,
     list_programs,
@@ -213,7 +214,14 @@ async def _grants(mesh: Mesh, agent: str, approve_tools: bool) -> Any:
         return approve_tools
 
     by = f"program by {human().name}"
-    return grant_all(mesh, profile=profile, approve=approve, by=by, agents=Agents(mesh))
+    return grant_all(
+        mesh,
+        profile=profile,
+        approve=approve,
+        by=by,
+        agents=Agents(mesh, programs=DEFAULT_CATALOG),
+        programs=DEFAULT_CATALOG,
+    )
 
 
 def _print_result(result: Any, as_json: bool) -> None:

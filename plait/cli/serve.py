@@ -16,8 +16,10 @@ from plait.agents import Agents
 from plait.cli._common import MeshOption, err_console, fail, run
 from plait.cli._serving import env_tools
 from plait.errors import ConfigError
+from plait.hosts.kinds import SERVING_KINDS
 from plait.mesh import Mesh, open_mesh, redact_url
 from plait.models import load_model
+from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
 from plait.tools import ToolRegistry, serving_registry
 
@@ -32,7 +34,13 @@ async def _hosting(
     tune_gc_for_serving()
     default = load_model(model) if model else None
     async with serve(
-        mesh, runtime=LeasedRuntime, model=default, tools=registry, agents=Agents
+        mesh,
+        runtime=LeasedRuntime,
+        model=default,
+        tools=registry,
+        agents=Agents,
+        programs=DEFAULT_CATALOG,
+        kinds=SERVING_KINDS,
     ) as s:
         yield s.runtime
 

@@ -16,8 +16,10 @@ from plait.cli._common import MeshOption, err_console, fail, run
 from plait.cli._ray import AddressOption, NamespaceOption, ray_worker
 from plait.errors import ConfigError
 from plait.hosts import RunsSpec
+from plait.hosts.kinds import SERVING_KINDS
 from plait.mesh import open_mesh
 from plait.models import load_model
+from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
 from plait.tools import serving_registry
 
@@ -144,6 +146,8 @@ def worker_cmd(
                     visibility_timeout_ms=int(visibility_timeout * 1000),
                     drain_timeout_s=drain_timeout,
                     agents=Agents,
+                    programs=DEFAULT_CATALOG,
+                    kinds=SERVING_KINDS,
                 ) as serving:
                     runtime = serving.runtime
                     err_console.print(

@@ -25,6 +25,7 @@ function returns the id of the node to run next, one of those it declares.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -38,7 +39,12 @@ from plait.graphs.session import GraphRun, resume_graph, run_graph
 from plait.graphs.spec import GraphSpec
 from plait.graphs.template import PLACEHOLDER
 from plait.graphs.validate import validate_graph
-from plait.programs.registry import CAPABILITY_NAMES, CallableProgram, register
+from plait.programs.registry import (
+    CAPABILITY_NAMES,
+    PROGRAM_ATTRIBUTE,
+    CallableProgram,
+    register,
+)
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
@@ -106,8 +112,10 @@ class Graph:
         """Add an ``async def`` as a node (``@g.node`` or ``@g.node(next=...)``).
 
         Its id is the function's name unless ``id`` is given; its output is what it
-        returns (a pydantic model is stored as its JSON form). It is registered under
-        its import path, so the graph's spec names it and a worker can run it.
+        returns (a pydantic model is stored as its JSON form). The spec names it by its
+        import path, and the function carries the adapter that calls it, so a worker
+        importing it runs it as this graph does; it is also added to the default catalog
+        under that path, for in-session runs of functions no import reaches.
         """
 
         def add(fn: F) -> F:
@@ -499,6 +507,8 @@ class _Function:
             output_model=_model(hints.get("return")),
             wants=("input", *wants),
         )
+        with contextlib.suppress(AttributeError, TypeError):  # a bound method, a builtin
+            setattr(fn, PROGRAM_ATTRIBUTE, program)
         return cls(fn, node_id, reads, program)
 
 

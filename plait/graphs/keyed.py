@@ -30,7 +30,7 @@ from plait.errors import GraphError, RunKeyConflict, VersionConflict
 from plait.graphs.compiled import CompiledGraph
 from plait.graphs.result import NodeResult
 from plait.graphs.state import TERMINAL, GraphRef, RunState, RunStatus
-from plait.mesh import Mesh, open_mesh, resolve_mesh_url, sqlite_path
+from plait.mesh import Mesh, absolute_mesh_url, open_mesh, resolve_mesh_url
 from plait.models import Message
 
 KEY_PREFIX = "sessions"
@@ -122,12 +122,7 @@ def store_url(store: Mesh | str | None, mesh: Mesh | None) -> Mesh | str:
         return store
     if mesh is not None:
         return mesh
-    url = resolve_mesh_url(None)
-    path = sqlite_path(url)
-    if path is not None and not path.is_absolute():
-        query = url.partition("?")[2]
-        url = f"sqlite:///{path.absolute()}" + (f"?{query}" if query else "")
-    return url
+    return absolute_mesh_url(resolve_mesh_url(None))
 
 
 @asynccontextmanager

@@ -19,6 +19,7 @@ from plait.mesh import Mesh
 from plait.models import Message, Model, load_model
 from plait.profiles import DEFAULT_ASSISTANT, AgentProfile
 from plait.programs.capabilities import AgentsPort
+from plait.programs.registry import ProgramCatalog
 from plait.tools import ToolContext, ToolRegistry, default_registry
 from plait.tools.workspace import workspace_of
 
@@ -168,6 +169,8 @@ class ExecEnv:
             them no mesh and decisions capabilities (registered programs still run).
         agents: the agent actors' service program nodes get as ``agents``; None gives
             them an agents capability that refuses.
+        programs: the catalog program nodes look refs up in (None: the default one,
+            what ``@plait.program`` collected in this process).
     """
 
     agent: str = DEFAULT_ASSISTANT.name
@@ -184,6 +187,7 @@ class ExecEnv:
     protected: tuple[Path, ...] = ()
     mesh: Mesh | None = None
     agents: AgentsPort | None = None
+    programs: ProgramCatalog | None = None
     _models: dict[str, Model] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

@@ -1,8 +1,8 @@
 """Ray hosts serving runs: the run layer's spec for a host, and the host set of a cluster.
 
-A Ray host (:class:`~plait.actors.ray_runtime.HostActor`) serving runs builds, inside its
+A Ray host (:class:`~plait.actors.ray.HostActor`) serving runs builds, inside its
 Ray process, what ``plait worker`` builds in its own: a run host with the tools and
-default model named here, and a :class:`~plait.actors.ray_runtime.HostRuntime` leasing a
+default model named here, and a :class:`~plait.actors.ray.HostRuntime` leasing a
 share of the mailbox partitions (:func:`plait.runs.serve`). Run owners are virtual
 actors inside hosts: a parked run holds no Ray actor, only its record.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from plait.actors import DEFAULT_LEASE_S, DEFAULT_MAX_ATTEMPTS, MAILBOX_VISIBILITY_TIMEOUT_MS
-from plait.actors.ray_runtime import (
+from plait.actors.ray import (
     DEDICATED_IDLE_S,
     NAMESPACE,
     HostRuntime,
@@ -39,8 +39,10 @@ from plait.actors.ray_runtime import (
 )
 from plait.agents import Agents
 from plait.errors import ConfigError, PlaitError
+from plait.hosts.kinds import SERVING_KINDS
 from plait.mesh import Mesh
 from plait.models import load_model
+from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
 from plait.tools import serving_registry
 
@@ -98,6 +100,8 @@ class RunsSpec:
             max_attempts=self.max_attempts,
             drain_timeout_s=self.drain_timeout_s,
             agents=Agents,
+            programs=DEFAULT_CATALOG,
+            kinds=SERVING_KINDS,
         ) as serving:
             yield serving.runtime
 

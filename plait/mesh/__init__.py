@@ -86,12 +86,60 @@ def resolve_mesh_url(url: str | None = None) -> str:
 
 def sqlite_path(url: str) -> Path | None:
     """The file of a ``sqlite://`` URL (relative to the working directory), else None."""
-    if not url.lower().startswith("sqlite://"):
+    if _scheme(url) != "sqlite":
         return None
     path = url.split("://", 1)[1].split("?", 1)[0]
     if path.startswith("/"):
         path = path[1:]  # sqlite:///rel/path -> rel/path; sqlite:////abs -> /abs
     return Path(path or DEFAULT_MESH_URL.split(":///", 1)[1])
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
+
+
+def mesh_class(url: str | None = None) -> type[Mesh]:
+    """The backend class a mesh ``url`` opens (None: the default mesh's), to ask what
+    that kind of mesh is (:attr:`Mesh.shares_across_machines`, :attr:`Mesh.reach`)
+    before opening one.
+
+    Raises:
+        ConfigError: the URL's scheme is not supported, or its driver is not installed.
+    """
+    scheme = _scheme(resolve_mesh_url(url))
+    if scheme == "memory":
+        from plait.mesh.memory import MemoryMesh
+
+        return MemoryMesh
+    if scheme == "sqlite":
+        from plait.mesh.sqlite import SqliteMesh
+
+        return SqliteMesh
+    if scheme in ("redis", "rediss"):
+        try:
+            from plait.mesh.redis import RedisMesh
+        except ImportError:
+            raise ConfigError("a Redis mesh needs redis: pip install 'plait[redis]'") from None
+        return RedisMesh
+    raise _unsupported(resolve_mesh_url(url))
+
+
+def absolute_mesh_url(url: str) -> str:
+    """``url`` naming the same mesh from any working directory: a relative SQLite path
+    made absolute (other URLs are returned as they are)."""
+    path = sqlite_path(url)
+    if path is None or path.is_absolute():
+        return url
+    query = url.partition("?")[2]
+    return f"sqlite:///{path.absolute()}" + (f"?{query}" if query else "")
+
+
+def _unsupported(url: str) -> ConfigError:
+    return ConfigError(
+        f"unsupported mesh URL {redact_url(url)!r}: the scheme must be one of "
+        + ", ".join(f"{s}://" for s in SUPPORTED_SCHEMES)
+        + " (for example memory://, sqlite:///.plait/mesh.db or redis://127.0.0.1:6379/0)"
+    )
 
 
 def open_mesh(
@@ -117,7 +165,7 @@ def open_mesh(
     url = resolve_mesh_url(url)
     if max_value_bytes <= 0:
         raise ConfigError(f"max_value_bytes must be positive, got {max_value_bytes}")
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    scheme = _scheme(url)
     if scheme == "memory":
         from plait.mesh.memory import MemoryMesh
 
@@ -150,11 +198,7 @@ def open_mesh(
             connect_timeout=connect_timeout,
             **options,
         )
-    raise ConfigError(
-        f"unsupported mesh URL {redact_url(url)!r}: the scheme must be one of "
-        + ", ".join(f"{s}://" for s in SUPPORTED_SCHEMES)
-        + " (for example memory://, sqlite:///.plait/mesh.db or redis://127.0.0.1:6379/0)"
-    )
+    raise _unsupported(url)
 
 
 __all__ = [
@@ -172,7 +216,9 @@ __all__ = [
     "Subscription",
     "Transaction",
     "TransactionResult",
+    "absolute_mesh_url",
     "find_mesh",
+    "mesh_class",
     "open_mesh",
     "redact_url",
     "resolve_mesh_url",

@@ -50,7 +50,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from plait.errors import MeshError
 from plait.ids import new_id
@@ -394,6 +394,23 @@ class Mesh(abc.ABC):
     """Whether every commit returns to the event loop before it completes (a batched
     flush, a round trip), so a caller looping over commits gives others their turn
     without a yield of its own."""
+
+    shares_across_processes: ClassVar[bool] = False
+    """Whether other processes see this mesh's data: those of this machine at least
+    (a file, a server). False: it lives in this process only."""
+
+    shares_across_machines: ClassVar[bool] = False
+    """Whether processes on other machines can open this mesh (a server they reach):
+    what a runtime whose hosts may run elsewhere, Ray's, needs."""
+
+    reach: ClassVar[str] = "this process"
+    """From where this kind of mesh can be opened, for messages: ``this process``,
+    ``this machine``, ``any machine that reaches its server``."""
+
+    @property
+    def location(self) -> str:
+        """Where this mesh's data lives, for messages (credentials masked)."""
+        return self.url
 
     @property
     def local_files(self) -> tuple[Path, ...]:

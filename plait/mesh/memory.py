@@ -70,6 +70,13 @@ class _Topic:
 class MemoryMesh(Mesh):
     """A mesh held in this process's memory (URL ``memory://``)."""
 
+    # The class defaults hold: it is shared with no other process.
+
+    @property
+    def location(self) -> str:
+        """In this process's memory."""
+        return "this process's memory"
+
     def __init__(self, *, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
         self.url = "memory://"
         self.max_value_bytes = max_value_bytes

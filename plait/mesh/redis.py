@@ -151,6 +151,16 @@ class RedisMesh(Mesh):
     """
 
     commit_yields = True  # every commit is a round trip
+    shares_across_processes = True
+    shares_across_machines = True  # any machine that reaches the server
+    reach = "any machine that reaches its server"
+
+    @property
+    def location(self) -> str:
+        """The Redis server and key prefix (credentials masked)."""
+        return f"the Redis server {self.url}" + (
+            f" under prefix {self.prefix!r}" if self.prefix else ""
+        )
 
     def __init__(
         self,

@@ -79,6 +79,8 @@ class SqliteMesh(Mesh):
     """
 
     commit_yields = True  # every commit awaits its batch's flush, on the loop or a thread
+    shares_across_processes = True  # the processes of this machine open the same file
+    reach = "this machine"
 
     def __init__(
         self,
@@ -117,6 +119,11 @@ class SqliteMesh(Mesh):
         self._closed = False
         self._subs: set[SqliteSubscription] = set()
         self._stop_workers: weakref.finalize[Any, SqliteMesh] | None = None
+
+    @property
+    def location(self) -> str:
+        """The SQLite file, as an absolute path."""
+        return f"the SQLite file {self.path}"
 
     @property
     def local_files(self) -> tuple[Path, ...]:

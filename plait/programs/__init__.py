@@ -1,7 +1,8 @@
 """Programs: async Python callables and saved program texts, run with capabilities.
 
-A program is an ``async def`` registered by name (:func:`program`) or referred to by
-import path (``pkg.module:fn``), or a saved program text whose body may ``await`` and
+A program is an ``async def`` held by name in a :class:`ProgramCatalog`
+(``@plait.program`` collects into :data:`DEFAULT_CATALOG`) or referred to by import
+path (``pkg.module:fn``), or a saved program text whose body may ``await`` and
 ``return`` at top level, stored in the mesh with an immutable version and sha256
 (:mod:`plait.programs.store`). Promotion is a human act (:func:`promote`).
 :meth:`ProgramsCapability.run` runs one nested with the caller's capabilities, never
@@ -22,7 +23,14 @@ from plait.programs.capabilities import (
     ToolsCapability,
 )
 from plait.programs.gather import gather
-from plait.programs.registry import CallableProgram, describe, find_callable, program
+from plait.programs.registry import (
+    DEFAULT_CATALOG,
+    CallableProgram,
+    ProgramCatalog,
+    describe,
+    import_program,
+    program,
+)
 from plait.programs.runner import (
     Grants,
     ProgramsCapability,
@@ -43,6 +51,7 @@ from plait.programs.store import (
 from plait.programs.text import compile_text
 
 __all__ = [
+    "DEFAULT_CATALOG",
     "AgentsCapability",
     "AgentsPort",
     "CallBudget",
@@ -52,6 +61,7 @@ __all__ = [
     "MeshCapability",
     "Missing",
     "Payload",
+    "ProgramCatalog",
     "ProgramSummary",
     "ProgramsCapability",
     "Promotion",
@@ -60,10 +70,10 @@ __all__ = [
     "ToolsCapability",
     "compile_text",
     "describe",
-    "find_callable",
     "gather",
     "get_program",
     "grant_all",
+    "import_program",
     "list_programs",
     "program",
     "promote",

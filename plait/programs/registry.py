@@ -1,4 +1,4 @@
-"""Programs as Python callables: registered by name, or referenced by import path.
+"""Programs as Python callables: collected in a catalog by name, or referenced by import path.
 
 A program callable is an ``async def``. It receives, by parameter name, what it asks
 for: ``input`` (validated into its input model first, when it declares one) and any of
@@ -6,15 +6,19 @@ the capabilities ``mesh``, ``agents``, ``programs``, ``decisions``, ``tools`` an
 ``payload``. Its input and output models come from the decorator or, failing that, from
 the annotations of ``input`` and of the return value, when those are pydantic models.
 
-The registry is filled by importing the modules that define programs: a worker that
-imports a module finds its programs, and a ``"pkg.module:fn"`` ref needs no registration.
+A :class:`ProgramCatalog` holds callables by name; a serving process is handed one
+(``serve(..., programs=...)``) and looks refs up in it only. ``@plait.program``
+collects into :data:`DEFAULT_CATALOG`, which the CLI hands its processes explicitly.
+A ``"pkg.module:fn"`` ref needs no catalog: it is imported, and a function that a
+decorator or a graph builder described carries its description with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints
 
@@ -50,16 +54,84 @@ class CallableProgram:
     wants: tuple[str, ...]
 
 
-_REGISTERED: dict[str, CallableProgram] = {}
+PROGRAM_ATTRIBUTE = "__plait_program__"
+"""The attribute on a described function holding its :class:`CallableProgram`, so an
+import path finds the description (a graph node's adapter) without any catalog."""
+
+
+class ProgramCatalog:
+    """Callable programs by name: what one serving process (or session) can run by name.
+
+    Args:
+        programs: the programs to start with, each under its ``ref``.
+    """
+
+    def __init__(self, programs: Iterable[CallableProgram] = ()) -> None:
+        self._by_ref: dict[str, CallableProgram] = {}
+        for found in programs:
+            self.add(found)
+
+    def add(self, found: CallableProgram) -> None:
+        """Hold ``found`` under its ``ref`` (a later one of the same ref replaces it)."""
+        self._by_ref[found.ref] = found
+        with contextlib.suppress(AttributeError, TypeError):  # a bound method, a builtin
+            setattr(found.fn, PROGRAM_ATTRIBUTE, found)
+
+    def program(
+        self,
+        name: str,
+        *,
+        input: type[BaseModel] | None = None,
+        output: type[BaseModel] | None = None,
+    ) -> Callable[[F], F]:
+        """Add an async callable as the program ``name`` (a decorator)."""
+
+        def add(fn: F) -> F:
+            found = describe(fn, name, input_model=input, output_model=output)
+            self._by_ref[name] = found
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(fn, PROGRAM_ATTRIBUTE, found)
+            return fn
+
+        return add
+
+    def get(self, name: str) -> CallableProgram | None:
+        """The program held as ``name``, if any."""
+        return self._by_ref.get(name)
+
+    def find(self, ref: str) -> CallableProgram | None:
+        """The callable ``ref`` names: held here, or an import path; None if neither.
+
+        Raises:
+            ProgramNotFound: ``ref`` is an import path that does not import.
+        """
+        found = self._by_ref.get(ref)
+        if found is not None:
+            return found
+        return import_program(ref) if ":" in ref else None
+
+    def names(self) -> list[str]:
+        """The names held, sorted."""
+        return sorted(self._by_ref)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_ref
+
+
+DEFAULT_CATALOG = ProgramCatalog()
+"""What ``@plait.program`` and graph builders collect into as their modules are
+imported; the CLI hands it to the processes it serves. Nothing looks a ref up here
+unless it was handed this catalog."""
 
 
 def register(found: CallableProgram) -> None:
-    """Register ``found`` under its ``ref`` (a name, or the import path it answers to).
+    """Add ``found`` to :data:`DEFAULT_CATALOG` under its ``ref`` (a name, or the import
+    path it answers to).
 
-    A graph builder registers its function nodes under their import paths, so a worker
-    importing the module finds each node's adapter rather than the bare function.
+    A graph builder registers its function nodes under their import paths, so an
+    in-session run finds each node's adapter rather than the bare function.
     """
-    _REGISTERED[found.ref] = found
+    DEFAULT_CATALOG.add(found)
 
 
 def program(
@@ -68,19 +140,14 @@ def program(
     input: type[BaseModel] | None = None,
     output: type[BaseModel] | None = None,
 ) -> Callable[[F], F]:
-    """Register an async callable as the program ``name``.
+    """Add an async callable to :data:`DEFAULT_CATALOG` as the program ``name``.
 
     Example::
 
         @plait.program("graph-fetch")
         async def fetch(input: FetchInput, tools: Tools) -> dict[str, Any]: ...
     """
-
-    def register(fn: F) -> F:
-        _REGISTERED[name] = describe(fn, name, input_model=input, output_model=output)
-        return fn
-
-    return register
+    return DEFAULT_CATALOG.program(name, input=input, output=output)
 
 
 def describe(
@@ -118,13 +185,9 @@ def describe(
     )
 
 
-def registered(name: str) -> CallableProgram | None:
-    """The program registered as ``name``, if any."""
-    return _REGISTERED.get(name)
-
-
 def import_program(ref: str) -> CallableProgram:
-    """The callable a ``"pkg.module:qualname"`` ref names (registered under that ref).
+    """The callable a ``"pkg.module:qualname"`` ref names: the description a decorator
+    or graph builder attached to it, else one read from its signature.
 
     Raises:
         ProgramNotFound: the module does not import, or has no such async callable.
@@ -136,26 +199,14 @@ def import_program(ref: str) -> CallableProgram:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ProgramNotFound(f"program {ref!r}: cannot import {module_name}: {exc}") from None
-    # Importing the module may register the ref itself (a graph builder's node does).
-    found = registered(ref)
-    if found is not None:
-        return found
     for part in qualname.split("."):
         target = getattr(target, part, None)
         if target is None:
             raise ProgramNotFound(f"program {ref!r}: {module_name} has no {qualname}")
-    known = next((p for p in _REGISTERED.values() if p.fn is target), None)
-    if known is not None:
+    known = getattr(target, PROGRAM_ATTRIBUTE, None)
+    if isinstance(known, CallableProgram):
         return known
     return describe(target, ref)
-
-
-def find_callable(ref: str) -> CallableProgram | None:
-    """The callable program ``ref`` names: registered, or an import path; None if neither."""
-    found = registered(ref)
-    if found is not None:
-        return found
-    return import_program(ref) if ":" in ref else None
 
 
 def _model(hint: Any) -> type[BaseModel] | None:
@@ -164,12 +215,13 @@ def _model(hint: Any) -> type[BaseModel] | None:
 
 __all__ = [
     "CAPABILITY_NAMES",
+    "DEFAULT_CATALOG",
+    "PROGRAM_ATTRIBUTE",
     "CallableProgram",
+    "ProgramCatalog",
     "ProgramFn",
     "describe",
-    "find_callable",
     "import_program",
     "program",
     "register",
-    "registered",
 ]

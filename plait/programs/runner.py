@@ -1,6 +1,6 @@
 """Running programs: resolve a ref, validate the input, run with the caller's capabilities.
 
-A ref is a registered name (``@plait.program("graph-fetch")``), an import path
+A ref is a name in the caller's catalog (``@plait.program("graph-fetch")``), an import path
 (``pkg.module:fn``), or a saved program's name, optionally pinned (``name@3``; the newest
 version otherwise). Registered callables and import paths are code shipped with the
 process, so they need no promotion; a saved text must be promoted when the caller
@@ -31,7 +31,7 @@ from plait.programs.capabilities import (
     Payload,
     ToolsCapability,
 )
-from plait.programs.registry import CallableProgram, find_callable
+from plait.programs.registry import DEFAULT_CATALOG, CallableProgram, ProgramCatalog
 from plait.programs.store import StoredProgram, get_program
 from plait.programs.text import compile_text, run_text
 from plait.tools import ToolContext, ToolRegistry, default_registry
@@ -55,6 +55,7 @@ class Grants:
         agents: the agents capability, if granted.
         budget: shared by this run and every run nested in it.
         store: where saved programs are read from (None: only callables run).
+        programs: the catalog program refs are looked up in (nested runs share it).
     """
 
     mesh: MeshCapability | None = None
@@ -63,6 +64,7 @@ class Grants:
     agents: AgentsCapability | None = None
     budget: SharedBudget = field(default_factory=SharedBudget)
     store: Mesh | None = field(default=None, repr=False)
+    programs: ProgramCatalog = field(default=DEFAULT_CATALOG, repr=False)
 
     def without(self, *names: str) -> Grants:
         """These grants less the capabilities ``names``."""
@@ -109,6 +111,7 @@ def grant_all(
     me: Mapping[str, Any] | None = None,
     by: str = "program",
     agents: AgentsPort | None = None,
+    programs: ProgramCatalog | None = None,
 ) -> Grants:
     """Every capability there is to give over ``mesh`` (mesh and decisions need one).
 
@@ -125,6 +128,7 @@ def grant_all(
         me: what ``mesh.self()`` answers.
         by: the principal name decisions are raised by.
         agents: the agent actors' service; None grants an agents capability that refuses.
+        programs: the catalog refs are looked up in (default: :data:`DEFAULT_CATALOG`).
     """
     decisions = DecisionsCapability(DecisionBoard(mesh), by) if mesh is not None else None
     return Grants(
@@ -144,6 +148,7 @@ def grant_all(
         agents=AgentsCapability(agents, trusted=trusted, budget=budget),
         budget=budget,
         store=mesh,
+        programs=programs if programs is not None else DEFAULT_CATALOG,
     )
 
 
@@ -156,7 +161,7 @@ async def run_program(
 ) -> Any:
     """Run program ``ref`` on ``input`` with ``grants``: see :class:`ProgramsCapability`."""
     grants.budget.step(ref, "program run")
-    found = find_callable(ref)
+    found = grants.programs.find(ref)
     if found is not None:
         return await _run_callable(found, input, grants)
     stored = await resolve_saved(ref, grants.store, require_promoted=require_promoted)

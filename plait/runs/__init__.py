@@ -11,9 +11,11 @@ The room is a line, each module importing only those before it:
 - :mod:`~plait.runs.owner` — the run owner actor: read → engine → execute → commit;
 - :mod:`~plait.runs.service` — :class:`Runs`, the human API: start, watch, answer,
   cancel, raise a budget, retry, fork, list, prune, inspect;
+- :mod:`~plait.runs.services` — :class:`RunServices`, what a serving process hands
+  its actors: the run host, the programs catalog, the agents service;
 - :mod:`~plait.runs.serve` — :func:`serve`, which builds a serving process (an actor
-  runtime, its :class:`RunHost`, its heartbeat) with its tools and model given
-  explicitly.
+  runtime, its :class:`RunServices`, its heartbeat) with its tools, model, programs
+  and actor kinds given explicitly.
 
 The engine (:mod:`plait.graphs.engine`) decides every state change; this room reads,
 executes and commits.
@@ -28,6 +30,7 @@ from plait.runs.owner import OWNER_KIND
 from plait.runs.record import RunRecord, RunSummary
 from plait.runs.serve import Serving, serve
 from plait.runs.service import Runs
+from plait.runs.services import RunServices
 
 __all__ = [
     "OWNER_KIND",
@@ -35,6 +38,7 @@ __all__ = [
     "RunCommit",
     "RunHost",
     "RunRecord",
+    "RunServices",
     "RunSummary",
     "Runs",
     "Serving",

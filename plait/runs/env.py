@@ -21,7 +21,7 @@ from plait.graphs.state import Attempt
 from plait.mesh import Mesh
 from plait.models import Model, load_model
 from plait.profiles import AgentProfile, profiles_map
-from plait.programs import AgentsPort
+from plait.programs import AgentsPort, ProgramCatalog
 from plait.runs.ports import MeshHistories, RunDecisions
 from plait.runs.record import RunRecord
 from plait.runs.shared_loads import SharedLoads
@@ -46,6 +46,8 @@ class RunEnvironment:
         model: the model of every agent of a run that names none (None: each agent
             profile's own).
         cwd: where tools work for runs whose record pins no workspace.
+        agents: the agent actors' service program nodes get (None: one that refuses).
+        programs: the catalog program nodes look refs up in (None: the default one).
     """
 
     def __init__(
@@ -57,6 +59,8 @@ class RunEnvironment:
         tools: ToolRegistry,
         model: Model | None,
         cwd: Path,
+        agents: AgentsPort | None = None,
+        programs: ProgramCatalog | None = None,
     ) -> None:
         self.mesh = mesh
         self.store = store
@@ -64,8 +68,8 @@ class RunEnvironment:
         self.tools = tools
         self.model = model
         self.cwd = cwd
-        self.agents: AgentsPort | None = None
-        """The agent actors' service program nodes get (set by the run host)."""
+        self.agents = agents
+        self.programs = programs
         self._models: dict[str, Model] = {}
         self._profiles: dict[str, tuple[float, dict[str, AgentProfile]]] = {}
         self._agent_names = Lru(_AGENTS_KEPT)
@@ -90,6 +94,7 @@ class RunEnvironment:
             protected=self.mesh.local_files,
             mesh=self.mesh,
             agents=self.agents,
+            programs=self.programs,
         )
 
     def workspace(self, rec: RunRecord) -> Path:

@@ -22,6 +22,7 @@ from plait.actors import LeasedRuntime, new_host_id
 from plait.decisions import DecisionBoard
 from plait.mesh import Mesh
 from plait.models import Model
+from plait.programs import AgentsPort, ProgramCatalog
 from plait.runs.commit import RunCommit
 from plait.runs.env import RunEnvironment
 from plait.runs.live import TAKEOVER, live_in
@@ -46,6 +47,8 @@ class RunHost:
         only_run: serve only this run and its child runs (a foreground ``graph run``);
             the runtime hands other actors' messages back for another process.
         store: the reads to use (default: a fresh :class:`RunStore`).
+        agents: the agent actors' service program nodes get (None: one that refuses).
+        programs: the catalog program nodes look refs up in (None: the default one).
 
     Attributes:
         id: the host id its claims and audit events name.
@@ -63,6 +66,8 @@ class RunHost:
         tick_ms: int = 60_000,
         only_run: str | None = None,
         store: RunStore | None = None,
+        agents: AgentsPort | None = None,
+        programs: ProgramCatalog | None = None,
     ) -> None:
         self.mesh = mesh
         self.id = host or new_host_id()
@@ -79,6 +84,8 @@ class RunHost:
             tools=tools or default_registry(),
             model=model,
             cwd=cwd or Path.cwd(),
+            agents=agents,
+            programs=programs,
         )
         self.commit = RunCommit(
             mesh,

@@ -1,34 +1,38 @@
-"""Building a serving process: one runtime, its run host and its heartbeat.
+"""Building a serving process: one runtime, its run services and its heartbeat.
 
 Every process that serves runs — ``plait worker``, a foreground ``plait graph run``,
 the tests — is built here, with what it serves with given explicitly: the tools, the
-default model, the working directory. Nothing is looked up later: the runtime hands the
-run host to each run owner it activates (``ctx.services``).
+default model, the programs it runs by name, the actor kinds it runs, the working
+directory. Nothing is looked up later: the runtime hands the :class:`RunServices` built
+here to each actor it activates (``ctx.services``), and the agents service in them is
+built once.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from plait.actors import (
     DEFAULT_MAX_ATTEMPTS,
     MAILBOX_VISIBILITY_TIMEOUT_MS,
     ActorRuntime,
+    Handler,
     LocalRuntime,
     TopicRouter,
     new_host_id,
 )
 from plait.mesh import Mesh
 from plait.models import Model
-from plait.programs import AgentsPort
+from plait.programs import DEFAULT_CATALOG, AgentsPort, ProgramCatalog
 from plait.runs.host import RunHost
+from plait.runs.services import RunServices
 from plait.runs.serving import heartbeat
 from plait.runs.store import RunStore
-from plait.tools import ToolRegistry
+from plait.tools import ToolRegistry, default_registry
 
 R = TypeVar("R", bound=ActorRuntime)
 
@@ -36,20 +40,32 @@ R = TypeVar("R", bound=ActorRuntime)
 class AgentsFactory(Protocol):
     """Builds the agent actors' service of a serving process (``plait.agents.Agents``)."""
 
-    def __call__(self, mesh: Mesh, *, model: Model | None, tools: ToolRegistry) -> AgentsPort: ...
+    def __call__(
+        self,
+        mesh: Mesh,
+        *,
+        model: Model | None,
+        tools: ToolRegistry,
+        programs: ProgramCatalog,
+    ) -> AgentsPort: ...
 
 
 @dataclass(frozen=True)
 class Serving(Generic[R]):
-    """A serving process: its runtime and its run host.
+    """A serving process: its runtime and its run services.
 
     Attributes:
         runtime: the actor runtime serving the mesh's mailboxes.
-        host: the run host its run owners use.
+        services: what its actors are handed (the run host, programs, agents).
     """
 
     runtime: R
-    host: RunHost
+    services: RunServices
+
+    @property
+    def host(self) -> RunHost:
+        """The run host its run owners use."""
+        return self.services.host
 
 
 @contextlib.asynccontextmanager
@@ -59,6 +75,8 @@ async def serve(
     runtime: Callable[..., R] = LocalRuntime,  # type: ignore[assignment]
     tools: ToolRegistry | None = None,
     model: Model | None = None,
+    programs: ProgramCatalog | None = None,
+    kinds: Mapping[str, Handler] | None = None,
     cwd: Path | None = None,
     only_run: str | None = None,
     tick_ms: int = 60_000,
@@ -77,11 +95,18 @@ async def serve(
         runtime: builds the actor runtime to serve with, called as every
             :class:`~plait.actors.ActorRuntime` is constructed (the mesh, then ``host``,
             ``services``, ``accepts``, ``visibility_timeout_ms``, ``max_attempts`` and
-            ``drain_timeout_s`` by keyword): a runtime class, or a ``functools.partial``
-            of one with its own options (default :class:`~plait.actors.LocalRuntime`).
+            ``drain_timeout_s`` by keyword, and ``handlers`` when ``kinds`` are given):
+            a runtime class, or a ``functools.partial`` of one with its own options
+            (default :class:`~plait.actors.LocalRuntime`).
         tools: the tools offered (default: the built-in ones).
         model: the model of every agent of a run that names none (default: each agent
             profile's own).
+        programs: the programs runs and agents run by name; the only catalog looked in
+            while serving (default :data:`~plait.programs.DEFAULT_CATALOG`, what
+            ``@plait.program`` collected in this process). Import paths need none.
+        kinds: the handlers of the actor kinds this process runs, by kind (an
+            :class:`~plait.actors.ActorKind` carries a dead-letter hook too); a kind
+            not among them is imported by its reference, once per runtime.
         cwd: where tools work for runs whose record pins no workspace (default: the
             working directory).
         only_run: serve only this run and its child runs (a foreground ``graph run``).
@@ -91,27 +116,34 @@ async def serve(
         drain_timeout_s: how long work in flight may finish when the block ends.
         store: the run host's reads (default: fresh ones).
         beat: keep this process's heartbeat (``serving/<host>``) for the block.
-        agents: builds the agent actors' service the programs of runs get as ``agents``
-            (:class:`plait.agents.Agents`, passed in by the layer above); None: they get
-            an agents capability that refuses.
+        agents: builds the agent actors' service, once, for the programs of runs and
+            agent actors (:class:`plait.agents.Agents`, passed in by the layer above);
+            None: they get an agents capability that refuses.
         host_id: the host id of the runtime and run host (default: a new one, see
             :func:`~plait.actors.new_host_id`); a Ray host gives its own.
 
     Beside the runtime, a :class:`~plait.actors.TopicRouter` forwards subscribed topics
     into the mailboxes this process serves.
     """
+    registry = tools if tools is not None else default_registry()
+    catalog = programs if programs is not None else DEFAULT_CATALOG
+    service = (
+        None if agents is None else agents(mesh, model=model, tools=registry, programs=catalog)
+    )
     host = RunHost(
         mesh,
         host=host_id or new_host_id(),
         model=model,
-        tools=tools,
+        tools=registry,
         cwd=cwd,
         tick_ms=tick_ms,
         only_run=only_run,
         store=store,
+        agents=service,
+        programs=catalog,
     )
-    if agents is not None:
-        host.env.agents = agents(mesh, model=model, tools=host.tools)
+    services = RunServices(host, catalog, service)
+    options: dict[str, Any] = {} if kinds is None else {"handlers": dict(kinds)}
     actors = runtime(
         mesh,
         host=host.id,
@@ -119,7 +151,8 @@ async def serve(
         max_attempts=max_attempts,
         drain_timeout_s=drain_timeout_s,
         accepts=host.accepts,
-        services=host,
+        services=services,
+        **options,
     )
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(actors)
@@ -128,7 +161,7 @@ async def serve(
             await stack.enter_async_context(
                 heartbeat(mesh, actors.host, tools=host.tools.names(), run_id=only_run)
             )
-        yield Serving(actors, host)
+        yield Serving(actors, services)
 
 
-__all__ = ["Serving", "serve"]
+__all__ = ["AgentsFactory", "Serving", "serve"]

@@ -85,7 +85,7 @@ def make_runtime(
         if runtime_name == "leased":
             return LeasedRuntime(mesh, lease_s=LEASE_S, **options)
         if runtime_name == "ray":
-            from plait.actors.ray_runtime import RayRuntime
+            from plait.actors.ray import RayRuntime
 
             return RayRuntime(mesh, url=mesh_url, lease_s=LEASE_S, **options)
         raise AssertionError(f"no such runtime {runtime_name!r}")

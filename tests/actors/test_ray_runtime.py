@@ -25,7 +25,7 @@ pytestmark = pytest.mark.anyio
 @pytest.mark.parametrize("url", ["memory://", "sqlite:///{tmp}/mesh.db"])
 async def test_meshes_a_remote_host_cannot_share_are_refused(url: str, tmp_path: Path) -> None:
     pytest.importorskip("ray")
-    from plait.actors.ray_runtime import RayRuntime
+    from plait.actors.ray import RayRuntime
 
     async with open_mesh(url.format(tmp=tmp_path)) as mesh:
         with pytest.raises(ConfigError, match=r"Ray runtime cannot serve the mesh .* Redis"):
@@ -49,7 +49,7 @@ async def test_a_dedicated_actor_gets_its_resources_and_is_released_when_idle(
     import ray
     from ray_cluster import CUSTOM_RESOURCE
 
-    from plait.actors.ray_runtime import RayRuntime
+    from plait.actors.ray import RayRuntime
 
     def free() -> float:
         return float(ray.available_resources().get(CUSTOM_RESOURCE, 0))

@@ -38,6 +38,7 @@ LINE = [
     "env",
     "asks",
     "host",
+    "services",
     "owner",
     "service",
     "serve",

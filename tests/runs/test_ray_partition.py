@@ -80,7 +80,7 @@ PLACES = ("outside", "inside")
 PLACE_HOSTS = f"""
 import json, sys
 import ray
-from plait.actors.ray_runtime import start_host
+from plait.actors.ray import start_host
 from plait.hosts import RunsSpec
 
 head, namespace, url, cwd = sys.argv[1:]

@@ -33,7 +33,15 @@ from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState, Waiting
 from plait.graphs.template import TemplateContext, render_value
 from plait.mesh import Mesh
-from plait.programs import SharedBudget, find_callable, grant_all, resolve_saved, run_program
+from plait.programs import (
+    DEFAULT_CATALOG,
+    ProgramCatalog,
+    SharedBudget,
+    grant_all,
+    import_program,
+    resolve_saved,
+    run_program,
+)
 
 
 class ProgramNode(NodeBase):
@@ -86,6 +94,7 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         me={"id": None, "run": env.run_id, "node": v.key},
         by=v.key,
         agents=env.agents,
+        programs=env.programs,
         # The program spends within the visit's budget: its agents.run turns and tool
         # calls are checked against the run's limits and counted in its record.
         budget=SharedBudget(within=v.budget, node=v.key),
@@ -116,19 +125,24 @@ def _validate(node: ProgramNode, path: str, checks: Checks) -> None:
     for word in node.verdicts:
         if not word or any(c.isspace() for c in word):
             checks.problem(f"{path}.verdicts.{word}", "a verdict is a single word")
+    if ":" not in node.ref:
+        if not node.ref.strip():
+            checks.problem(f"{path}.ref", "a program ref may not be empty")
+        return  # a name: the serving process's catalog, or a saved program, answers
+    if "<" in node.ref:
+        return  # a builder's local function: in-session only, the builder says so
     try:
-        found = find_callable(node.ref)
+        import_program(node.ref)  # an import path imports wherever the graph runs
     except ProgramError as exc:
         checks.problem(f"{path}.ref", str(exc))
-        return
-    if found is None and ":" not in node.ref and not node.ref.strip():
-        checks.problem(f"{path}.ref", "a program ref may not be empty")
 
 
-async def program_problems(mesh: Mesh, nodes: Iterator[NodeBase]) -> list[str]:
+async def program_problems(
+    mesh: Mesh, nodes: Iterator[NodeBase], programs: ProgramCatalog = DEFAULT_CATALOG
+) -> list[str]:
     """Why the saved programs the program nodes name cannot run (empty if they can).
 
-    A ref that is neither registered nor an import path must be a saved program in
+    A ref that is neither in ``programs`` nor an import path must be a saved program in
     ``mesh``, and a promoted version where the node requires one.
     """
     problems: list[str] = []
@@ -136,7 +150,7 @@ async def program_problems(mesh: Mesh, nodes: Iterator[NodeBase]) -> list[str]:
         if not isinstance(node, ProgramNode):
             continue
         try:
-            if find_callable(node.ref) is None:
+            if programs.find(node.ref) is None:
                 await resolve_saved(node.ref, mesh, require_promoted=node.require_promoted)
         except ProgramError as exc:
             problems.append(f"nodes[{index}].ref: program {quoted(node.ref)}: {exc}")

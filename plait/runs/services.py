@@ -1,0 +1,64 @@
+"""What a serving process hands the actors it runs: :class:`RunServices`, built once.
+
+:func:`plait.runs.serve` builds one per process and gives it to its runtime; every
+actor the runtime activates reaches it through its context: a run owner asks for the
+run host (``ctx.service(RunHost)``, a part of it), an agent actor for the whole
+(``ctx.service(RunServices)``). Nothing in it is looked up anywhere else: the programs
+a process runs by name, its agents service, tools and model are what was passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from plait.actors import LeasedRuntime
+from plait.models import Model
+from plait.programs import AgentsPort, ProgramCatalog
+from plait.runs.host import RunHost
+from plait.tools import ToolRegistry
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class RunServices:
+    """The services of one serving process.
+
+    Attributes:
+        host: the run host its run owners use.
+        programs: the catalog program refs are looked up in, by runs and agents alike.
+        agents: the agent actors' service programs get as ``agents`` (built once per
+            process); None: programs get an agents capability that refuses.
+    """
+
+    host: RunHost
+    programs: ProgramCatalog
+    agents: AgentsPort | None = None
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The tools this process offers."""
+        return self.host.tools
+
+    @property
+    def model(self) -> Model | None:
+        """The model answering for every agent that names none (None: each profile's)."""
+        return self.host.env.model
+
+    @property
+    def cwd(self) -> Path:
+        """Where tools work when nothing pins a workspace."""
+        return self.host.env.cwd
+
+    def part(self, kind: type[S]) -> S | None:
+        """The part of these services that is a ``kind`` (the run host), if any."""
+        return self.host if isinstance(self.host, kind) else None
+
+    async def partitions_gained(self, runtime: LeasedRuntime, gained: set[int]) -> None:
+        """Wake the runs of partitions the runtime took over (see :class:`RunHost`)."""
+        await self.host.partitions_gained(runtime, gained)
+
+
+__all__ = ["RunServices"]
