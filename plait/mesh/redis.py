@@ -101,6 +101,9 @@ end
 return 0
 """
 
+_KV_FIELDS = ("v", "n", "t")
+"""The fields of a key's hash a read fetches: value, version, taint (absent: none)."""
+
 _SCAN_PAGE = 256
 _BLOCK_MS = 100  # longest blocking read: bounds how late a scheduled event can be
 
@@ -324,11 +327,13 @@ class RedisMesh(Mesh):
 
     async def get(self, key: str) -> Entry | None:
         check_key(key)
-        value, version = await self._reads.call(self._kv + key)
-        return None if value is None else Entry(key, decode(value, key), int(version))
+        value, version, tainted = await self._reads.call(self._kv + key)
+        if value is None:
+            return None
+        return Entry(key, decode(value, key), int(version), tainted is not None)
 
     async def _hmget(self, name: str) -> list[Any]:
-        reply: list[Any] = await self._client.hmget(name, ("v", "n"))
+        reply: list[Any] = await self._client.hmget(name, _KV_FIELDS)
         return reply
 
     async def _hmget_many(self, names: list[str]) -> list[Any]:
@@ -336,24 +341,27 @@ class RedisMesh(Mesh):
         async with self._bounded():
             async with self._client.pipeline(transaction=False) as pipe:
                 for name in names:
-                    pipe.hmget(name, ("v", "n"))
+                    pipe.hmget(name, _KV_FIELDS)
                 replies: list[Any] = await pipe.execute(raise_on_error=False)
         return [self._error(r) if isinstance(r, RedisError | OSError) else r for r in replies]
 
-    async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
+    async def put(
+        self, key: str, value: Any, if_version: int | None = None, *, tainted: bool = False
+    ) -> Entry:
         # the one-op case of _apply without its generality: this is the hot path
         check_key(key)
         _check_version(if_version)
         data = encode(key, value, self.max_value_bytes)
+        code = "Q" if tainted else "P"
         reply = await self._commits.call(
             (
                 [self._index, self._sched, self._schedp, self._kv + key],
-                [_pack([1, "P", key, data, "" if if_version is None else if_version])],
+                [_pack([1, code, key, data, "" if if_version is None else if_version])],
             )
         )
         if reply[0] == b"conflict":
             raise VersionConflict(key, int(reply[2]), int(reply[3]))
-        return Entry(key, value, int(reply[1][0]))
+        return Entry(key, value, int(reply[1][0]), tainted)
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         tx = self.transact()
@@ -372,11 +380,11 @@ class RedisMesh(Mesh):
                 self._scan_script, [self._index], [low, high, _SCAN_PAGE, self._kv]
             )
             count, last, rows = int(reply[0]), reply[1], reply[2:]
-            for i in range(0, len(rows), 3):
+            for i in range(0, len(rows), 4):
                 key = rows[i].decode()
                 value = decode_scanned(rows[i + 1], key, on_corrupt)
                 if value is not None:
-                    yield Entry(key, value[0], int(rows[i + 2]))
+                    yield Entry(key, value[0], int(rows[i + 2]), rows[i + 3] == 1)
             if count < _SCAN_PAGE:
                 return
             low = b"(" + last
@@ -396,13 +404,15 @@ class RedisMesh(Mesh):
         for op in ops:
             if isinstance(op, PutOp):
                 keys.append(self._kv + op.key)
-                args += ("P", op.key, op.data, "" if op.if_version is None else op.if_version)
+                code = "Q" if op.tainted else "P"
+                args += (code, op.key, op.data, "" if op.if_version is None else op.if_version)
             elif isinstance(op, DeleteOp):
                 keys.append(self._kv + op.key)
                 args += ("D", op.key, "" if op.if_version is None else op.if_version)
             elif isinstance(op, PublishOp):
                 keys.append(self._stream(op.topic))
-                args += ("E", op.event_id, op.kind, op.data, op.at_ms, op.after_ms, op.key or "")
+                code = "F" if op.tainted else "E"
+                args += (code, op.event_id, op.kind, op.data, op.at_ms, op.after_ms, op.key or "")
                 event_ids.append(op.event_id)
             elif isinstance(op, CancelOp):
                 keys.append(self._sched)
@@ -434,7 +444,7 @@ class RedisMesh(Mesh):
             else:
                 results.append(int(raw))
         entries = {
-            op.key: Entry(op.key, op.value, results[i])
+            op.key: Entry(op.key, op.value, results[i], op.tainted)
             for i, op in enumerate(ops)
             if isinstance(op, PutOp)
         }
@@ -457,6 +467,7 @@ class RedisMesh(Mesh):
                 fields[b"kind"].decode(),
                 decode(fields[b"data"]),
                 int(fields[b"at"]),
+                b"t" in fields,
             )
         except (KeyError, ValueError) as exc:
             raise MeshError(
