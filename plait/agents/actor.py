@@ -20,11 +20,13 @@ the mesh it simply runs again (nothing of it was committed); otherwise the actor
 ``on_indeterminate`` decides (``retry``, ``skip``, ``escalate``).
 
 Trust. A turn runs untrusted, and so loses its profile's pre-approved tools, when its
-message is outside content (told with ``untrusted``, or an event of one of the actor's
-``untrusted_topics``), when the conversation it carries took some in earlier, or, from
-the call on, once a tool brought some in (``http_get``). Such a turn commits its
-conversation tainted, so every later turn carrying it runs untrusted too; what it tells
-another agent is marked untrusted, and the programs it runs lose their pre-approvals.
+message is outside content (told with ``untrusted``, an event published tainted, or an
+event of one of the actor's ``untrusted_topics``), when the conversation it carries
+took some in earlier, or, from the call on, once a tool brought some in (``http_get``,
+a ``mesh_get`` of a tainted value). Such a turn commits its conversation tainted, so
+every later turn carrying it runs untrusted too; what it tells another agent is marked
+untrusted, what it writes and publishes is stored tainted, the runs it starts take
+untrusted input, and the programs it runs lose their pre-approvals.
 
 Budgets. Before every model call the day's spending is checked against the actor's
 ``budget``; a turn that would pass it stops, the actor parks (later messages are held)
@@ -105,10 +107,13 @@ def prompt_of(body: Any) -> str:
 
 
 def is_outside_content(body: Any, cfg: AgentActorConfig) -> bool:
-    """Whether a mailbox body is outside content: a message told as untrusted, or an
-    event of one of the actor's ``untrusted_topics``."""
+    """Whether a mailbox body is outside content: a message told as untrusted, an event
+    published tainted (by a turn or program that had read some), or an event of one of
+    the actor's ``untrusted_topics``."""
     event = topic_event(body)
     if event is not None:
+        if event.tainted:
+            return True
         return any(matches(pattern, event.topic) for pattern in cfg.untrusted_topics)
     return isinstance(body, dict) and body.get(UNTRUSTED) is True
 
@@ -262,6 +267,7 @@ async def _turn(
         max_rounds=cfg.max_rounds,
         budget=budget,
         on_untrusted=lambda: setattr(effects, "tainted", True),
+        read_taint=lambda: effects.tainted,  # a capability tool read a tainted value
     )
     with tools.bound():
         result = await run_turn(turn, messages)

@@ -29,6 +29,7 @@ from plait.programs.capabilities import (
     MeshCapability,
     Missing,
     Payload,
+    Taint,
     ToolsCapability,
 )
 from plait.programs.registry import CallableProgram, find_callable
@@ -125,8 +126,9 @@ def grant_all(
         agents: the agent actors' service; None grants an agents capability that refuses.
     """
     decisions = DecisionsCapability(DecisionBoard(mesh), by) if mesh is not None else None
+    taint = Taint(not trusted)  # one for the run: what one capability reads taints them all
     return Grants(
-        mesh=MeshCapability(mesh, me or {"id": None, "run": None, "node": None})
+        mesh=MeshCapability(mesh, me or {"id": None, "run": None, "node": None}, taint=taint)
         if mesh is not None
         else None,
         decisions=decisions,
@@ -137,9 +139,9 @@ def grant_all(
             budget := budget or SharedBudget(),
             approve=approve,
             decisions=decisions,
-            trusted=trusted,
+            taint=taint,
         ),
-        agents=AgentsCapability(agents, trusted=trusted),
+        agents=AgentsCapability(agents, taint=taint),
         budget=budget,
         store=mesh,
     )

@@ -32,6 +32,17 @@ OWNER_KIND = "plait.runs.owner:handle"
 PROGRESS_KEPT_S = 600.0
 """How long a finished run's progress topic is kept (its audit chain stays for good)."""
 
+INDEX_PREFIX = "runindex/"
+"""Where run listings live: ``runindex/<run id>``."""
+
+MESH_KEYS = (f"runs/{RUN_ID_PREFIX}", INDEX_PREFIX)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
+MESH_TOPICS = (f"runs/{RUN_ID_PREFIX}",)
+"""The topics (or topic prefixes) this service owns: code given the mesh may not publish
+on them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 
 def record_key(run_id: str) -> str:
     """The mesh key of a run's record."""
@@ -60,7 +71,7 @@ def audit_key(run_id: str, seq: int) -> str:
 
 def index_key(run_id: str) -> str:
     """The mesh key of a run's listing summary."""
-    return f"runindex/{run_id}"
+    return f"{INDEX_PREFIX}{run_id}"
 
 
 def events_topic(run_id: str) -> str:
@@ -158,6 +169,9 @@ def load(value: Any) -> RunRecord:
 
 
 __all__ = [
+    "INDEX_PREFIX",
+    "MESH_KEYS",
+    "MESH_TOPICS",
     "OWNER_KIND",
     "PROGRESS_KEPT_S",
     "RUN_ID_PREFIX",
