@@ -235,7 +235,7 @@ return out
 Returns ``{count, last name, name, value, version, tainted (0 or 1), ...}``.
 """
 
-__all__ = ["COMMIT", "CREATE_GROUPS", "POLL", "SCAN_PAGE"]
+__all__ = ["COMMIT", "CREATE_GROUPS", "EXTEND", "POLL", "SCAN_PAGE", "TRIM"]
 
 TRIM = """
 -- KEYS the streams. For each with at least one group: drop the entries every group has
@@ -272,3 +272,15 @@ end
 return removed
 """
 """Trim streams to what some group still needs; returns how many entries went."""
+
+EXTEND = """
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if p[1] and p[1][2] == ARGV[2] then
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+  return 1
+end
+return 0
+"""
+"""Restart an event's idle time, but only while this consumer still owns it: once
+another consumer has reclaimed it, extending must not steal it back. JUSTID keeps the
+delivery counter as it is. Returns 1 if it did, else 0."""
