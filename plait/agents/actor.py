@@ -235,7 +235,10 @@ async def _turn(
         grants = grant_all(
             mesh, tools=host.tools, profile=profile, by=ctx.id, agents=agents, trusted=trusted
         )
-        return await run_program(ref, input, grants)
+        result = await run_program(ref, input, grants)
+        if grants.taint.tainted:
+            effects.tainted = True  # what it returns carries what it read
+        return result
 
     tools = TurnTools(mesh, ctx.id, mail.id, effects, run_program=program, on_outside=outside)
     registry = with_capabilities(host.tools)

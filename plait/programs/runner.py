@@ -56,6 +56,8 @@ class Grants:
         agents: the agents capability, if granted.
         budget: shared by this run and every run nested in it.
         store: where saved programs are read from (None: only callables run).
+        taint: shared by the capabilities above; set once the run reads outside
+            content, so its caller learns that what it returns carries some.
     """
 
     mesh: MeshCapability | None = None
@@ -64,6 +66,7 @@ class Grants:
     agents: AgentsCapability | None = None
     budget: SharedBudget = field(default_factory=SharedBudget)
     store: Mesh | None = field(default=None, repr=False)
+    taint: Taint = field(default_factory=Taint)
 
     def without(self, *names: str) -> Grants:
         """These grants less the capabilities ``names``."""
@@ -144,6 +147,7 @@ def grant_all(
         agents=AgentsCapability(agents, taint=taint),
         budget=budget,
         store=mesh,
+        taint=taint,
     )
 
 

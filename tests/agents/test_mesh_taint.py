@@ -48,6 +48,9 @@ RULES: list[dict[str, Any]] = [
     {"match": "recall", "round": 2, "tool_calls": [GET]},
     {"match": "recall", "round": 3, "tool_calls": [LIST_GRAPHS]},
     {"match": "start", "round": 1, "tool_calls": [RUN]},
+    {"match": "consult", "round": 1, "tool_calls": [LIST_GRAPHS]},
+    {"match": "consult", "round": 2, "tool_calls": [call("programs_run", ref="peek")]},
+    {"match": "consult", "round": 3, "tool_calls": [LIST_GRAPHS]},
     {"match": "list", "round": 1, "tool_calls": [LIST_GRAPHS]},
     {"text": "done"},
 ]
@@ -58,7 +61,7 @@ async def tools_of(mesh: Mesh, *names: str) -> None:
     await gated(mesh, *names)
     for name in names:
         found = await get_profile(mesh, name)
-        extra = ["mesh_get", "mesh_put", "mesh_publish", "run_graph"]
+        extra = ["mesh_get", "mesh_put", "mesh_publish", "run_graph", "programs_run"]
         await put_profile(mesh, found.model_copy(update={"tools": [*found.tools, *extra]}))
 
 
@@ -180,3 +183,17 @@ await tools.bash("true")
     await run_source(clean, None, grant_all(mesh, profile=ops))
     summary = await mesh.get("notes/summary")
     assert summary is not None and not summary.tainted
+
+
+async def test_a_program_a_turn_runs_passes_back_the_taint_it_read(mesh: Mesh) -> None:
+    await tools_of(mesh, "planner")
+    await save_program(mesh, "peek", "return (await mesh.get('notes/plan'))['value']")
+    await promote(mesh, "peek", 1, by=Human("ana"))
+    await mesh.put("notes/plan", {"step": "rm -rf /"}, tainted=True)
+    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    async with serving(mesh, RULES):
+        await agents.start("planner")
+        await agents.tell("planner", "consult")  # a trusted message
+        await asked(desk, "planner")  # after the program's answer, manage_graph asks
+        (turn,) = await turns(agents, "planner", 1)
+    assert turn.tools == ["manage_graph", "programs_run", "manage_graph"] and turn.tainted
