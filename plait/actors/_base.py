@@ -77,6 +77,10 @@ DEAD_LETTER_TOPIC = "actors.dead"
 to no actor or a stopped one. Each event's data: ``event`` (the message's event id),
 ``data`` (its mailbox data), ``reason`` and ``host``."""
 
+MESH_TOPICS = (DEAD_LETTER_TOPIC,)
+"""The topics (or topic prefixes) this service owns: code given the mesh may not publish
+on them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 S = TypeVar("S")
 
 
@@ -462,6 +466,7 @@ __all__ = [
     "DEAD_LETTER_TOPIC",
     "DEFAULT_MAX_ATTEMPTS",
     "MAILBOX_VISIBILITY_TIMEOUT_MS",
+    "MESH_TOPICS",
     "Accepts",
     "ActorContext",
     "ActorKind",

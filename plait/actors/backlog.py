@@ -20,6 +20,10 @@ from plait.mesh._base import now_ms
 BACKLOG_PREFIX = "backlog/"
 """Where backlog markers live: ``backlog/<actor id>/<message id>``."""
 
+MESH_KEYS = (BACKLOG_PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 
 def backlog_key(actor_id: str, message_id: str) -> str:
     """The key of the backlog marker of one message."""
@@ -54,6 +58,7 @@ async def backlog(mesh: Mesh, actor_id: str) -> list[Entry]:
 
 __all__ = [
     "BACKLOG_PREFIX",
+    "MESH_KEYS",
     "backlog",
     "backlog_key",
     "clear_backlog_in",

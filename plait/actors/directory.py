@@ -27,10 +27,17 @@ MAILBOX_TOPIC = MAILBOX_PREFIX
 MAIL_KIND = "mail"
 """The event kind of a mailbox message."""
 
+ACTORS_PREFIX = "actors/"
+"""Where actor records live: ``actors/<actor id>``."""
+
+MESH_KEYS = (ACTORS_PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 
 def actor_key(actor_id: str) -> str:
     """The mesh key of an actor's record."""
-    return f"actors/{actor_id}"
+    return f"{ACTORS_PREFIX}{actor_id}"
 
 
 class ActorRecord(BaseModel):
@@ -146,8 +153,10 @@ async def tell_now(
 
 
 __all__ = [
+    "ACTORS_PREFIX",
     "MAILBOX_TOPIC",
     "MAIL_KIND",
+    "MESH_KEYS",
     "ActorId",
     "ActorRecord",
     "actor_key",

@@ -58,6 +58,10 @@ LEASE_PREFIX = "cluster/leases/"
 EPOCH_PREFIX = "cluster/epochs/"
 MEMBER_PREFIX = "cluster/members/"
 
+MESH_KEYS = (LEASE_PREFIX, EPOCH_PREFIX, MEMBER_PREFIX)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 SAFETY = 0.8
 """The share of the lease its holder trusts itself to hold it without a renewal."""
 
@@ -366,6 +370,7 @@ __all__ = [
     "EPOCH_PREFIX",
     "LEASE_PREFIX",
     "MEMBER_PREFIX",
+    "MESH_KEYS",
     "SAFETY",
     "Held",
     "LeaseKeeper",

@@ -35,6 +35,14 @@ PARTITIONS_KEY = "cluster/partitions"
 MAILBOX_PREFIX = "actors.mailbox."
 """Partition ``n``'s topic is this prefix and ``{n}``."""
 
+MESH_KEYS = (PARTITIONS_KEY,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
+MESH_TOPICS = (MAILBOX_PREFIX,)
+"""The topics (or topic prefixes) this service owns: code given the mesh may not publish
+on them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 _counts: weakref.WeakKeyDictionary[Mesh, int] = weakref.WeakKeyDictionary()
 
 
@@ -120,6 +128,8 @@ def ranges(held: list[int] | set[int]) -> str:
 __all__ = [
     "DEFAULT_PARTITIONS",
     "MAILBOX_PREFIX",
+    "MESH_KEYS",
+    "MESH_TOPICS",
     "PARTITIONS_KEY",
     "actor_family",
     "load_partitions",

@@ -71,6 +71,10 @@ SUBSCRIPTIONS_VERSION_KEY = "cluster/subscriptions"
 """Written with every change of any subscription: its version tells a router whether
 the subscriptions it forwards by are current (every forward checks it)."""
 
+MESH_KEYS = (SUBSCRIPTIONS_PREFIX, SUBSCRIPTIONS_VERSION_KEY)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 TOPIC_EVENT = "topic_event"
 """The key of a forwarded event in a mailbox body."""
 
@@ -200,16 +204,17 @@ async def _update(
 
 
 def topic_mail(event: Event) -> dict[str, Any]:
-    """The mailbox body a forwarded event becomes."""
-    return {
-        TOPIC_EVENT: {
-            "id": event.id,
-            "topic": event.topic,
-            "kind": event.kind,
-            "data": event.data,
-            "at_ms": event.at_ms,
-        }
+    """The mailbox body a forwarded event becomes (its taint with it, if it has one)."""
+    forwarded = {
+        "id": event.id,
+        "topic": event.topic,
+        "kind": event.kind,
+        "data": event.data,
+        "at_ms": event.at_ms,
     }
+    if event.tainted:
+        forwarded["tainted"] = True
+    return {TOPIC_EVENT: forwarded}
 
 
 def topic_event(body: Any) -> Event | None:
@@ -223,6 +228,7 @@ def topic_event(body: Any) -> Event | None:
         str(found["kind"]),
         found["data"],
         int(found["at_ms"]),
+        found.get("tainted") is True,
     )
 
 
@@ -456,6 +462,7 @@ class TopicRouter:
 
 
 __all__ = [
+    "MESH_KEYS",
     "ROUTER_VISIBILITY_MS",
     "SHARED_GROUP",
     "SUBSCRIPTIONS_PREFIX",

@@ -25,11 +25,13 @@ the mesh it simply runs again (nothing of it was committed); otherwise the actor
 ``on_indeterminate`` decides (``retry``, ``skip``, ``escalate``).
 
 Trust. A turn runs untrusted, and so loses its profile's pre-approved tools, when its
-message is outside content (told with ``untrusted``, or an event of one of the actor's
-``untrusted_topics``), when the conversation it carries took some in earlier, or, from
-the call on, once a tool brought some in (``http_get``). Such a turn commits its
-conversation tainted, so every later turn carrying it runs untrusted too; what it tells
-another agent is marked untrusted, and the programs it runs lose their pre-approvals.
+message is outside content (told with ``untrusted``, an event published tainted, or an
+event of one of the actor's ``untrusted_topics``), when the conversation it carries
+took some in earlier, or, from the call on, once a tool brought some in (``http_get``,
+a ``mesh_get`` of a tainted value). Such a turn commits its conversation tainted, so
+every later turn carrying it runs untrusted too; what it tells another agent is marked
+untrusted, what it writes and publishes is stored tainted, the runs it starts take
+untrusted input, and the programs it runs lose their pre-approvals.
 
 Budgets. Before every model call the day's spending is checked against the actor's
 ``budget``; a turn that would pass it stops, the actor parks (later messages are held)
@@ -257,7 +259,10 @@ async def _turn(
             programs=services.programs,
             budget=SharedBudget(within=budget, node=ctx.id),  # the day's, as the turn's
         )
-        return await run_program(ref, input, grants)
+        result = await run_program(ref, input, grants)
+        if grants.taint.tainted:
+            effects.tainted = True  # what it returns carries what it read
+        return result
 
     effects.tainted = read.conversation.tainted or is_outside_content(message, cfg)
     prompt = message.prompt
@@ -279,6 +284,7 @@ async def _turn(
         programs=services.programs,
         run_program=program,
         on_outside=outside,
+        read_taint=lambda: effects.tainted,  # a capability tool read a tainted value
     )
     with prepared.tools.bound():
         try:

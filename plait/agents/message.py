@@ -37,6 +37,7 @@ class ForwardedEvent(BaseModel):
     kind: str
     data: Any = None
     at_ms: int
+    tainted: bool = False
 
 
 class AgentMessage(BaseModel):
@@ -112,9 +113,12 @@ class AgentMessage(BaseModel):
         return f"event:{self.event.id}" if self.event is not None else mail_id
 
     def is_outside_content(self, cfg: AgentActorConfig) -> bool:
-        """Whether it is outside content: told as untrusted, or an event of one of the
-        actor's ``untrusted_topics``."""
+        """Whether it is outside content: told as untrusted, an event published tainted
+        (by a turn or program that had read some), or an event of one of the actor's
+        ``untrusted_topics``."""
         if self.event is not None:
+            if self.event.tainted:
+                return True
             return any(matches(pattern, self.event.topic) for pattern in cfg.untrusted_topics)
         return self.untrusted
 

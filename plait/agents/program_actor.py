@@ -16,9 +16,10 @@ message already moved it on — so the message is settled as a ``conflict`` rath
 delivered again. Each message ends with a turn summary (``plait agents show``), its
 backlog marker cleared and its ack, in one transaction.
 
-A message that is outside content (told as untrusted, or an event of one of the
-actor's ``untrusted_topics``) runs the program untrusted: its gated tools lose their
-pre-approvals, and what it tells an agent is marked untrusted.
+A message that is outside content (told as untrusted, an event published tainted, or
+an event of one of the actor's ``untrusted_topics``) runs the program untrusted: its
+gated tools lose their pre-approvals, what it tells an agent is marked untrusted, and
+what it writes and publishes on the mesh is stored tainted.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ from plait.models import Message
 AGENT_DATA_PREFIX = "agent-actors/"
 """Where every agent actor's data lives."""
 
+MESH_KEYS = (AGENT_DATA_PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 
 def data_prefix(name: str) -> str:
     """The key prefix of agent actor ``name``'s data."""
@@ -328,6 +332,7 @@ async def held_messages(mesh: Mesh, name: str) -> list[Entry]:
 
 __all__ = [
     "AGENT_DATA_PREFIX",
+    "MESH_KEYS",
     "AgentState",
     "Conversation",
     "InFlight",

@@ -36,7 +36,7 @@ from plait.graphs import GraphSpec
 from plait.graphs.store import get_graph, import_graph, list_graphs
 from plait.ids import RUN_ID_PREFIX, DecisionId, RunId, derived_id
 from plait.mesh import Mesh, Transaction
-from plait.programs.capabilities import service_owned
+from plait.programs.capabilities import capability_schedule_key, service_owned, service_topic
 from plait.runs import Runs
 from plait.tools import Tool, ToolContext, ToolRegistry
 
@@ -70,9 +70,10 @@ class TurnEffects:
         outside: the tools called with effects outside the mesh (for crash recovery).
         called: every tool called, in order.
         tainted: the turn has read outside content (its message came from an untrusted
-            source, its conversation carries some, or a tool fetched some): from then on
-            it runs untrusted, what it tells carries the taint, and so does the
-            conversation it commits.
+            source, its conversation carries some, a tool fetched some, or ``mesh_get``
+            read a tainted value): from then on it runs untrusted, what it tells
+            carries the taint, and so do the conversation it commits and every value it
+            writes and event it publishes (the mesh keeps the taint beside them).
     """
 
     puts: dict[str, tuple[Any, int | None, int]] = field(default_factory=dict)
@@ -84,10 +85,11 @@ class TurnEffects:
 
     def apply(self, tx: Transaction) -> None:
         """Add every effect to ``tx``."""
+        tainted = self.tainted
         for key, (value, if_version, _) in self.puts.items():
-            tx.put(key, value, if_version=if_version)
+            tx.put(key, value, if_version=if_version, tainted=tainted)
         for topic, kind, data, after_ms, schedule in self.publishes:
-            tx.publish(topic, kind, data, after_ms=after_ms, key=schedule)
+            tx.publish(topic, kind, data, after_ms=after_ms, key=schedule, tainted=tainted)
         for actor_id, body in self.tells:
             tell_in(tx, actor_id, body)
 
@@ -133,9 +135,11 @@ class TurnTools:
             value, _, version = self.effects.puts[key]
             return {"key": key, "value": value, "version": version}
         entry = await self.mesh.get(key)
-        return (
-            None if entry is None else {"key": key, "value": entry.value, "version": entry.version}
-        )
+        if entry is None:
+            return None
+        if entry.tainted:
+            self.effects.tainted = True  # its writer had read outside content: so has this turn
+        return {"key": key, "value": entry.value, "version": entry.version}
 
     async def mesh_put(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Write a value at a key; ``if_version`` 0 creates only, N overwrites only N."""
@@ -154,12 +158,17 @@ class TurnTools:
 
     async def mesh_publish(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Publish an event on a topic (with the turn); its subscribers get it."""
+        if service_topic(args["topic"]):
+            raise CapabilityMissing(
+                f"an agent may not publish on {args['topic']!r}: it belongs to plait "
+                "(tell an agent with agents_tell)"
+            )
         publish = (
             args["topic"],
             args["kind"],
             args.get("data"),
             args.get("after_ms", 0),
-            args.get("key"),
+            capability_schedule_key(args.get("key")),
         )
         self.mesh._publish_op(*publish)  # checks topic, kind and payload now, not at the commit
         self.effects.publishes.append(publish)
@@ -233,6 +242,8 @@ class TurnTools:
                 args.get("input"),
                 version=args.get("version"),
                 run_id=run_id,
+                # the run reads what this turn chose: outside content if the turn read some
+                input_untrusted=self.effects.tainted,
             )
         except VersionConflict:
             rec = await runs.get(run_id)  # this turn started it before it was interrupted

@@ -65,6 +65,7 @@ def prepare_turn(
     programs: ProgramCatalog | None = None,
     run_program: Callable[[str, Any, bool], Awaitable[Any]] | None = None,
     on_outside: Callable[[str], Awaitable[None]] | None = None,
+    read_taint: Callable[[], bool] | None = None,
 ) -> PreparedTurn:
     """Assemble one turn of ``profile`` on ``prompt``; trusted unless ``effects.tainted``.
 
@@ -88,6 +89,8 @@ def prepare_turn(
         programs: the catalog program nodes look refs up in.
         run_program: runs a program with the agent's capabilities (see TurnTools).
         on_outside: called before a tool with effects outside the mesh runs.
+        read_taint: whether a capability tool has read a tainted value (the turn then
+            loses its pre-approvals).
     """
     env = ExecEnv(
         agent=profile.name,
@@ -114,6 +117,7 @@ def prepare_turn(
         max_rounds=max_rounds,
         budget=budget if budget is not None else VisitBudget(),
         on_untrusted=lambda: setattr(effects, "tainted", True),
+        read_taint=read_taint,
     )
     capability = TurnTools(
         mesh, actor_id, message_id, effects, run_program=run_program, on_outside=on_outside

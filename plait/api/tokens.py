@@ -29,6 +29,10 @@ from plait.mesh import Mesh, skip_corrupt, skip_unreadable
 PREFIX = "tokens/"
 """Where token records live: ``tokens/<id>``."""
 
+MESH_KEYS = (PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 TOKEN_PREFIX = "plait_"
 """How every token begins, so one found in a log is recognised."""
 
@@ -132,6 +136,7 @@ async def authenticate(mesh: Mesh, token: str) -> Principal | None:
 
 
 __all__ = [
+    "MESH_KEYS",
     "PREFIX",
     "TOKEN_PREFIX",
     "TokenKind",

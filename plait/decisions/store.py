@@ -44,6 +44,14 @@ PREFIX = "decisions/"
 DEFAULT_TOPIC = "decisions"
 """The topic decision events are published on."""
 
+MESH_KEYS = (PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
+MESH_TOPICS = (DEFAULT_TOPIC,)
+"""The topics (or topic prefixes) this service owns: code given the mesh may not publish
+on them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 
 def decision_key(decision_id: DecisionId) -> str:
     """The mesh key of a decision's record."""
@@ -355,6 +363,8 @@ def _problems(exc: ValidationError) -> str:
 
 __all__ = [
     "DEFAULT_TOPIC",
+    "MESH_KEYS",
+    "MESH_TOPICS",
     "PREFIX",
     "DecisionBoard",
     "DecisionDesk",

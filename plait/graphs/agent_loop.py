@@ -71,6 +71,10 @@ class Turn:
     on_untrusted: Callable[[], None] | None = None
     """Called once when the turn stops running trusted (an external tool's result came
     back), so what acts for it mid-turn (an agent actor's capability tools) knows."""
+    read_taint: Callable[[], bool] | None = None
+    """Asked after each tool call: whether the turn has read outside content through a
+    tool that is not external (an agent actor's ``mesh_get`` of a tainted value); from
+    then on the turn runs untrusted."""
 
 
 async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
@@ -123,6 +127,8 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
             if external:
                 if trusted and turn.on_untrusted is not None:
                     turn.on_untrusted()
+                out.used_external, trusted = True, False
+            elif trusted and turn.read_taint is not None and turn.read_taint():
                 out.used_external, trusted = True, False
             out.messages.append(Message(role="tool", content=content, tool_call_id=call.id))
     raise ModelError(

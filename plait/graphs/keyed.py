@@ -36,6 +36,10 @@ from plait.models import Message
 KEY_PREFIX = "sessions"
 """Where run-key records live in the mesh: ``sessions/<agent>/<graph>/<run_key>``."""
 
+MESH_KEYS = (f"{KEY_PREFIX}/",)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 
 class KeptVisit(BaseModel):
     """A visit that passed, as a rerun replays it (see :class:`NodeResult`)."""
@@ -302,6 +306,7 @@ def _check(record: KeyedRecord, graph: CompiledGraph, digest: str) -> None:
 
 __all__ = [
     "KEY_PREFIX",
+    "MESH_KEYS",
     "KeptVisit",
     "KeyedRecord",
     "RunKeeper",

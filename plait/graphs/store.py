@@ -28,6 +28,10 @@ from plait.mesh import Entry, Mesh, skip_corrupt, skip_unreadable
 PREFIX = "graphs/"
 """The mesh key prefix of stored graphs."""
 
+MESH_KEYS = (PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _MAX_ATTEMPTS = 64
 
@@ -248,6 +252,7 @@ def _decode_version(entry: Entry) -> StoredGraph:
 
 
 __all__ = [
+    "MESH_KEYS",
     "PREFIX",
     "GraphSummary",
     "StoredGraph",

@@ -40,6 +40,14 @@ ran it late) or not, all or none, so the caller retries only what a version chec
 idempotent key makes safe to repeat. A subscription whose read raised it may be
 iterated again once the backend is back: nothing it delivered and nobody acked is lost,
 it is delivered again after its visibility timeout.
+
+Taint. A value or an event may carry one bit of metadata beside it, as a Kafka record
+carries headers: ``tainted``, set by a writer that acted on outside content (a fetched
+page, an untrusted message). ``put(..., tainted=True)`` stores it with the value and
+``publish(..., tainted=True)`` with the event; :class:`Entry` and :class:`Event` give it
+back (``False`` unless set), through ``get``, ``scan``, transactions, deliveries and
+scheduled events alike. A later untainted put of the key clears it. The mesh only keeps
+the bit; what reads a tainted value decides what it means (see :mod:`plait.tools.trust`).
 """
 
 from __future__ import annotations
@@ -90,6 +98,8 @@ class Entry:
     key: str
     value: Any
     version: int
+    tainted: bool = False
+    """Whether the writer of this value had read outside content (see the module doc)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +112,7 @@ class Event:
         kind: a short type name chosen by the publisher (``"wake"``, ``"decision.answered"``).
         data: the payload, any msgpack-encodable value.
         at_ms: when it was published, in epoch milliseconds.
+        tainted: whether its publisher had read outside content (see the module doc).
     """
 
     id: str
@@ -109,6 +120,7 @@ class Event:
     kind: str
     data: Any
     at_ms: int
+    tainted: bool = False
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -166,6 +178,7 @@ class PutOp:
     data: bytes
     if_version: int | None
     value: Any = None
+    tainted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +200,7 @@ class PublishOp:
     at_ms: int
     after_ms: int
     key: str | None
+    tainted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,12 +271,14 @@ class Transaction:
         """The mesh this transaction commits to."""
         return self._mesh
 
-    def put(self, key: str, value: Any, if_version: int | None = None) -> None:
+    def put(
+        self, key: str, value: Any, if_version: int | None = None, *, tainted: bool = False
+    ) -> None:
         """Add a put; see :meth:`Mesh.put`."""
         check_key(key)
         _check_version(if_version)
         data = encode(key, value, self._mesh.max_value_bytes)
-        self.ops.append(PutOp(key, data, if_version, value))
+        self.ops.append(PutOp(key, data, if_version, value, tainted))
 
     def delete(self, key: str, if_version: int | None = None) -> None:
         """Add a delete; see :meth:`Mesh.delete`."""
@@ -278,10 +294,17 @@ class Transaction:
         self.ops.append(CheckOp(key, version))
 
     def publish(
-        self, topic: str, kind: str, data: Any = None, *, after_ms: int = 0, key: str | None = None
+        self,
+        topic: str,
+        kind: str,
+        data: Any = None,
+        *,
+        after_ms: int = 0,
+        key: str | None = None,
+        tainted: bool = False,
     ) -> str:
         """Add a publish and return the id the event will have; see :meth:`Mesh.publish`."""
-        op = self._mesh._publish_op(topic, kind, data, after_ms, key)
+        op = self._mesh._publish_op(topic, kind, data, after_ms, key, tainted)
         self.ops.append(op)
         return op.event_id
 
@@ -460,7 +483,9 @@ class Mesh(abc.ABC):
         """The entry at ``key``, or None if it does not exist."""
 
     @abc.abstractmethod
-    async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
+    async def put(
+        self, key: str, value: Any, if_version: int | None = None, *, tainted: bool = False
+    ) -> Entry:
         """Write ``value`` at ``key`` and return the new entry.
 
         Args:
@@ -468,6 +493,8 @@ class Mesh(abc.ABC):
             value: any msgpack-encodable value.
             if_version: None writes unconditionally; 0 only creates; N writes only if
                 the current version is N.
+            tainted: store the value as tainted (its writer read outside content);
+                False clears a taint the key had.
 
         Raises:
             VersionConflict: ``if_version`` did not hold; nothing was written.
@@ -496,7 +523,14 @@ class Mesh(abc.ABC):
     # topics -------------------------------------------------------------------------
 
     async def publish(
-        self, topic: str, kind: str, data: Any = None, *, after_ms: int = 0, key: str | None = None
+        self,
+        topic: str,
+        kind: str,
+        data: Any = None,
+        *,
+        after_ms: int = 0,
+        key: str | None = None,
+        tainted: bool = False,
     ) -> str:
         """Append an event to ``topic`` and return its id.
 
@@ -507,8 +541,10 @@ class Mesh(abc.ABC):
             after_ms: deliver no earlier than this many milliseconds from now.
             key: a schedule key; publishing again with the same key replaces the
                 pending event instead of adding one, and :meth:`cancel` drops it.
+            tainted: mark the event tainted (its publisher read outside content); its
+                readers get :attr:`Event.tainted`.
         """
-        op = self._publish_op(topic, kind, data, after_ms, key)
+        op = self._publish_op(topic, kind, data, after_ms, key, tainted)
         await self._commit([op])
         return op.event_id
 
@@ -613,7 +649,13 @@ class Mesh(abc.ABC):
         """Apply ``ops`` atomically (backends implement this)."""
 
     def _publish_op(
-        self, topic: str, kind: str, data: Any, after_ms: int, key: str | None
+        self,
+        topic: str,
+        kind: str,
+        data: Any,
+        after_ms: int,
+        key: str | None,
+        tainted: bool = False,
     ) -> PublishOp:
         check_key(topic, "topic")
         if not isinstance(kind, str) or not kind:
@@ -623,7 +665,7 @@ class Mesh(abc.ABC):
         if key is not None:
             check_key(key, "schedule key")
         payload = encode(topic, data, self.max_value_bytes)
-        return PublishOp(topic, new_event_id(), kind, payload, now_ms(), after_ms, key)
+        return PublishOp(topic, new_event_id(), kind, payload, now_ms(), after_ms, key, tainted)
 
 
 __all__ = [

@@ -2,12 +2,17 @@
 
 Key layout under the mesh prefix ``P``:
 
-- ``P kv:KEY``  hash ``{v: encoded value, n: version}``
+- ``P kv:KEY``  hash ``{v: encoded value, n: version}``, and ``t: 1`` if the value is
+  tainted (no field otherwise)
 - ``P keys``    sorted set, score 0, one member per existing KEY (the scan index)
-- ``P t:TOPIC`` stream; entry fields ``id kind data at``
+- ``P t:TOPIC`` stream; entry fields ``id kind data at``, and ``t 1`` for a tainted event
 - ``P sched``   sorted set of scheduled events, score = due time in server microseconds,
   member ``k:KEY`` for a keyed event, ``e:EVENT_ID`` for an unkeyed one
-- ``P schedp``  hash member -> cmsgpack ``[stream key, id, kind, data, at]``
+- ``P schedp``  hash member -> cmsgpack ``[stream key, id, kind, data, at]``, with a
+  sixth element ``1`` for a tainted event
+
+Taint costs an untainted write nothing on the wire: a tainted put or publish has an op
+code of its own (``Q``, ``F``) with the same fields as the untainted one (``P``, ``E``).
 
 Scripts read the server clock (``TIME``), so hosts with skewed clocks agree on when a
 scheduled event is due; Redis 7 replicates script effects, which makes that safe.
@@ -20,22 +25,24 @@ COMMIT = """
 -- ARGV[1] one msgpack array (one argument to encode, not dozens): the op count, then
 -- per op a code and its fields:
 --   P name data if_version | D name if_version | A group entry_id | C schedule_key
+--   Q name data if_version  (a put of a tainted value)
 --   T group consumer   (take: the group's next new entry, for that consumer)
 --   K name version     (check: fail unless the key is at that version; writes nothing)
 --   E event_id kind data at after_ms schedule_key   (if_version and schedule_key may be '')
+--   F event_id kind data at after_ms schedule_key   (a tainted event)
 local index, sched, payloads = KEYS[1], KEYS[2], KEYS[3]
 local ARG = cmsgpack.unpack(ARGV[1])
 local ops, a = {}, 2
 for i = 1, tonumber(ARG[1]) do
   local code = ARG[a]
   local op = {code = code, key = KEYS[3 + i]}
-  if code == 'P' then
+  if code == 'P' or code == 'Q' then
     op.name, op.data, op.ifv = ARG[a + 1], ARG[a + 2], ARG[a + 3]
     a = a + 4
   elseif code == 'D' then
     op.name, op.ifv = ARG[a + 1], ARG[a + 2]
     a = a + 3
-  elseif code == 'E' then
+  elseif code == 'E' or code == 'F' then
     op.id, op.kind, op.data, op.at = ARG[a + 1], ARG[a + 2], ARG[a + 3], ARG[a + 4]
     op.after, op.skey = tonumber(ARG[a + 5]), ARG[a + 6]
     a = a + 7
@@ -58,7 +65,7 @@ end
 -- every expectation first, against the state as the batch itself would see it
 local shadow = {}
 for _, op in ipairs(ops) do
-  if op.code == 'P' or op.code == 'D' or op.code == 'K' then
+  if op.code == 'P' or op.code == 'Q' or op.code == 'D' or op.code == 'K' then
     local current = shadow[op.key]
     if current == nil then
       current = tonumber(redis.call('HGET', op.key, 'n')) or 0
@@ -66,7 +73,7 @@ for _, op in ipairs(ops) do
     if op.ifv ~= '' and tonumber(op.ifv) ~= current then
       return {'conflict', op.name, tonumber(op.ifv), current}
     end
-    if op.code == 'P' then shadow[op.key] = current + 1
+    if op.code == 'P' or op.code == 'Q' then shadow[op.key] = current + 1
     elseif op.code == 'D' then shadow[op.key] = 0 end
   end
 end
@@ -74,17 +81,27 @@ end
 local out, now = {}, nil
 for i, op in ipairs(ops) do
   local result = 0
-  if op.code == 'P' then
+  if op.code == 'P' or op.code == 'Q' then
     result = redis.call('HINCRBY', op.key, 'n', 1)
-    redis.call('HSET', op.key, 'v', op.data)
+    if op.code == 'Q' then
+      redis.call('HSET', op.key, 'v', op.data, 't', 1)
+    else
+      redis.call('HSET', op.key, 'v', op.data)
+      if result > 1 then redis.call('HDEL', op.key, 't') end  -- an earlier taint goes
+    end
     if result == 1 then redis.call('ZADD', index, 0, op.name) end
   elseif op.code == 'D' then
     result = redis.call('DEL', op.key)
     if result == 1 then redis.call('ZREM', index, op.name) end
-  elseif op.code == 'E' then
+  elseif op.code == 'E' or op.code == 'F' then
     if op.after == 0 and op.skey == '' then
-      redis.call('XADD', op.key, '*', 'id', op.id, 'kind', op.kind, 'data', op.data,
-                 'at', op.at)
+      if op.code == 'F' then
+        redis.call('XADD', op.key, '*', 'id', op.id, 'kind', op.kind, 'data', op.data,
+                   'at', op.at, 't', 1)
+      else
+        redis.call('XADD', op.key, '*', 'id', op.id, 'kind', op.kind, 'data', op.data,
+                   'at', op.at)
+      end
     else
       if now == nil then
         local t = redis.call('TIME')
@@ -93,8 +110,9 @@ for i, op in ipairs(ops) do
       local member = 'e:' .. op.id
       if op.skey ~= '' then member = 'k:' .. op.skey end
       redis.call('ZADD', sched, now + op.after * 1000, member)
-      redis.call('HSET', payloads, member,
-                 cmsgpack.pack({op.key, op.id, op.kind, op.data, op.at}))
+      local packed = {op.key, op.id, op.kind, op.data, op.at}
+      if op.code == 'F' then packed[6] = 1 end
+      redis.call('HSET', payloads, member, cmsgpack.pack(packed))
     end
   elseif op.code == 'C' then
     redis.call('ZREM', sched, 'k:' .. op.skey)
@@ -134,7 +152,11 @@ for _, member in ipairs(due) do
   redis.call('HDEL', KEYS[2], member)
   if packed then
     local e = cmsgpack.unpack(packed)
-    redis.call('XADD', e[1], '*', 'id', e[2], 'kind', e[3], 'data', e[4], 'at', e[5])
+    if e[6] == 1 then
+      redis.call('XADD', e[1], '*', 'id', e[2], 'kind', e[3], 'data', e[4], 'at', e[5], 't', 1)
+    else
+      redis.call('XADD', e[1], '*', 'id', e[2], 'kind', e[3], 'data', e[4], 'at', e[5])
+    end
   end
 end
 local wait = -1
@@ -198,21 +220,22 @@ SCAN_PAGE = """
 local names = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[3])
 local out = {#names, names[#names] or ''}
 for _, name in ipairs(names) do
-  local found = redis.call('HMGET', ARGV[4] .. name, 'v', 'n')
+  local found = redis.call('HMGET', ARGV[4] .. name, 'v', 'n', 't')
   if found[1] then
     out[#out + 1] = name
     out[#out + 1] = found[1]
     out[#out + 1] = found[2]
+    out[#out + 1] = found[3] and 1 or 0
   end
 end
 return out
 """
 """One page of the scan index with each key's value and version, read atomically.
 
-Returns ``{count, last name, name, value, version, ...}``.
+Returns ``{count, last name, name, value, version, tainted (0 or 1), ...}``.
 """
 
-__all__ = ["COMMIT", "CREATE_GROUPS", "POLL", "SCAN_PAGE"]
+__all__ = ["COMMIT", "CREATE_GROUPS", "EXTEND", "POLL", "SCAN_PAGE", "TRIM"]
 
 TRIM = """
 -- KEYS the streams. For each with at least one group: drop the entries every group has
@@ -249,3 +272,15 @@ end
 return removed
 """
 """Trim streams to what some group still needs; returns how many entries went."""
+
+EXTEND = """
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[3], ARGV[3], 1)
+if p[1] and p[1][2] == ARGV[2] then
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[3], 'JUSTID')
+  return 1
+end
+return 0
+"""
+"""Restart an event's idle time, but only while this consumer still owns it: once
+another consumer has reclaimed it, extending must not steal it back. JUSTID keeps the
+delivery counter as it is. Returns 1 if it did, else 0."""

@@ -26,13 +26,14 @@ from plait.mesh._base import TRIM_INTERVAL_S, Delivery, Event, StartFrom, Subscr
 from plait.mesh._codec import decode
 from plait.mesh._sqlite_ops import create_groups, trim
 
-Claimed = tuple[str, int, int, str, str, bytes, int]
-"""topic, seq, attempt, event id, kind, data, at_ms."""
+Claimed = tuple[str, int, int, str, str, bytes, int, int]
+"""topic, seq, attempt, event id, kind, data, at_ms, tainted (0 or 1)."""
 
 _HAS_DUE = "SELECT 1 FROM scheduled WHERE due_ms <= ? LIMIT 1"
 _PROMOTE = (
-    "INSERT INTO events (topic, id, kind, data, at_ms) SELECT topic, id, kind, data, at_ms "
-    "FROM scheduled WHERE due_ms <= ? ORDER BY due_ms, rowid"
+    "INSERT INTO events (topic, id, kind, data, at_ms, tainted) "
+    "SELECT topic, id, kind, data, at_ms, tainted FROM scheduled WHERE due_ms <= ? "
+    "ORDER BY due_ms, rowid"
 )
 _DROP_DUE = "DELETE FROM scheduled WHERE due_ms <= ?"
 _EXPIRED = (
@@ -43,10 +44,10 @@ _REDELIVER = (
     "UPDATE pending SET consumer = ?, delivered_ms = ?, attempt = ? "
     "WHERE topic = ? AND grp = ? AND seq = ?"
 )
-_EVENT = "SELECT id, kind, data, at_ms FROM events WHERE seq = ?"
+_EVENT = "SELECT id, kind, data, at_ms, tainted FROM events WHERE seq = ?"
 _DROP_PENDING = "DELETE FROM pending WHERE topic = ? AND grp = ? AND seq = ?"
 _NEXT = (
-    "SELECT seq, id, kind, data, at_ms FROM events WHERE topic = ?1 "
+    "SELECT seq, id, kind, data, at_ms, tainted FROM events WHERE topic = ?1 "
     "AND seq > (SELECT cursor FROM consumer_groups WHERE topic = ?1 AND grp = ?2) "
     "ORDER BY seq LIMIT ?3"
 )
@@ -267,8 +268,8 @@ class SqliteSubscription(Subscription):
             self._stash.extend(self._delivery(c) for c in future.result()[0])
 
     def _delivery(self, claimed: Claimed) -> Delivery:
-        topic, seq, attempt, event_id, kind, data, at_ms = claimed
-        event = Event(event_id, topic, kind, decode(data), at_ms)
+        topic, seq, attempt, event_id, kind, data, at_ms, tainted = claimed
+        event = Event(event_id, topic, kind, decode(data), at_ms, bool(tainted))
         return Delivery(event, self._group, self._consumer, attempt, seq, self._mesh.ack)
 
     async def close(self) -> None:

@@ -26,8 +26,10 @@ from plait.mesh._base import (
     now_ms,
 )
 
-SCHEMA_VERSION = 2
-"""Version 2 keeps ``kv`` in a rowid table (version 1: ``WITHOUT ROWID``), migrated on open."""
+SCHEMA_VERSION = 3
+"""Version 3 keeps a ``tainted`` flag beside each value, event and scheduled event;
+version 2 has none, and version 1 also keeps ``kv`` ``WITHOUT ROWID``. Older files are
+migrated on open."""
 
 BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 """The result codes of a lock held by another connection beyond the busy timeout."""
@@ -39,12 +41,14 @@ BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 # and a read 16 against 5 us; a 200-byte value reads 0.6 us slower.
 _KV = """
 CREATE TABLE IF NOT EXISTS {name} (
-    key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL
+    key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL,
+    tainted INTEGER NOT NULL DEFAULT 0
 )"""
 _SCHEMA = f"""{_KV.format(name="kv")};
 CREATE TABLE IF NOT EXISTS events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, id TEXT NOT NULL,
-    kind TEXT NOT NULL, data BLOB NOT NULL, at_ms INTEGER NOT NULL
+    kind TEXT NOT NULL, data BLOB NOT NULL, at_ms INTEGER NOT NULL,
+    tainted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS events_by_topic ON events (topic, seq);
 CREATE TABLE IF NOT EXISTS consumer_groups (
@@ -56,7 +60,8 @@ CREATE TABLE IF NOT EXISTS pending (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS scheduled (
     skey TEXT PRIMARY KEY, due_ms INTEGER NOT NULL, topic TEXT NOT NULL, id TEXT NOT NULL,
-    kind TEXT NOT NULL, data BLOB NOT NULL, at_ms INTEGER NOT NULL
+    kind TEXT NOT NULL, data BLOB NOT NULL, at_ms INTEGER NOT NULL,
+    tainted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS scheduled_by_due ON scheduled (due_ms);
 """
@@ -134,6 +139,8 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 1:
             _migrate_kv_to_rowid(conn)
+        if version in (1, 2):
+            _add_taint_columns(conn, kv=version == 2)
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
@@ -154,25 +161,42 @@ def _migrate_kv_to_rowid(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE kv_rowid RENAME TO kv")
 
 
+_TAINT_COLUMN = "tainted INTEGER NOT NULL DEFAULT 0"
+
+
+def _add_taint_columns(conn: sqlite3.Connection, *, kv: bool) -> None:
+    """Give an older file's tables the ``tainted`` column (version 3), in the caller's
+    transaction; existing rows read as untainted. ``kv`` is False where the version-1
+    migration already made ``kv`` with it. Adding a column with a constant default
+    rewrites no row, so this is quick however large the file."""
+    for table in ("kv", "events", "scheduled") if kv else ("events", "scheduled"):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {_TAINT_COLUMN}")
+
+
 # -- keys (reader) --------------------------------------------------------------------
 
-_GET = "SELECT value, version FROM kv WHERE key = ?"
+_GET = "SELECT value, version, tainted FROM kv WHERE key = ?"
 _VERSION = "SELECT version FROM kv WHERE key = ?"
 _SCAN = {
-    (False, False): "SELECT key, value, version FROM kv WHERE key >= ? ORDER BY key LIMIT ?",
-    (True, False): "SELECT key, value, version FROM kv WHERE key > ? ORDER BY key LIMIT ?",
+    (False, False): (
+        "SELECT key, value, version, tainted FROM kv WHERE key >= ? ORDER BY key LIMIT ?"
+    ),
+    (True, False): (
+        "SELECT key, value, version, tainted FROM kv WHERE key > ? ORDER BY key LIMIT ?"
+    ),
     (False, True): (
-        "SELECT key, value, version FROM kv WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
+        "SELECT key, value, version, tainted FROM kv WHERE key >= ? AND key < ? "
+        "ORDER BY key LIMIT ?"
     ),
     (True, True): (
-        "SELECT key, value, version FROM kv WHERE key > ? AND key < ? ORDER BY key LIMIT ?"
+        "SELECT key, value, version, tainted FROM kv WHERE key > ? AND key < ? ORDER BY key LIMIT ?"
     ),
 }
 
 
-def get(conn: sqlite3.Connection, key: str) -> tuple[bytes, int] | None:
-    """The stored (value, version) of ``key``."""
-    row: tuple[bytes, int] | None = conn.execute(_GET, (key,)).fetchone()
+def get(conn: sqlite3.Connection, key: str) -> tuple[bytes, int, int] | None:
+    """The stored (value, version, tainted) of ``key``."""
+    row: tuple[bytes, int, int] | None = conn.execute(_GET, (key,)).fetchone()
     return row
 
 
@@ -194,22 +218,30 @@ def prefix_end(prefix: str) -> str | None:
 
 def scan_page(
     conn: sqlite3.Connection, low: str, after: bool, high: str | None, limit: int
-) -> list[tuple[str, bytes, int]]:
-    """Up to ``limit`` rows with key from ``low`` (exclusive if ``after``) below ``high``."""
+) -> list[tuple[str, bytes, int, int]]:
+    """Up to ``limit`` rows (key, value, version, tainted) with key from ``low``
+    (exclusive if ``after``) below ``high``."""
     sql = _SCAN[after, high is not None]
     params = (low, high, limit) if high is not None else (low, limit)
-    rows: list[tuple[str, bytes, int]] = conn.execute(sql, params).fetchall()
+    rows: list[tuple[str, bytes, int, int]] = conn.execute(sql, params).fetchall()
     return rows
 
 
 # -- keys (writer) --------------------------------------------------------------------
 
+# A put writes its taint flag too (0 clears one an earlier writer left): an integer 0
+# or 1 takes no byte of the row's payload in SQLite's record format, only its header's.
 _UPSERT = (
-    "INSERT INTO kv (key, value, version) VALUES (?, ?, 1) ON CONFLICT (key) "
-    "DO UPDATE SET value = excluded.value, version = kv.version + 1 RETURNING version"
+    "INSERT INTO kv (key, value, version, tainted) VALUES (?, ?, 1, ?) ON CONFLICT (key) "
+    "DO UPDATE SET value = excluded.value, version = kv.version + 1, "
+    "tainted = excluded.tainted RETURNING version"
 )
-_CREATE = "INSERT INTO kv (key, value, version) VALUES (?, ?, 1) ON CONFLICT (key) DO NOTHING"
-_UPDATE = "UPDATE kv SET value = ?, version = version + 1 WHERE key = ? AND version = ?"
+_CREATE = (
+    "INSERT INTO kv (key, value, version, tainted) VALUES (?, ?, 1, ?) ON CONFLICT (key) DO NOTHING"
+)
+_UPDATE = (
+    "UPDATE kv SET value = ?, version = version + 1, tainted = ? WHERE key = ? AND version = ?"
+)
 _DELETE = "DELETE FROM kv WHERE key = ?"
 _DELETE_IF = "DELETE FROM kv WHERE key = ? AND version = ?"
 
@@ -219,18 +251,25 @@ def _version(conn: sqlite3.Connection, key: str) -> int:
     return 0 if row is None else int(row[0])
 
 
-def put(conn: sqlite3.Connection, key: str, data: bytes, if_version: int | None) -> int:
-    """Write ``data`` at ``key`` and return the new version; CAS on ``if_version``.
+def put(
+    conn: sqlite3.Connection,
+    key: str,
+    data: bytes,
+    if_version: int | None,
+    tainted: bool = False,
+) -> int:
+    """Write ``data`` at ``key`` (with its taint flag) and return the new version; CAS
+    on ``if_version``.
 
     The version check and the write are one statement, so a conflict writes nothing and
     needs no rollback; the current version is read only to report the conflict.
     """
     if if_version is None:
-        return int(conn.execute(_UPSERT, (key, data)).fetchone()[0])
+        return int(conn.execute(_UPSERT, (key, data, tainted)).fetchone()[0])
     if if_version == 0:
-        if conn.execute(_CREATE, (key, data)).rowcount == 1:
+        if conn.execute(_CREATE, (key, data, tainted)).rowcount == 1:
             return 1
-    elif conn.execute(_UPDATE, (data, key, if_version)).rowcount == 1:
+    elif conn.execute(_UPDATE, (data, tainted, key, if_version)).rowcount == 1:
         return if_version + 1
     raise VersionConflict(key, if_version, _version(conn, key))
 
@@ -249,10 +288,10 @@ def delete(conn: sqlite3.Connection, key: str, if_version: int | None) -> bool:
 
 # -- transactions and topics (writer) -------------------------------------------------
 
-_APPEND = "INSERT INTO events (topic, id, kind, data, at_ms) VALUES (?, ?, ?, ?, ?)"
+_APPEND = "INSERT INTO events (topic, id, kind, data, at_ms, tainted) VALUES (?, ?, ?, ?, ?, ?)"
 _SCHEDULE = (
-    "INSERT OR REPLACE INTO scheduled (skey, due_ms, topic, id, kind, data, at_ms) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO scheduled (skey, due_ms, topic, id, kind, data, at_ms, tainted) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _CANCEL = "DELETE FROM scheduled WHERE skey = ?"
 _ACK = "DELETE FROM pending WHERE topic = ? AND grp = ? AND seq = ?"
@@ -265,7 +304,7 @@ def schedule_key(key: str) -> str:
 
 # A take: the group's next new event becomes pending for one consumer (its cursor moves).
 _NEXT_NEW = (
-    "SELECT seq, id, kind, data, at_ms FROM events WHERE topic = ?1 "
+    "SELECT seq, id, kind, data, at_ms, tainted FROM events WHERE topic = ?1 "
     "AND seq > (SELECT cursor FROM consumer_groups WHERE topic = ?1 AND grp = ?2) "
     "ORDER BY seq LIMIT 1"
 )
@@ -286,18 +325,19 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list
     taken: list[Any] = []
     for op in ops:
         if isinstance(op, PutOp):
-            versions.append(put(conn, op.key, op.data, op.if_version))
+            versions.append(put(conn, op.key, op.data, op.if_version, op.tainted))
         elif isinstance(op, DeleteOp):
             delete(conn, op.key, op.if_version)
         elif isinstance(op, PublishOp):
             if op.after_ms == 0 and op.key is None:
-                conn.execute(_APPEND, (op.topic, op.event_id, op.kind, op.data, op.at_ms))
+                event = (op.topic, op.event_id, op.kind, op.data, op.at_ms, op.tainted)
+                conn.execute(_APPEND, event)
             else:
                 skey = schedule_key(op.key) if op.key is not None else "e" + op.event_id
                 # at_ms is truncated to the millisecond; one more keeps it from being early.
                 due_ms = op.at_ms + op.after_ms + (1 if op.after_ms else 0)
                 row = (skey, due_ms, op.topic, op.event_id, op.kind)
-                conn.execute(_SCHEDULE, (*row, op.data, op.at_ms))
+                conn.execute(_SCHEDULE, (*row, op.data, op.at_ms, op.tainted))
         elif isinstance(op, CancelOp):
             conn.execute(_CANCEL, (schedule_key(op.key),))
         elif isinstance(op, AckOp):

@@ -63,7 +63,7 @@ class _Group:
 
 @dataclass(slots=True)
 class _Topic:
-    log: list[tuple[str, str, bytes, int]] = field(default_factory=list)
+    log: list[tuple[str, str, bytes, int, bool]] = field(default_factory=list)
     groups: dict[str, _Group] = field(default_factory=dict)
 
 
@@ -80,7 +80,7 @@ class MemoryMesh(Mesh):
     def __init__(self, *, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
         self.url = "memory://"
         self.max_value_bytes = max_value_bytes
-        self._data: dict[str, tuple[bytes, int]] = {}
+        self._data: dict[str, tuple[bytes, int, bool]] = {}  # value, version, tainted
         self._keys: list[str] = []
         self._topics: dict[str, _Topic] = {}
         self._scheduled: dict[str, tuple[int, PublishOp]] = {}
@@ -98,9 +98,11 @@ class MemoryMesh(Mesh):
     async def get(self, key: str) -> Entry | None:
         check_key(key)
         found = self._data.get(key)
-        return None if found is None else Entry(key, decode(found[0], key), found[1])
+        return None if found is None else Entry(key, decode(found[0], key), found[1], found[2])
 
-    async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
+    async def put(
+        self, key: str, value: Any, if_version: int | None = None, *, tainted: bool = False
+    ) -> Entry:
         # The hot path of every CAS: no transaction object, no re-decoding.
         check_key(key)
         _check_version(if_version)
@@ -111,10 +113,10 @@ class MemoryMesh(Mesh):
             raise VersionConflict(key, if_version, current)
         if found is None:
             bisect.insort(self._keys, key)
-        self._data[key] = (data, current + 1)
+        self._data[key] = (data, current + 1, tainted)
         if self._changed is not None:
             self._notify()
-        return Entry(key, value, current + 1)
+        return Entry(key, value, current + 1, tainted)
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         tx = self.transact()
@@ -138,7 +140,7 @@ class MemoryMesh(Mesh):
                 if found is not None:
                     value = decode_scanned(found[0], key, on_corrupt)
                     if value is not None:
-                        yield Entry(key, value[0], found[1])
+                        yield Entry(key, value[0], found[1], found[2])
             if len(page) < _SCAN_PAGE:
                 return
             after = page[-1]
@@ -169,8 +171,8 @@ class MemoryMesh(Mesh):
                 version = (found[1] if found else 0) + 1
                 if found is None:
                     bisect.insort(self._keys, op.key)
-                self._data[op.key] = (op.data, version)
-                entries[op.key] = Entry(op.key, op.value, version)
+                self._data[op.key] = (op.data, version, op.tainted)
+                entries[op.key] = Entry(op.key, op.value, version, op.tainted)
             elif isinstance(op, DeleteOp):
                 if self._data.pop(op.key, None) is not None:
                     del self._keys[bisect.bisect_left(self._keys, op.key)]
@@ -209,7 +211,7 @@ class MemoryMesh(Mesh):
         return topic
 
     def _append(self, op: PublishOp) -> None:
-        self._topic(op.topic).log.append((op.event_id, op.kind, op.data, op.at_ms))
+        self._topic(op.topic).log.append((op.event_id, op.kind, op.data, op.at_ms, op.tainted))
 
     def _schedule(self, op: PublishOp) -> None:
         # at_ms is truncated to the millisecond; one more keeps delivery from being early.
@@ -327,8 +329,8 @@ class MemoryMesh(Mesh):
     def _delivery(
         self, name: str, topic: _Topic, group: str, position: int, pending: _Pending
     ) -> Delivery:
-        event_id, kind, data, at_ms = topic.log[position]
-        event = Event(event_id, name, kind, decode(data), at_ms)
+        event_id, kind, data, at_ms, tainted = topic.log[position]
+        event = Event(event_id, name, kind, decode(data), at_ms, tainted)
         return Delivery(event, group, pending.consumer, pending.attempt, position, self._ack)
 
     def _earliest_redelivery(self, names: list[str], group: str, visibility_ms: int) -> int | None:

@@ -218,14 +218,16 @@ class SqliteMesh(Mesh):
     async def get(self, key: str) -> Entry | None:
         check_key(key)
         row = await self._read(ops.get, key)
-        return None if row is None else Entry(key, decode(row[0], key), row[1])
+        return None if row is None else Entry(key, decode(row[0], key), row[1], bool(row[2]))
 
-    async def put(self, key: str, value: Any, if_version: int | None = None) -> Entry:
+    async def put(
+        self, key: str, value: Any, if_version: int | None = None, *, tainted: bool = False
+    ) -> Entry:
         check_key(key)
         _check_version(if_version)
         data = encode(key, value, self.max_value_bytes)
-        version = await self._write(ops.put, key, data, if_version, savepoint=False)
-        return Entry(key, value, version)
+        version = await self._write(ops.put, key, data, if_version, tainted, savepoint=False)
+        return Entry(key, value, version, tainted)
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         check_key(key)
@@ -242,10 +244,10 @@ class SqliteMesh(Mesh):
         low, after = prefix, False
         while True:
             rows = await self._read(ops.scan_page, low, after, high, _SCAN_PAGE)
-            for key, data, version in rows:
+            for key, data, version, tainted in rows:
                 value = decode_scanned(data, key, on_corrupt)
                 if value is not None:
-                    yield Entry(key, value[0], version)
+                    yield Entry(key, value[0], version, bool(tainted))
             if len(rows) < _SCAN_PAGE:
                 return
             low, after = rows[-1][0], True
@@ -264,16 +266,16 @@ class SqliteMesh(Mesh):
         put_versions = iter(versions)
         for op in batch:
             if isinstance(op, PutOp):
-                entries[op.key] = Entry(op.key, op.value, next(put_versions))
+                entries[op.key] = Entry(op.key, op.value, next(put_versions), op.tainted)
             elif isinstance(op, PublishOp):
                 event_ids.append(op.event_id)
                 topics.add(op.topic)
         taken = [
             Delivery(
-                Event(event_id, op.topic, kind, decode(data), at_ms),
+                Event(event_id, op.topic, kind, decode(data), at_ms, bool(tainted)),
                 op.group, op.consumer, 1, seq, self._ack,
             )
-            for op, seq, event_id, kind, data, at_ms in took
+            for op, seq, event_id, kind, data, at_ms, tainted in took
         ]  # fmt: skip
         # A topic whose new events this very transaction took needs no reader woken.
         untaken = {

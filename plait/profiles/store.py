@@ -18,6 +18,10 @@ from plait.profiles.record import AgentProfile
 PREFIX = "agents/"
 """The mesh key prefix of agent profiles."""
 
+MESH_KEYS = (PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 DEFAULT_ASSISTANT = AgentProfile(
     name="assistant",
     tools=["http_get", "read_file", "bash"],
@@ -125,6 +129,7 @@ def _decode(key: str, value: object) -> AgentProfile:
 
 __all__ = [
     "DEFAULT_ASSISTANT",
+    "MESH_KEYS",
     "PREFIX",
     "get_profile",
     "list_profiles",

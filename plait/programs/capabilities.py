@@ -5,6 +5,13 @@ acts through (the mesh, a decision board, the tool registry) is held privately a
 never a surface that can answer a decision, promote a program or drive a run. A program
 run nested through :class:`ProgramsCapability` gets the same capabilities as its
 caller, never more: a capability its caller lacks is a :class:`Missing` there too.
+
+Taint. The capabilities of one program run share one :class:`Taint`: the run starts
+tainted when its caller ran untrusted, and becomes tainted once it reads a value or
+scans an entry the mesh holds as tainted, or an external tool answers it. From then on
+its gated tools lose their pre-approvals, what it tells or runs on an agent is marked
+untrusted, and what it writes and publishes on the mesh is stored tainted, so the taint
+reaches whoever reads it next.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from plait.profiles import AgentProfile
 from plait.programs.budget import CallBudget, SharedBudget
 from plait.tools import ToolContext, ToolRegistry, check_allowed, gate
 
-PROTECTED_PREFIXES = (
+PROTECTED_PREFIXES = (  # each service's MESH_KEYS; tests/agents/test_service_keys.py checks
     "programs/",  # promotions
     "decisions/",
     "agents/",  # profiles
@@ -43,9 +50,42 @@ never write: they belong to the plait services that own them. A program keeps it
 own state elsewhere, e.g. under ``runs/<its run>/``."""
 
 
+PROTECTED_TOPICS = (  # each service's MESH_TOPICS; tests/agents/test_service_keys.py checks
+    "actors.",  # mailbox partitions (a message there runs an actor's turn), dead letters
+    "decisions",  # decision events
+    "runs/" + RUN_ID_PREFIX,  # durable runs' progress
+)
+"""Topics (and topic prefixes) code given the mesh may never publish on: the runtime's
+own. A program reaches an actor through ``agents.tell``, which marks the taint it
+carries, never by writing into its mailbox."""
+
+CAPABILITY_SCHEDULE_PREFIX = "cap:"
+"""Put before the schedule key of an event code given the mesh publishes, so that it
+can replace or cancel only its own scheduled events, never a service's (a run's tick)."""
+
+
 def service_owned(key: str) -> bool:
     """Whether ``key`` belongs to a plait service (see :data:`PROTECTED_PREFIXES`)."""
     return key.startswith(PROTECTED_PREFIXES)
+
+
+def service_topic(topic: str) -> bool:
+    """Whether ``topic`` belongs to the runtime (see :data:`PROTECTED_TOPICS`)."""
+    return topic.startswith(PROTECTED_TOPICS)
+
+
+class Taint:
+    """Whether one program run (or one agent turn) has read outside content; shared by
+    the capabilities it holds, and only ever set, never cleared."""
+
+    __slots__ = ("tainted",)
+
+    def __init__(self, tainted: bool = False) -> None:
+        self.tainted = tainted
+
+    def mark(self) -> None:
+        """Record that outside content was read."""
+        self.tainted = True
 
 
 Approver = Callable[[str, dict[str, Any]], Awaitable[bool]]
@@ -54,20 +94,27 @@ raises when no one can be asked now."""
 
 
 class MeshCapability:
-    """The mesh as program code sees it: read, write with CAS, publish, scan, ``self()``."""
+    """The mesh as program code sees it: read, write with CAS, publish, scan, ``self()``.
 
-    __slots__ = ("__me", "__mesh")
+    Reading a tainted value taints the run (see :class:`Taint`); a tainted run's writes
+    and publishes are stored tainted.
+    """
 
-    def __init__(self, mesh: Mesh, me: Mapping[str, Any]) -> None:
+    __slots__ = ("__me", "__mesh", "__taint")
+
+    def __init__(self, mesh: Mesh, me: Mapping[str, Any], *, taint: Taint | None = None) -> None:
         self.__mesh = mesh
         self.__me = dict(me)
+        self.__taint = taint if taint is not None else Taint()
 
     async def get(self, key: str) -> dict[str, Any] | None:
         """``{key, value, version}`` at ``key``, or None if it does not exist."""
         entry = await self.__mesh.get(key)
-        return (
-            None if entry is None else {"key": key, "value": entry.value, "version": entry.version}
-        )
+        if entry is None:
+            return None
+        if entry.tainted:
+            self.__taint.mark()
+        return {"key": key, "value": entry.value, "version": entry.version}
 
     async def put(self, key: str, value: Any, if_version: int | None = None) -> dict[str, Any]:
         """Write ``value`` at ``key``; ``if_version`` 0 only creates, N only overwrites N.
@@ -77,21 +124,36 @@ class MeshCapability:
             CapabilityMissing: ``key`` belongs to a service, not to programs.
         """
         _writable(key)
-        entry = await self.__mesh.put(key, value, if_version=if_version)
+        tainted = self.__taint.tainted
+        entry = await self.__mesh.put(key, value, if_version=if_version, tainted=tainted)
         return {"key": key, "version": entry.version}
 
     async def publish(
         self, topic: str, kind: str, data: Any = None, after_ms: int = 0, key: str | None = None
     ) -> str:
-        """Publish an event; ``after_ms`` delays it, a ``key`` replaces a pending one."""
-        return await self.__mesh.publish(topic, kind, data, after_ms=after_ms, key=key)
+        """Publish an event; ``after_ms`` delays it, a ``key`` replaces a pending one.
+
+        Raises:
+            CapabilityMissing: ``topic`` is the runtime's (an actor's mailbox, say).
+        """
+        _publishable(topic)
+        return await self.__mesh.publish(
+            topic,
+            kind,
+            data,
+            after_ms=after_ms,
+            key=capability_schedule_key(key),
+            tainted=self.__taint.tainted,
+        )
 
     async def scan(self, prefix: str) -> list[dict[str, Any]]:
         """Every ``{key, value, version}`` under ``prefix``, in key order."""
-        return [
-            {"key": e.key, "value": e.value, "version": e.version}
-            async for e in self.__mesh.scan(prefix)
-        ]
+        out = []
+        async for e in self.__mesh.scan(prefix):
+            if e.tainted:
+                self.__taint.mark()
+            out.append({"key": e.key, "value": e.value, "version": e.version})
+        return out
 
     async def self(self) -> dict[str, Any]:
         """Who runs this program: ``{id, run, node}`` (None where it does not apply)."""
@@ -144,7 +206,7 @@ class ToolsCapability:
         "__decisions",
         "__profile",
         "__registry",
-        "__trusted",
+        "__taint",
     )
 
     def __init__(
@@ -157,6 +219,7 @@ class ToolsCapability:
         approve: Approver | None = None,
         decisions: DecisionsCapability | None = None,
         trusted: bool = True,
+        taint: Taint | None = None,
     ) -> None:
         self.__registry = registry
         self.__profile = profile
@@ -166,7 +229,7 @@ class ToolsCapability:
         self.__decisions: DecisionsCapability | Missing = (
             decisions if decisions is not None else Missing("decisions")
         )
-        self.__trusted = trusted
+        self.__taint = _shared(taint, trusted)
 
     async def call(self, ref: str, args: Mapping[str, Any] | None = None) -> Any:
         """Call tool ``ref`` with ``args``; ``decisions.raise`` and ``decisions.wait`` too.
@@ -183,13 +246,16 @@ class ToolsCapability:
         self.__budget.step(self.__context.node or "program", f"tool call {ref!r}")
         tool = check_allowed(ref, self.__profile, registry=self.__registry)
         args = self.__registry.validate_args(ref, args)
-        decision = gate(tool, trusted=self.__trusted, pre_approved=self.__profile.pre_approved)
+        trusted = not self.__taint.tainted
+        decision = gate(tool, trusted=trusted, pre_approved=self.__profile.pre_approved)
         if decision == "needs_approval":
             if self.__approve is None or not await self.__approve(ref, args):
                 raise ToolNotPermitted(
                     f"tool {ref!r} needs a person's approval and has none here: pre-approve "
                     f"it for agent {self.__profile.name!r}, or approve tools up front"
                 )
+        if tool.external:
+            self.__taint.mark()  # what it answers is outside content, even if it raises
         return await self.__registry.call(ref, args, self.__context)
 
     def _without_decisions(self) -> ToolsCapability:
@@ -200,7 +266,7 @@ class ToolsCapability:
             self.__context,
             self.__budget,
             approve=self.__approve,
-            trusted=self.__trusted,
+            taint=self.__taint,
         )
 
     async def bash(self, command: str, timeout_s: float | None = None) -> dict[str, Any]:
@@ -245,17 +311,18 @@ class AgentsCapability:
     spends from the caller's budget (a node visit's, through the program's).
     """
 
-    __slots__ = ("__budget", "__port", "__trusted")
+    __slots__ = ("__budget", "__port", "__taint")
 
     def __init__(
         self,
         port: AgentsPort | None = None,
         *,
         trusted: bool = True,
+        taint: Taint | None = None,
         budget: CallBudget | None = None,
     ) -> None:
         self.__port = port
-        self.__trusted = trusted
+        self.__taint = _shared(taint, trusted)
         self.__budget = budget
 
     def __use(self) -> AgentsPort:
@@ -274,7 +341,7 @@ class AgentsCapability:
         """Send agent actor ``id`` (``agent:NAME``, or its name) a message (one turn
         handles it); the message id."""
         port = self.__use()
-        if self.__trusted:
+        if not self.__taint.tainted:
             return await port.tell(id, message)
         return await port.tell(id, message, untrusted=True)
 
@@ -291,7 +358,7 @@ class AgentsCapability:
                 "agents.run takes no budget=: a task spends from the budget of the run "
                 "that runs this program"
             )
-        if not self.__trusted:
+        if self.__taint.tainted:
             options = {**options, "untrusted": True}
         return await self.__use().run(task, budget=self.__budget, **options)
 
@@ -345,6 +412,29 @@ def _writable(key: str) -> None:
         )
 
 
+def _publishable(topic: str) -> None:
+    if service_topic(topic):
+        raise CapabilityMissing(
+            f"program code may not publish on {topic!r}: that topic belongs to the plait "
+            "runtime (tell an agent with agents.tell; publish on a topic of your own)"
+        )
+
+
+def capability_schedule_key(key: str | None) -> str | None:
+    """The schedule key an event published through a capability is kept under (see
+    :data:`CAPABILITY_SCHEDULE_PREFIX`)."""
+    return None if key is None else CAPABILITY_SCHEDULE_PREFIX + key
+
+
+def _shared(taint: Taint | None, trusted: bool) -> Taint:
+    """``taint`` (marked if the caller is not ``trusted``), or a new one."""
+    if taint is None:
+        return Taint(not trusted)
+    if not trusted:
+        taint.mark()
+    return taint
+
+
 def _no_agents() -> CapabilityMissing:
     return CapabilityMissing(
         "agent actors are not available yet here: this program was run without the agents "
@@ -353,7 +443,9 @@ def _no_agents() -> CapabilityMissing:
 
 
 __all__ = [
+    "CAPABILITY_SCHEDULE_PREFIX",
     "PROTECTED_PREFIXES",
+    "PROTECTED_TOPICS",
     "AgentsCapability",
     "AgentsPort",
     "Approver",
@@ -361,6 +453,9 @@ __all__ = [
     "MeshCapability",
     "Missing",
     "Payload",
+    "Taint",
     "ToolsCapability",
+    "capability_schedule_key",
     "service_owned",
+    "service_topic",
 ]

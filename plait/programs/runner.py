@@ -29,6 +29,7 @@ from plait.programs.capabilities import (
     MeshCapability,
     Missing,
     Payload,
+    Taint,
     ToolsCapability,
 )
 from plait.programs.registry import DEFAULT_CATALOG, CallableProgram, ProgramCatalog
@@ -56,6 +57,8 @@ class Grants:
         budget: shared by this run and every run nested in it.
         store: where saved programs are read from (None: only callables run).
         programs: the catalog program refs are looked up in (nested runs share it).
+        taint: shared by the capabilities above; set once the run reads outside
+            content, so its caller learns that what it returns carries some.
     """
 
     mesh: MeshCapability | None = None
@@ -65,6 +68,7 @@ class Grants:
     budget: SharedBudget = field(default_factory=SharedBudget)
     store: Mesh | None = field(default=None, repr=False)
     programs: ProgramCatalog = field(default=DEFAULT_CATALOG, repr=False)
+    taint: Taint = field(default_factory=Taint)
 
     def without(self, *names: str) -> Grants:
         """These grants less the capabilities ``names``."""
@@ -131,8 +135,9 @@ def grant_all(
         programs: the catalog refs are looked up in (default: :data:`DEFAULT_CATALOG`).
     """
     decisions = DecisionsCapability(DecisionBoard(mesh), by) if mesh is not None else None
+    taint = Taint(not trusted)  # one for the run: what one capability reads taints them all
     return Grants(
-        mesh=MeshCapability(mesh, me or {"id": None, "run": None, "node": None})
+        mesh=MeshCapability(mesh, me or {"id": None, "run": None, "node": None}, taint=taint)
         if mesh is not None
         else None,
         decisions=decisions,
@@ -143,12 +148,13 @@ def grant_all(
             budget := budget or SharedBudget(),
             approve=approve,
             decisions=decisions,
-            trusted=trusted,
+            taint=taint,
         ),
-        agents=AgentsCapability(agents, trusted=trusted, budget=budget),
+        agents=AgentsCapability(agents, taint=taint, budget=budget),
         budget=budget,
         store=mesh,
         programs=programs if programs is not None else DEFAULT_CATALOG,
+        taint=taint,
     )
 
 

@@ -28,6 +28,10 @@ from plait.programs.text import compile_text
 PREFIX = "programs/"
 """The mesh key prefix of saved programs."""
 
+MESH_KEYS = (PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _MAX_ATTEMPTS = 64
 
@@ -230,6 +234,7 @@ def _index(entry: Entry | None) -> _Index | None:
 
 
 __all__ = [
+    "MESH_KEYS",
     "PREFIX",
     "ProgramSummary",
     "Promotion",

@@ -39,6 +39,10 @@ log = logging.getLogger("plait.runs")
 LIVE_PREFIX = "runlive/"
 """The key prefix of the live-run index."""
 
+MESH_KEYS = (LIVE_PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 TAKEOVER: Final = "takeover"
 """The ``why`` of the wake a run gets when a runtime takes its partition over."""
 
@@ -118,6 +122,7 @@ def taken_over(
 
 __all__ = [
     "LIVE_PREFIX",
+    "MESH_KEYS",
     "TAKEOVER",
     "Incarnation",
     "list_run",

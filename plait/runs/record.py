@@ -29,6 +29,17 @@ from plait.ids import RUN_ID_PREFIX, ActorId, RunId
 OWNER_KIND = "plait.runs.owner:handle"
 """The actor kind of run owners."""
 
+INDEX_PREFIX = "runindex/"
+"""Where run listings live: ``runindex/<run id>``."""
+
+MESH_KEYS = (f"runs/{RUN_ID_PREFIX}", INDEX_PREFIX)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
+MESH_TOPICS = (f"runs/{RUN_ID_PREFIX}",)
+"""The topics (or topic prefixes) this service owns: code given the mesh may not publish
+on them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 
 def record_key(run_id: str) -> str:
     """The mesh key of a run's record."""
@@ -57,7 +68,7 @@ def audit_key(run_id: str, seq: int) -> str:
 
 def index_key(run_id: str) -> str:
     """The mesh key of a run's listing summary."""
-    return f"runindex/{run_id}"
+    return f"{INDEX_PREFIX}{run_id}"
 
 
 def owner_id(run_id: str) -> ActorId:
@@ -150,6 +161,9 @@ def load(value: Any) -> RunRecord:
 
 
 __all__ = [
+    "INDEX_PREFIX",
+    "MESH_KEYS",
+    "MESH_TOPICS",
     "OWNER_KIND",
     "RUN_ID_PREFIX",
     "RunRecord",

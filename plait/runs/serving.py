@@ -29,6 +29,10 @@ log = logging.getLogger("plait.runs")
 HEARTBEAT_PREFIX = "serving/"
 """The mesh key prefix of heartbeats."""
 
+MESH_KEYS = (HEARTBEAT_PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
 BEAT_S = 2.0
 """How often a serving process renews its heartbeat."""
 
@@ -148,6 +152,7 @@ def missing_tools(needed: Iterable[str], offered: Iterable[str]) -> list[str]:
 __all__ = [
     "BEAT_S",
     "HEARTBEAT_PREFIX",
+    "MESH_KEYS",
     "NO_WORKER",
     "STALE_S",
     "Heartbeat",

@@ -128,9 +128,17 @@ def prune_runs(runs: list[ScheduledRun]) -> list[ScheduledRun]:
     return [r for r in runs if id(r) not in dropped]
 
 
+SCHEDULES_PREFIX = "schedules/"
+"""Where schedule records live: ``schedules/<schedule id>``."""
+
+MESH_KEYS = (SCHEDULES_PREFIX,)
+"""The mesh key prefixes this service owns: code given the mesh may read them, never
+write them (``plait.programs.capabilities`` guards them; a test checks it does)."""
+
+
 def schedule_key(schedule_id: str) -> str:
     """The mesh key of a schedule's record."""
-    return f"schedules/{schedule_id}"
+    return f"{SCHEDULES_PREFIX}{schedule_id}"
 
 
 def schedule_actor(schedule_id: str) -> str:
@@ -186,6 +194,8 @@ def check_secret_name(name: str) -> None:
 __all__ = [
     "CATCH_UP_MODES",
     "KEPT_DELIVERED",
+    "MESH_KEYS",
+    "SCHEDULES_PREFIX",
     "SCHEDULE_KIND",
     "SECRET_ENV_PREFIX",
     "CatchUp",

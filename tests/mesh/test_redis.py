@@ -277,7 +277,7 @@ async def test_what_a_commit_took_for_its_consumer_wakes_no_read(
     mesh: Mesh, raw: aioredis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # no poll falls due during the test: every request the subscription sends is a read
-    monkeypatch.setattr("plait.mesh.redis._BLOCK_MS", 10_000)
+    monkeypatch.setattr("plait.mesh._redis_delivery.BLOCK_MS", 10_000)
     sub = mesh.subscribe("mail", "g", "c")
     await mesh.publish("mail", "n", "first")
     first = await next_within(sub, 2)
@@ -316,7 +316,7 @@ async def test_a_read_outlives_the_cancelled_wait_that_started_it(
 ) -> None:
     # A blocking XREADGROUP hands entries to the consumer on the server: had the cancel
     # dropped its reply, they would come back only after the visibility timeout.
-    monkeypatch.setattr("plait.mesh.redis._BLOCK_MS", 10_000)
+    monkeypatch.setattr("plait.mesh._redis_delivery.BLOCK_MS", 10_000)
     sub = mesh.subscribe("kept", "g", "c", visibility_timeout_ms=60_000)
     assert await next_within(sub, 0.2) is None  # polled; its read blocks on
     reader: Any = sub

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgpack
 import pytest
 
 from plait.errors import ConfigError, MeshError, MeshUnavailable, VersionConflict
@@ -82,38 +83,90 @@ async def test_wal_is_on(mesh: SqliteMesh, db_path: Path) -> None:
         conn.close()
 
 
-async def test_a_version_1_file_is_migrated_with_its_keys(db_path: Path) -> None:
-    async with SqliteMesh(db_path) as mesh:
-        await mesh.put("a", {"big": "x" * 3000})
-        await mesh.put("b", 2)
-        await mesh.put("b", 3)
-    # Turn the file back into version 1, whose kv table was WITHOUT ROWID.
-    conn = sqlite3.connect(db_path, isolation_level=None)
+# The schema of a version-2 file, as plait wrote it before values and events had a
+# taint flag; version 1 differs only in keeping kv WITHOUT ROWID.
+_SCHEMA_V2 = """
+CREATE TABLE kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL, version INTEGER NOT NULL);
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, topic TEXT NOT NULL, id TEXT NOT NULL,
+    kind TEXT NOT NULL, data BLOB NOT NULL, at_ms INTEGER NOT NULL
+);
+CREATE INDEX events_by_topic ON events (topic, seq);
+CREATE TABLE consumer_groups (
+    topic TEXT NOT NULL, grp TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY (topic, grp)
+) WITHOUT ROWID;
+CREATE TABLE pending (
+    topic TEXT NOT NULL, grp TEXT NOT NULL, seq INTEGER NOT NULL, consumer TEXT NOT NULL,
+    delivered_ms INTEGER NOT NULL, attempt INTEGER NOT NULL, PRIMARY KEY (topic, grp, seq)
+) WITHOUT ROWID;
+CREATE TABLE scheduled (
+    skey TEXT PRIMARY KEY, due_ms INTEGER NOT NULL, topic TEXT NOT NULL, id TEXT NOT NULL,
+    kind TEXT NOT NULL, data BLOB NOT NULL, at_ms INTEGER NOT NULL
+);
+CREATE INDEX scheduled_by_due ON scheduled (due_ms);
+"""
+
+
+def _old_file(path: Path, version: int) -> None:
+    """Write a mesh file of schema ``version`` (1 or 2) holding two keys (``a`` at
+    version 1, ``b`` at 2), an event on ``old`` and a scheduled event on ``old`` already
+    due, the way a plait of that version wrote them."""
+    schema = _SCHEMA_V2
+    if version == 1:
+        schema = schema.replace("version INTEGER NOT NULL);", "version INTEGER NOT NULL)"
+                                " WITHOUT ROWID;")  # fmt: skip
+    big, three = msgpack.packb({"big": "x" * 3000}), msgpack.packb(3)
+    conn = sqlite3.connect(path, isolation_level=None)
     try:
-        conn.execute("BEGIN")
+        conn.executescript(schema)
+        conn.execute("INSERT INTO kv VALUES ('a', ?, 1), ('b', ?, 2)", (big, three))
         conn.execute(
-            "CREATE TABLE kv1 (key TEXT PRIMARY KEY, value BLOB NOT NULL, "
-            "version INTEGER NOT NULL) WITHOUT ROWID"
+            "INSERT INTO events (topic, id, kind, data, at_ms) VALUES ('old', 'e1', 'n', ?, 1)",
+            (msgpack.packb(1),),
         )
-        conn.execute("INSERT INTO kv1 SELECT * FROM kv")
-        conn.execute("DROP TABLE kv")
-        conn.execute("ALTER TABLE kv1 RENAME TO kv")
-        conn.execute("PRAGMA user_version = 1")
-        conn.execute("COMMIT")
+        conn.execute(
+            "INSERT INTO scheduled VALUES ('ee2', 0, 'old', 'e2', 'n', ?, 1)",
+            (msgpack.packb(2),),
+        )
+        conn.execute(f"PRAGMA user_version = {version}")
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_an_older_file_is_migrated_with_its_keys_and_events(
+    db_path: Path, version: int
+) -> None:
+    _old_file(db_path, version)
     async with SqliteMesh(db_path) as mesh:
         a, b = await mesh.get("a"), await mesh.get("b")
         assert a is not None and a.value == {"big": "x" * 3000} and a.version == 1
         assert b is not None and b.value == 3 and b.version == 2
+        assert not a.tainted and not b.tainted
         assert (await mesh.put("b", 4, if_version=2)).version == 3
+        await mesh.put("c", "outside", tainted=True)
+        c = await mesh.get("c")
+        assert c is not None and c.tainted
+        async with mesh.subscribe("old", "g", "c", start="begin") as sub:
+            got = [await sub.__anext__() for _ in range(2)]
+        assert [(d.data, d.event.tainted) for d in got] == [(1, False), (2, False)]
     conn = sqlite3.connect(db_path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'kv'").fetchone()[0]
         assert "WITHOUT ROWID" not in sql
     finally:
         conn.close()
+
+
+async def test_a_newer_file_is_refused(db_path: Path) -> None:
+    _old_file(db_path, 2)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("PRAGMA user_version = 4")
+    conn.close()
+    with pytest.raises(ConfigError, match="schema version 4, newer"):
+        async with SqliteMesh(db_path) as mesh:
+            await mesh.get("a")
 
 
 async def test_path_that_cannot_be_created_says_which_and_why(tmp_path: Path) -> None:
