@@ -74,8 +74,12 @@ _REASONS = frozenset(get_args(WakeReason))
 
 
 def wake(run: str, why: WakeReason, *, backoff: int = 0) -> dict[str, Any]:
-    """The body of a wake of ``run`` for ``why`` (see :meth:`Wake.body`)."""
-    return Wake(run=RunId(run), why=why, backoff=backoff).body()
+    """The body of a wake of ``run`` for ``why``: :meth:`Wake.body` of that wake, built
+    without the model (every commit sends one or more, and they are typed here)."""
+    body: dict[str, Any] = {"run": run, "why": why}
+    if backoff:
+        body["backoff"] = backoff
+    return body
 
 
 __all__ = ["Wake", "WakeReason", "wake"]

@@ -28,7 +28,7 @@ from plait.runs.audit import AuditEvent, read_events
 from plait.runs.log import read_log
 from plait.runs.progress import Progress
 from plait.runs.store import RunStore
-from plait.runs.wake import Wake
+from plait.runs.wake import Wake, wake
 
 from .helpers import EXAMPLES, ROOT, hosting, settle, store
 
@@ -168,8 +168,8 @@ async def test_progress_is_one_schema_for_the_cli_the_api_and_the_console() -> N
 
 
 def test_a_wake_is_parsed_once_into_one_model() -> None:
-    wake = Wake.parse({"run": "grun_a", "why": "tick", "backoff": 3}, "grun_b")
-    assert (wake.run, wake.why, wake.backoff, wake.traceparent) == ("grun_a", "tick", 3, None)
+    tick = Wake.parse({"run": "grun_a", "why": "tick", "backoff": 3}, "grun_b")
+    assert (tick.run, tick.why, tick.backoff, tick.traceparent) == ("grun_a", "tick", 3, None)
     traced = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     sent = Wake(run="grun_a", why="next", traceparent=traced).body()
     assert sent == {"run": "grun_a", "why": "next", "traceparent": traced}
@@ -177,6 +177,10 @@ def test_a_wake_is_parsed_once_into_one_model() -> None:
     # A wake of an older version (its sweep), or no wake at all: the record decides.
     assert Wake.parse({"run": "grun_a", "why": "sweep"}, "grun_b").why == "next"
     assert Wake.parse("garbage", "grun_b") == Wake(run="grun_b")
+    for why, backoff in (("start", 0), ("tick", 2), ("takeover", 0)):
+        built = Wake(run="grun_a", why=why, backoff=backoff)  # type: ignore[arg-type]
+        assert wake("grun_a", why, backoff=backoff) == built.body()  # type: ignore[arg-type]
+        assert Wake.parse(built.body(), "grun_b") == built
 
 
 async def test_runs_carry_the_compiled_graph_read_once_per_process() -> None:
