@@ -27,7 +27,7 @@ from plait.programs.capabilities import (
     service_topic,
 )
 from plait.runs.live import LIVE_PREFIX
-from plait.runs.record import events_topic, index_key, record_key
+from plait.runs.record import index_key, record_key
 from plait.tools import ToolContext
 
 pytestmark = pytest.mark.anyio
@@ -109,7 +109,7 @@ RUNTIME_TOPICS = [
     mailbox_topic(0),
     DEAD_LETTER_TOPIC,
     "decisions",
-    events_topic("grun_0123"),
+    "runs/grun_0123/events",  # a run's namespace, topics included
 ]
 
 
