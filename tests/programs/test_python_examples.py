@@ -121,6 +121,5 @@ def test_the_release_graph_from_the_cli_parks_and_resumes(tmp_path: Path) -> Non
     assert done["output"]["status"] == "released"
     assert done["output"]["state"] == f"runs/{parked['run_id']}"
     assert done["output"]["actor"] == f"run:{parked['run_id']}"
-    assert done["output"]["topic"] == f"runs/{parked['run_id']}/events"
     stored = cli.json("mesh", "get", "releases/v3.1.0")
     assert stored["value"]["version"] == "v3.1.0"
