@@ -5,8 +5,11 @@
 (``pkg.module:fn``) or a saved program (``name`` or ``name@version``); string values of
 ``input`` are templates. With ``verdicts`` the program decides the route: it returns
 one of their words (a Python-decided edge), and the flow goes where that word leads.
-A registered or imported ref is checked when the graph is
-validated; a saved one when it is imported into a mesh (:func:`program_problems`).
+A registered ref, or an import path whose module is loaded already, is checked when
+the graph is validated; a saved one when it is imported into a mesh
+(:func:`program_problems`). Checking imports nothing: a graph may come over the
+network, and its ref must not make the server import a module (an import path's
+module is imported only when the node runs).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState, Waiting
 from plait.graphs.template import TemplateContext, render_value
 from plait.mesh import Mesh
-from plait.programs import find_callable, grant_all, resolve_saved, run_program
+from plait.programs import grant_all, resolve_saved, run_program
+from plait.programs.registry import loaded_program, registered
 
 
 class ProgramNode(NodeBase):
@@ -110,7 +114,7 @@ def _validate(node: ProgramNode, path: str, checks: Checks) -> None:
         if not word or any(c.isspace() for c in word):
             checks.problem(f"{path}.verdicts.{word}", "a verdict is a single word")
     try:
-        found = find_callable(node.ref)
+        found = loaded_program(node.ref)
     except ProgramError as exc:
         checks.problem(f"{path}.ref", str(exc))
         return
@@ -129,7 +133,9 @@ async def program_problems(mesh: Mesh, nodes: Iterator[NodeBase]) -> list[str]:
         if not isinstance(node, ProgramNode):
             continue
         try:
-            if find_callable(node.ref) is None:
+            if ":" in node.ref:  # an import path: checked as text, imported when it runs
+                loaded_program(node.ref)
+            elif registered(node.ref) is None:
                 await resolve_saved(node.ref, mesh, require_promoted=node.require_promoted)
         except ProgramError as exc:
             problems.append(f"nodes[{index}].ref: program {quoted(node.ref)}: {exc}")
