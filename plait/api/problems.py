@@ -63,6 +63,7 @@ _TITLES = {
     404: "Not found",
     405: "Method not allowed",
     409: "Conflict",
+    413: "Content too large",
     422: "Invalid input",
     500: "Internal error",
     503: "Mesh unavailable",

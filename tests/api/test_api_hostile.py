@@ -3,10 +3,13 @@ scripted model, import modules through a program ref, learn where the mesh lives
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from plait.api.app import MAX_BODY_BYTES
 from plait.mesh import Mesh
 
 from .helpers import api_client, asking_graph
@@ -115,3 +118,27 @@ async def test_a_number_over_the_digit_limit_is_a_422_not_a_crash(mesh: Mesh) ->
         )
     assert refused.status_code in (400, 422), refused.text
     assert refused.headers["content-type"] == "application/problem+json"
+
+
+async def test_a_request_body_over_the_limit_is_a_413_before_it_is_parsed(mesh: Mesh) -> None:
+    graph = {"name": "g", "entry": "a", "nodes": [{"id": "a", "type": "agent",
+             "prompt": "{{" * MAX_BODY_BYTES}]}  # fmt: skip
+    body = json.dumps(graph).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:  # sent with no Content-Length
+        for start in range(0, len(body), 65536):
+            yield body[start : start + 65536]
+
+    async with api_client(mesh, "service", "ci") as bot:
+        declared = await bot.post("/api/graphs", content=body)
+        streamed = await bot.post("/api/graphs", content=chunks())
+        small = await bot.post("/api/graphs", json={**graph, "nodes": [
+            {"id": "a", "type": "agent", "prompt": "{{" * 60_000}]})  # fmt: skip
+    for refused in (declared, streamed):
+        assert refused.status_code == 413, refused.text
+        assert (
+            refused.json()["detail"]
+            == f"the request body is over the limit of {MAX_BODY_BYTES} bytes"
+        )
+    assert small.status_code == 422  # under the body limit, over the template cap
+    assert "is over the cap of 100000" in small.json()["detail"] + str(small.json()["problems"])
