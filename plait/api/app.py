@@ -8,10 +8,17 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plait.api.deps import PrincipalDep, Services
 from plait.api.models import Whoami
-from plait.api.problems import Problem, install_problem_handlers, problem_responses
+from plait.api.problems import (
+    Problem,
+    install_problem_handlers,
+    problem_response,
+    problem_responses,
+)
 from plait.api.routes import decisions, graphs, runs, schedules
 from plait.mesh import Mesh
 from plait.tools import ToolRegistry, serving_registry
@@ -21,6 +28,45 @@ STATIC = Path(str(files("plait.api") / "static"))
 
 ROUTERS = (runs.router, decisions.router, graphs.router, schedules.router)
 """Every resource's router; a new resource is a module under ``routes/`` listed here."""
+
+MAX_BODY_BYTES = 1024 * 1024
+"""The largest request body read: 1 MiB, as for a graph file."""
+
+
+class BodyLimit:
+    """Refuse a request body over ``limit`` bytes with 413, before it is parsed: a
+    graph's size caps its parse and validation, which run on the serving process."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, counting its body as it is read."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:  # a body sent without a length, or longer than it said
+                # An HTTPException: the route's body parsing lets it through as it is.
+                raise HTTPException(413, self._detail())
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _detail(self) -> str:
+        return f"the request body is over the limit of {self.limit} bytes"
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await problem_response(413, self._detail())(scope, receive, send)
 
 
 def create_app(mesh: Mesh, *, tools: ToolRegistry | None = None) -> FastAPI:
@@ -53,6 +99,7 @@ def create_app(mesh: Mesh, *, tools: ToolRegistry | None = None) -> FastAPI:
         return FileResponse(STATIC / "index.html", headers=_CONSOLE_HEADERS)
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(BodyLimit)
     _declare_problem(app)
     return app
 
@@ -82,4 +129,4 @@ def _declare_problem(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-__all__ = ["ROUTERS", "STATIC", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "ROUTERS", "STATIC", "BodyLimit", "create_app"]

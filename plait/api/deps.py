@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -12,6 +13,7 @@ from starlette.exceptions import HTTPException
 from plait.api.tokens import authenticate
 from plait.decisions import DecisionDesk, Principal
 from plait.mesh import Mesh
+from plait.models.scripted import scripted_root
 from plait.runs import Runs
 from plait.tools import ToolRegistry, serving_registry
 
@@ -25,12 +27,15 @@ class Services:
         runs: runs on it.
         desk: its decisions (the human surface: routes check the principal).
         tools: the tools this process offers, for validating imported graphs.
+        scripted_dir: the only folder a caller's ``scripted:`` model file is read
+            from (``PLAIT_SCRIPTED_DIR``); None: callers may name none.
     """
 
     mesh: Mesh
     runs: Runs = field(init=False)
     desk: DecisionDesk = field(init=False)
     tools: ToolRegistry = field(default_factory=serving_registry)
+    scripted_dir: Path | None = field(default_factory=scripted_root)
 
     def __post_init__(self) -> None:
         self.runs = Runs(self.mesh)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -62,6 +63,7 @@ _TITLES = {
     404: "Not found",
     405: "Method not allowed",
     409: "Conflict",
+    413: "Content too large",
     422: "Invalid input",
     500: "Internal error",
     503: "Mesh unavailable",
@@ -124,14 +126,42 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
+def scrubbed(text: str, places: Mapping[str, str]) -> str:
+    """``text`` with each of ``places`` (a server's path or URL) replaced by its name."""
+    for place, name in sorted(places.items(), key=lambda item: -len(item[0])):
+        if place:
+            text = text.replace(place, name)
+    return text
+
+
+def _server_places(request: Request) -> dict[str, str]:
+    """Where this server keeps things, which its errors name for a local reader but a
+    caller is not told: the mesh's URL (a SQLite file's path, a Redis password) and
+    the folder of scripted model files."""
+    services = getattr(request.app.state, "services", None)
+    if services is None:
+        return {}
+    url = str(services.mesh.url)
+    places = {url: "the mesh"}
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite" and len(parts.path) > 2:
+        places[parts.path[1:]] = "the mesh's file"  # sqlite:///PATH
+    if services.scripted_dir is not None:
+        places[str(services.scripted_dir)] = "$PLAIT_SCRIPTED_DIR"
+    return places
+
+
 def install_problem_handlers(app: FastAPI) -> None:
-    """Answer every error with a problem object."""
+    """Answer every error with a problem object, naming none of the server's own paths."""
 
     async def plait_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, PlaitError)
+        places = _server_places(request)
         problems = exc.problems if isinstance(exc, GraphValidationError) else None
         detail = str(exc).splitlines()[0] if problems else str(exc)
-        return problem_response(status_of(exc), detail, problems=problems)
+        if problems is not None:
+            problems = [scrubbed(str(problem), places) for problem in problems]
+        return problem_response(status_of(exc), scrubbed(detail, places), problems=problems)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -156,5 +186,6 @@ __all__ = [
     "install_problem_handlers",
     "problem_response",
     "problem_responses",
+    "scrubbed",
     "status_of",
 ]

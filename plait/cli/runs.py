@@ -44,7 +44,7 @@ from plait.cli._serving import (
 from plait.cli.graph import graph_app
 from plait.cli.run_progress import progress_printer as _progress_printer
 from plait.decisions import Human
-from plait.errors import ConfigError
+from plait.errors import ConfigError, NotPermitted
 from plait.graphs.store import get_graph
 from plait.ids import RunId
 from plait.mesh import Mesh, open_mesh
@@ -78,10 +78,14 @@ ModelOption = Annotated[
 def human() -> Human:
     """The person at this terminal: the OS user, ``PLAIT_USER`` only as a label.
 
-    Raises:
-        NotPermitted: this process was started by a tool (see :meth:`Human.at_terminal`).
+    A process a tool started is refused with one line and exit 1 (see
+    :meth:`Human.at_terminal`), wherever the command asks: inside or outside its
+    async body.
     """
-    person = Human.at_terminal()
+    try:
+        person = Human.at_terminal()
+    except NotPermitted as exc:
+        fail(str(exc))
     if person.label is not None:
         text_arg(person.label, "PLAIT_USER")
     return person

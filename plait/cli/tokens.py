@@ -10,6 +10,7 @@ import typer
 from plait.api.tokens import TokenKind, create_token, list_tokens, revoke_token
 from plait.cli._common import CreatingMeshOption, MeshOption, fail, print_json, run, text_arg
 from plait.cli._output import JsonFlag, rows, say
+from plait.cli.runs import human as person
 from plait.mesh import open_mesh
 
 tokens_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
@@ -35,6 +36,8 @@ def create_cmd(
         fail("give exactly one of --human NAME or --service NAME", 2)
     kind: TokenKind = "human" if human is not None else "service"
     name = text_arg(human if human is not None else service or "", "the name")
+    if kind == "human":
+        person()  # a token that decides is minted by a person, never by a tool's command
 
     async def main() -> None:
         async with open_mesh(mesh) as m:

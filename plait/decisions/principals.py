@@ -69,8 +69,9 @@ class Human(Principal):
         if os.environ.get(TOOL_PROCESS_ENV):
             raise NotPermitted(
                 f"refused: this process was started by a plait tool ({TOOL_PROCESS_ENV} "
-                "is set), and only a person may answer, resume, cancel, retry or raise a budget; "
-                "run the command from your own shell"
+                "is set), and only a person may answer, resume, cancel, retry, fork or raise "
+                "a budget, promote a program, manage schedules or create a human token; run "
+                "the command from your own shell"
             )
         return cls(os_user(), label=os.environ.get("PLAIT_USER") or None)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,11 @@ MAX_YAML_NODES = 100_000
 """The most YAML nodes a file may stand for once its aliases are expanded."""
 
 _MERGE = "tag:yaml.org,2002:merge"
+
+_TOO_LONG = (
+    f"a number has over {sys.get_int_max_str_digits()} digits, more than Python reads: "
+    "write it shorter, or as a string"
+)
 
 
 def _where(mark: yaml.Mark | None) -> str:
@@ -138,6 +144,8 @@ def _yaml(text: str) -> Any:
         return loader.construct_document(root)
     except yaml.YAMLError as exc:
         raise _invalid(exc, "YAML") from None
+    except ValueError:  # an int over the digit limit
+        raise _refuse(_TOO_LONG) from None
     finally:
         loader.dispose()
 
@@ -168,6 +176,8 @@ def _json(text: str) -> Any:
         if root is not None:
             _check_nodes(root)
         raise _refuse(f"duplicate key {json.dumps(str(exc))}: keep one") from None
+    except ValueError:  # an int over the digit limit
+        raise _refuse(_TOO_LONG) from None
 
 
 def _compose_quietly(text: str) -> yaml.Node | None:

@@ -17,6 +17,7 @@ import re
 import time
 from typing import Any
 
+import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from plait.errors import GraphError, GraphNotFound, GraphVersionExists, VersionConflict
@@ -94,6 +95,14 @@ def graph_key(agent: str, name: str, version: int | None = None) -> str:
     return base if version is None else f"{base}/{version}"
 
 
+def _checked(spec: GraphSpec) -> tuple[dict[str, Any], str]:
+    """``spec`` as stored, and its sha256, once it passes the structural checks."""
+    report = validate_graph(spec)
+    report.problems.extend(Problem.of(p) for p in name_problems(spec.agent, spec.name))
+    report.raise_for_problems(f"graph {spec.agent}/{spec.name}")
+    return spec.model_dump(mode="json"), spec.sha256()
+
+
 async def import_graph(mesh: Mesh, spec: GraphSpec) -> StoredGraph:
     """Store ``spec`` as version ``spec.version`` of ``spec.agent``/``spec.name``.
 
@@ -108,14 +117,12 @@ async def import_graph(mesh: Mesh, spec: GraphSpec) -> StoredGraph:
             cannot be part of a mesh key.
         GraphVersionExists: a different spec is stored under this version.
     """
-    report = validate_graph(spec)
-    report.problems.extend(Problem.of(p) for p in name_problems(spec.agent, spec.name))
-    report.raise_for_problems(f"graph {spec.agent}/{spec.name}")
+    # Off the loop: a serving process's leases and requests would wait on it.
+    dumped, sha = await anyio.to_thread.run_sync(_checked, spec)
     agent, name, version = spec.agent, spec.name, spec.version
-    sha = spec.sha256()
     index_key, version_key = graph_key(agent, name), graph_key(agent, name, version)
     imported_at = time.time()
-    record = {"spec": spec.model_dump(mode="json"), "sha256": sha, "imported_at": imported_at}
+    record = {"spec": dumped, "sha256": sha, "imported_at": imported_at}
     attempts = 0
     while True:
         attempts += 1

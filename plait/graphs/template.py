@@ -31,6 +31,9 @@ from plait.errors import TemplateError
 PLACEHOLDER: Final = "(no output yet)"
 """What ``{{id?}}`` renders while ``id`` has no output."""
 
+MAX_TEMPLATE_CHARS: Final = 100_000
+"""The longest template a graph may hold; longer text belongs in the run's input."""
+
 
 class _Missing(enum.Enum):
     MISSING = "MISSING"
@@ -54,7 +57,6 @@ _TEMPLATE = re.compile(
     r"(?:(?P<opt>\?)|\s*\|\s*default\s*:\s*(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'))?"
     r"\s*\}\}"
 )
-_LOOSE = re.compile(r"\{\{(?:(?!\}\}).)*?\}\}", re.DOTALL)
 _OPENED = re.compile(rf"\{{\{{\s*{_NAME}[^{{}}\s]*")
 
 
@@ -147,11 +149,27 @@ def references(template: str) -> list[TemplateRef]:
     return [s for s in _compile(template) if isinstance(s, TemplateRef)]
 
 
+def _braced(text: str) -> list[str]:
+    """Every ``{{...}}`` of ``text``: from a ``{{`` to the first ``}}`` after it.
+
+    One pass with ``str.find``: a regex trying each ``{{`` against the rest of the text
+    is quadratic in a text of many ``{{`` and no ``}}``. Once no ``}}`` follows a ``{{``,
+    none follows any later one either, so the scan stops there.
+    """
+    out: list[str] = []
+    pos = 0
+    while (start := text.find("{{", pos)) >= 0:
+        end = text.find("}}", start + 2)
+        if end < 0:
+            break
+        out.append(text[start : end + 2])
+        pos = end + 2
+    return out
+
+
 def loose_braces(template: str) -> list[str]:
     """Every ``{{...}}`` in ``template`` that is not a reference and stays plain text."""
-    return [
-        m.group(0) for s in _compile(template) if isinstance(s, str) for m in _LOOSE.finditer(s)
-    ]
+    return [found for s in _compile(template) if isinstance(s, str) for found in _braced(s)]
 
 
 def unclosed_references(template: str) -> list[str]:
@@ -160,10 +178,11 @@ def unclosed_references(template: str) -> list[str]:
     for s in _compile(template):
         if not isinstance(s, str):
             continue
+        last_close = s.rfind("}}")  # once, not a search of the rest per opening
         for m in _OPENED.finditer(s):
-            rest = s[m.end() :]
-            if "}}" not in rest or (rest.startswith("}") and not rest.startswith("}}")):
-                out.append(m.group(0) + rest[:1] if rest.startswith("}") else m.group(0))
+            after = s[m.end() : m.end() + 2]
+            if last_close < m.end() or (after.startswith("}") and after != "}}"):
+                out.append(m.group(0) + "}" if after.startswith("}") else m.group(0))
     return out
 
 
@@ -312,6 +331,7 @@ def render_value(value: Any, ctx: TemplateContext, *, node: str = "") -> Any:
 
 
 __all__ = [
+    "MAX_TEMPLATE_CHARS",
     "MISSING",
     "PLACEHOLDER",
     "PathSegment",

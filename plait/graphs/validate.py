@@ -20,7 +20,12 @@ from plait.graphs.nodes import KINDS, kind_of
 from plait.graphs.nodes.base import quoted
 from plait.graphs.problems import Problem, did_you_mean, shape_problems
 from plait.graphs.spec import NODE_TYPES, Edge, GraphSpec, Node, normalize_node_data
-from plait.graphs.template import loose_braces, references, unclosed_references
+from plait.graphs.template import (
+    MAX_TEMPLATE_CHARS,
+    loose_braces,
+    references,
+    unclosed_references,
+)
 from plait.profiles import AgentProfile
 
 _NODE = TypeAdapter[Node](Node)
@@ -353,6 +358,16 @@ class _Checker:
         self.check_tools_and_agents(node, path, graph_agent)
 
     def check_template(self, where: str, template: str, item_ok: bool, own_id: str) -> None:
+        if len(template) > MAX_TEMPLATE_CHARS:
+            self.problems.append(
+                Problem(
+                    where,
+                    f"a template of {len(template)} characters is over the cap of "
+                    f"{MAX_TEMPLATE_CHARS}",
+                    "pass long text as the run's input and read it with {{input}}",
+                )
+            )
+            return
         for ref in references(template):
             if ref.name == "item" and not item_ok:
                 self.problems.append(

@@ -41,13 +41,20 @@ messages after the last user message, so a tool loop's answer after its tool res
 (the last message has role ``"tool"``) is round 2, and so on. Without ``usage`` a rule
 spends one input token per word of the messages and one output token per word of its
 text and tool calls.
+
+A file is read up to :data:`MAX_SCRIPT_BYTES` and must be a regular file. A model spec
+that comes over the network (the API's ``model``) names a file under
+``PLAIT_SCRIPTED_DIR`` only (:func:`confine_scripted`): without it set, the server reads
+no scripted model file for a caller. Errors name the file and a line, never its text.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+import stat
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -161,17 +168,11 @@ class ScriptedModel(Model):
         """Load the rules of a JSON or YAML file.
 
         Raises:
-            ConfigError: the file is missing, does not parse, or holds a bad rule.
+            ConfigError: the file is missing, no regular file, over
+                :data:`MAX_SCRIPT_BYTES`, does not parse, or holds a bad rule.
         """
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read the scripted model file {path}: {exc}") from exc
-        try:
-            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        except (json.JSONDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError(f"{path}: not valid JSON or YAML: {exc}") from exc
+        data = _parse_script(path, _read_script(path))
         if isinstance(data, dict) and "rules" in data:
             extra = sorted(str(key) for key in data if key != "rules")
             if extra:
@@ -369,6 +370,85 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+MAX_SCRIPT_BYTES = 1024 * 1024
+"""The largest scripted model file read: 1 MiB."""
+
+SCRIPTED_DIR_ENV = "PLAIT_SCRIPTED_DIR"
+"""The folder a server reads the scripted model files its callers name from."""
+
+
+def _read_script(path: Path) -> str:
+    """The text of a rule file: a regular file of at most :data:`MAX_SCRIPT_BYTES`."""
+    try:
+        with path.open("rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError(f"the scripted model file {path} is not a regular file")
+            data = f.read(MAX_SCRIPT_BYTES + 1)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(f"cannot read the scripted model file {path}: {reason}") from None
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise ConfigError(
+            f"the scripted model file {path} is over the limit of {MAX_SCRIPT_BYTES} bytes"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8: save it as UTF-8") from None
+
+
+def _parse_script(path: Path, text: str) -> Any:
+    """The data of a rule file; an error names the line, never echoes the text."""
+    try:
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise ConfigError(f"{path}: not valid JSON or YAML ({where}: {exc.msg})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "does not parse"
+        raise ConfigError(f"{path}: not valid JSON or YAML ({where}{problem})") from None
+    except (ValueError, RecursionError):  # a number over Python's digit limit, deep nesting
+        raise ConfigError(f"{path}: not a rule file (too deep, or a number too long)") from None
+
+
+def scripted_root() -> Path | None:
+    """The folder of :data:`SCRIPTED_DIR_ENV`, resolved; None when it is unset."""
+    value = os.environ.get(SCRIPTED_DIR_ENV)
+    return Path(value).expanduser().resolve() if value else None
+
+
+def confine_scripted(spec: str | None, root: Path | None) -> str | None:
+    """A model spec from a caller over the network, with any ``scripted:`` file held to
+    the folder ``root``: a relative path is read from there, and a path that resolves
+    (symbolic links followed) outside it is refused.
+
+    Returns:
+        ``spec`` itself for another model, else ``scripted:`` and the file's resolved path.
+
+    Raises:
+        ConfigError: a scripted file is named and ``root`` is None, or the file lies
+            outside it.
+    """
+    if spec is None or not spec.startswith("scripted:"):
+        return spec
+    raw = spec.split(":", 1)[1]
+    if root is None:
+        raise ConfigError(
+            f"scripted models are off for API callers: the server reads scripted model "
+            f"files only from the folder {SCRIPTED_DIR_ENV} names, and it is unset"
+        )
+    path = (root / raw).resolve()
+    if not raw or not path.is_relative_to(root):
+        raise ConfigError(
+            f"scripted model file {raw!r} is outside the server's {SCRIPTED_DIR_ENV}: "
+            "name a file in that folder"
+        )
+    return f"scripted:{path}"
+
+
 def _rule(rule: ScriptRule | Mapping[str, Any], index: int, source: str) -> ScriptRule:
     if isinstance(rule, ScriptRule):
         return rule
@@ -400,10 +480,14 @@ def pin_model_spec(spec: str | None, cwd: Path | None = None) -> str | None:
 
 __all__ = [
     "KEEP_CALLS",
+    "MAX_SCRIPT_BYTES",
+    "SCRIPTED_DIR_ENV",
     "ScriptRule",
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedToolCall",
+    "confine_scripted",
     "pin_model_spec",
     "round_of",
+    "scripted_root",
 ]

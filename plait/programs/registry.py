@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import re
+import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, get_type_hints
@@ -185,20 +187,65 @@ def describe(
     )
 
 
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+_IMPORT_REF = re.compile(rf"{_DOTTED}:{_DOTTED}")
+
+
+def check_import_ref(ref: str) -> tuple[str, str]:
+    """The module and qualified name of an import-path ref, checked as text only.
+
+    Raises:
+        ProgramNotFound: ``ref`` is not ``pkg.module:function`` of dotted Python names
+            (a relative ``.:x`` included).
+    """
+    if not _IMPORT_REF.fullmatch(ref):
+        raise ProgramNotFound(
+            f"program ref {ref!r} is not of the form pkg.module:function "
+            "(dotted Python names, no leading dot)"
+        )
+    module_name, _, qualname = ref.partition(":")
+    return module_name, qualname
+
+
 def import_program(ref: str) -> CallableProgram:
     """The callable a ``"pkg.module:qualname"`` ref names: the description a decorator
     or graph builder attached to it, else one read from its signature.
 
     Raises:
-        ProgramNotFound: the module does not import, or has no such async callable.
+        ProgramNotFound: the ref is malformed, the module does not import, or has no
+            such async callable.
     """
-    module_name, _, qualname = ref.partition(":")
-    if not module_name or not qualname:
-        raise ProgramNotFound(f"program ref {ref!r} is not of the form pkg.module:function")
+    module_name, qualname = check_import_ref(ref)
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ProgramNotFound(f"program {ref!r}: cannot import {module_name}: {exc}") from None
+    return _in_module(ref, target, module_name, qualname)
+
+
+def loaded_program(ref: str, programs: ProgramCatalog | None = None) -> CallableProgram | None:
+    """What :meth:`ProgramCatalog.find` finds for ``ref`` without importing anything.
+
+    A program ``programs`` holds, or an import path whose module this process has
+    imported already; None for a saved program's name, or an import path whose module
+    is not loaded (only running it imports that). Graph validation uses this: a graph
+    that came over the network must not make the server import a module it names.
+
+    Raises:
+        ProgramNotFound: a malformed import path, or a loaded module without the
+            callable.
+    """
+    found = programs.get(ref) if programs is not None else None
+    if found is not None or ":" not in ref:
+        return found
+    module_name, qualname = check_import_ref(ref)
+    module = sys.modules.get(module_name)
+    return None if module is None else _in_module(ref, module, module_name, qualname)
+
+
+def _in_module(ref: str, module: Any, module_name: str, qualname: str) -> CallableProgram:
+    """The program ``qualname`` of an imported ``module``."""
+    target = module
     for part in qualname.split("."):
         target = getattr(target, part, None)
         if target is None:
@@ -220,8 +267,10 @@ __all__ = [
     "CallableProgram",
     "ProgramCatalog",
     "ProgramFn",
+    "check_import_ref",
     "describe",
     "import_program",
+    "loaded_program",
     "program",
     "register",
 ]

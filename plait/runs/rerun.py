@@ -15,6 +15,12 @@ rebuilds from the audit chain.
   what the parent had spent up to there. A fork is tainted wherever its parent may
   have been: the chain does not say which visits read outside content, so if any of
   the parent's did, every output the fork starts with counts as tainted.
+
+A fork re-uses what people decided before the visit it starts after: their answers
+(a human node's, a tool's approval) and the budget they raised. Only a person may do
+that (DESIGN.md, "Principals"): a fork whose prefix holds such an act (see
+:mod:`plait.runs.persons`) by anyone else is refused, and nothing is written. A fork
+from before every person's act asks its own questions again, so anyone may start it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from plait.actors import ActorRecord, load_partitions
+from plait.decisions import Human, Principal, require_human
 from plait.errors import RunNotFound, RunNotRetryable, VersionConflict, VisitNotFound
 from plait.graphs import engine
 from plait.graphs.compiled import CompiledGraph
@@ -34,6 +41,7 @@ from plait.mesh import Mesh
 from plait.runs.audit import FORKED, RETRIED, AuditEvent, output_digest, read_events
 from plait.runs.commit import RunCommit
 from plait.runs.log import parse_entry, read_log, read_payload
+from plait.runs.persons import persons_acts
 from plait.runs.ports import history_part_key
 from plait.runs.record import (
     OWNER_KIND,
@@ -154,7 +162,7 @@ async def fork_run(
     *,
     input: Any = KEEP_INPUT,
     input_untrusted: bool = False,
-    by: str,
+    by: Principal,
 ) -> RunRecord:
     """Start a new run from the state after visit ``at`` of run ``run_id``.
 
@@ -168,6 +176,8 @@ async def fork_run(
         by: who forks it (in its first audit event).
 
     Raises:
+        NotPermitted: ``by`` is no person and the fork would re-use a person's answer
+            or budget raise (see the module docstring); nothing is written.
         RunNotFound: there is no such run.
         VisitNotFound: ``at`` is no committed visit of it, or one after which nothing
             is left to run; the error lists those a fork may start after.
@@ -188,6 +198,14 @@ async def fork_run(
     fork_id = new_run_id()
     now = time.time()
     chain = events[: target.event.seq]
+    acts = await persons_acts(mesh, run_id, chain)
+    if acts and not isinstance(by, Human):
+        more = f" and {len(acts) - 1} more" if len(acts) > 1 else ""
+        require_human(
+            by,
+            f"fork a run past a person's decision ({acts[0]}{more}): fork it from a visit "
+            "before that, which asks again, or fork it as a person",
+        )
     tainted = (
         rec.input_tainted
         or bool(rec.tainted_history)
@@ -258,10 +276,12 @@ async def fork_run(
     }
     if fork.input_tainted:
         detail["input_untrusted"] = True
+    if acts:  # so a fork of this fork knows, even once the parent is pruned
+        detail["persons"] = [str(act) for act in acts]
     event = AuditEvent(
         seq=0,
         type=FORKED,
-        actor=by,
+        actor=by.name,
         at=now,
         usage={
             "input_tokens": usage.input_tokens,

@@ -270,7 +270,8 @@ class Runs:
             run_id: the parent run.
             at: the visit, as ``node:visit`` (``graph inspect`` shows them) or ``node``
                 for that node's last visit.
-            by: who forks it.
+            by: who forks it: a person, if the fork would re-use a person's answer or
+                budget raise (the visits before ``at`` hold one).
             input: the new run's input (default: the parent's).
             input_untrusted: a new ``input`` is outside content.
 
@@ -279,12 +280,15 @@ class Runs:
         starts from (run id, seq and hash).
 
         Raises:
+            NotPermitted: ``by`` is no person and a person answered or raised a budget
+                before ``at`` (in this run, the run it was forked from, or a subgraph's
+                run); nothing is written.
             RunNotFound: there is no such run.
             VisitNotFound: ``at`` is no committed visit, or nothing runs after it; the
                 error lists the visits to fork at.
         """
         return await fork_run(
-            self.mesh, run_id, at, input=input, input_untrusted=input_untrusted, by=by.name
+            self.mesh, run_id, at, input=input, input_untrusted=input_untrusted, by=by
         )
 
     async def forked_from(self, run_id: RunId) -> ForkOrigin | None:

@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from plait.actors import ActorContext, Handler, Mail, tell_in
+from plait.actors import ActorContext, Handler, Mail, actor_key, tell_in
 from plait.errors import DeliveryFailed, MeshUnavailable, PlaitError, RunNotFound, VersionConflict
 from plait.ids import RunId
 from plait.mesh import Mesh, Transaction
@@ -83,6 +83,11 @@ class ScheduleLogic:
 
     @staticmethod
     def _put(tx: Transaction, schedule: Schedule, version: int) -> None:
+        if schedule.deleted and not schedule.undelivered():
+            # Deleted, and this was its last delivery to make: now it goes.
+            tx.delete(schedule_key(schedule.id), if_version=version)
+            tx.delete(actor_key(schedule_actor(schedule.id)))
+            return
         schedule.runs = prune_runs(schedule.runs)
         tx.put(schedule_key(schedule.id), schedule.model_dump(mode="json"), if_version=version)
 

@@ -1,8 +1,8 @@
 """When a schedule fires: cron expressions in a time zone, as epoch seconds.
 
-Cron through croniter (five fields, or six with seconds last, as croniter reads them),
-time zones through :mod:`zoneinfo`, so "0 8 * * 1" in
-Europe/Berlin fires at 08:00 Berlin time across daylight-saving changes.
+Cron through croniter, five fields exactly (croniter would also read a sixth as seconds,
+and "* * * * * *" would fire every second), time zones through :mod:`zoneinfo`, so
+"0 8 * * 1" in Europe/Berlin fires at 08:00 Berlin time across daylight-saving changes.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ def check_cron(expression: str, tz: str) -> None:
         ConfigError: ``tz`` is unknown, or ``expression`` is not a valid cron expression.
     """
     zone(tz)
+    fields = len(expression.split())
+    if fields != 5:
+        raise ConfigError(
+            f"bad cron expression {expression!r}: it has {fields} field"
+            f"{'' if fields == 1 else 's'}, and plait reads five, "
+            '"minute hour day-of-month month day-of-week" (no seconds), as in "0 8 * * 1"'
+        )
     if not croniter.is_valid(expression):
         raise ConfigError(
             f"bad cron expression {expression!r}: expected five fields "

@@ -7,6 +7,8 @@ every delivery moves it on by compare-and-swap.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -82,6 +84,8 @@ class Schedule(BaseModel):
         model: a model spec for every run (default: each profile's).
         secret: the name of the webhook's signing secret (``PLAIT_SECRET_<NAME>``).
         paused: a paused schedule fires nothing (its runs in flight are delivered).
+        deleted: deleted while runs of it were still to deliver: it fires nothing, is
+            listed nowhere, and goes from the mesh once the last of them is delivered.
         created_at: epoch seconds.
         created_by: who created it.
         next_fire: the fire time its actor waits for (None while paused).
@@ -103,6 +107,7 @@ class Schedule(BaseModel):
     model: str | None = None
     secret: str | None = None
     paused: bool = False
+    deleted: bool = False
     created_at: float = 0.0
     created_by: str = ""
     next_fire: float | None = None
@@ -115,6 +120,10 @@ class Schedule(BaseModel):
     def run(self, run_id: str) -> ScheduledRun | None:
         """The entry of a run this schedule started, or None."""
         return next((r for r in self.runs if r.run_id == run_id), None)
+
+    def undelivered(self) -> list[ScheduledRun]:
+        """The runs whose result is still to be handed to the sink."""
+        return [r for r in self.runs if r.status in ("running", "delivering")]
 
 
 KEPT_DELIVERED = 20
@@ -157,9 +166,67 @@ def fire_run_id(schedule_id: str, at: float) -> RunId:
     return RunId(f"{RUN_ID_PREFIX}{schedule_id}_{int(at)}")
 
 
+SINK_DIR_ENV = "PLAIT_SINK_DIR"
+"""The folder file sinks may write under (on the process creating a schedule and on
+every worker); unset, file sinks are refused."""
+
+WEBHOOK_ALLOW_ENV = "PLAIT_WEBHOOK_ALLOW_HOSTS"
+"""Host names (comma-separated) a webhook may reach though they are not public."""
+
+
+def sink_root() -> Path | None:
+    """The folder of :data:`SINK_DIR_ENV`, resolved; None when it is unset."""
+    value = os.environ.get(SINK_DIR_ENV)
+    return Path(value).expanduser().resolve() if value else None
+
+
+def webhook_allowed_hosts() -> frozenset[str]:
+    """The host names of :data:`WEBHOOK_ALLOW_ENV`, lower-case."""
+    value = os.environ.get(WEBHOOK_ALLOW_ENV, "")
+    return frozenset(host.strip().lower() for host in value.split(",") if host.strip())
+
+
+def confined_sink_file(path: Path) -> Path:
+    """``path`` resolved (links followed), if it lies under :func:`sink_root`.
+
+    Raises:
+        ConfigError: file sinks are off here, or the path lies outside the folder.
+    """
+    root = sink_root()
+    if root is None:
+        raise ConfigError(
+            f"file sinks are off: set {SINK_DIR_ENV} to the folder they may write under "
+            "(here and on the workers)"
+        )
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root):
+        raise ConfigError(f"file sink {str(path)!r} is outside the folder {SINK_DIR_ENV} names")
+    return resolved
+
+
+def webhook_refusal(host: str) -> str | None:
+    """Why a webhook may not be sent to ``host`` as written (a loopback name, or an
+    address that is not public), or None. Names are checked again where they
+    resolve, when a worker delivers."""
+    host = host.lower().strip("[]")
+    if host in webhook_allowed_hosts():
+        return None
+    if host == "localhost" or host.endswith(".localhost"):
+        return "a loopback name"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    from plait.tools.http_guard import refusal  # lazily: it imports httpx
+
+    why = refusal(address)
+    return None if why is None else f"a {why} address"
+
+
 def parse_sink(text: str, *, cwd: Path | None = None) -> str:
     """A sink as stored: ``stdout``, ``file:`` with an absolute path (relative to
-    ``cwd``, default this process's), or ``webhook:`` with an http(s) URL.
+    ``cwd``, default this process's) under :data:`SINK_DIR_ENV`, or ``webhook:`` with
+    an http(s) URL whose host is public (or listed in :data:`WEBHOOK_ALLOW_ENV`).
 
     Raises:
         ConfigError: anything else.
@@ -168,10 +235,17 @@ def parse_sink(text: str, *, cwd: Path | None = None) -> str:
     if text == "stdout":
         return text
     if kind == "file" and rest:
-        return f"file:{(cwd or Path.cwd()) / Path(rest).expanduser()}"
+        path = confined_sink_file((cwd or Path.cwd()) / Path(rest).expanduser())
+        return f"file:{path}"
     if kind == "webhook":
         url = urlsplit(rest)
         if url.scheme in ("http", "https") and url.hostname:
+            why = webhook_refusal(url.hostname)
+            if why is not None:
+                raise ConfigError(
+                    f"webhook host {url.hostname!r} is {why}: a sink posts to public "
+                    f"hosts only, or to those {WEBHOOK_ALLOW_ENV} lists"
+                )
             return f"webhook:{rest}"
     raise ConfigError(
         f"unknown sink {text!r}: use stdout, file:PATH or webhook:http(s)://HOST/PATH"
@@ -198,15 +272,21 @@ __all__ = [
     "SCHEDULES_PREFIX",
     "SCHEDULE_KIND",
     "SECRET_ENV_PREFIX",
+    "SINK_DIR_ENV",
+    "WEBHOOK_ALLOW_ENV",
     "CatchUp",
     "DeliveryStatus",
     "Schedule",
     "ScheduledRun",
     "check_secret_name",
+    "confined_sink_file",
     "fire_key",
     "fire_run_id",
     "parse_sink",
     "prune_runs",
     "schedule_actor",
     "schedule_key",
+    "sink_root",
+    "webhook_allowed_hosts",
+    "webhook_refusal",
 ]

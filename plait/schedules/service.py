@@ -144,33 +144,48 @@ class Schedules:
 
     async def _entry(self, schedule_id: str) -> tuple[Schedule, Entry]:
         entry = await self.mesh.get(schedule_key(schedule_id))
-        if entry is None:
+        schedule = Schedule.model_validate(entry.value) if entry is not None else None
+        if entry is None or schedule is None or schedule.deleted:
             raise ScheduleNotFound(
                 f"no schedule {schedule_id!r} in {self.mesh.url}: list them with "
                 "plait graph schedules"
             )
-        return Schedule.model_validate(entry.value), entry
+        return schedule, entry
 
     async def list(self) -> builtins.list[Schedule]:
-        """Every schedule, oldest first."""
+        """Every schedule, oldest first (none deleted)."""
         found = []
         async for entry in self.mesh.scan("schedules/", on_corrupt=skip_corrupt):
             try:
-                found.append(Schedule.model_validate(entry.value))
+                schedule = Schedule.model_validate(entry.value)
             except ValidationError as exc:
                 skip_unreadable(entry.key, f"not a schedule ({exc.error_count()} problems)")
+                continue
+            if not schedule.deleted:  # deleted, its last deliveries still to make
+                found.append(schedule)
         return sorted(found, key=lambda s: s.created_at)
 
     async def delete(self, schedule_id: str, *, by: Principal) -> Schedule:
-        """Delete a schedule: it fires no more; its runs in flight are not delivered."""
+        """Delete a schedule: it fires no more, and is gone from listings at once.
+
+        Delivery is at least once: the runs it started that are not delivered yet (ended
+        or in flight) still are. Until the last of them is, the record stays, marked
+        ``deleted``, with its actor; the actor removes both after that delivery.
+        """
         require_human(by, "delete a schedule")
         while True:
             schedule, entry = await self._entry(schedule_id)
             tx = self.mesh.transact()
-            tx.delete(schedule_key(schedule_id), if_version=entry.version)
-            tx.delete(actor_key(schedule_actor(schedule_id)))
             if schedule.next_fire is not None:
                 tx.cancel(fire_key(schedule_id, schedule.next_fire))
+            if schedule.undelivered():
+                left = schedule.model_copy(
+                    update={"deleted": True, "paused": True, "next_fire": None}
+                )
+                tx.put(schedule_key(schedule_id), left.model_dump(mode="json"), entry.version)
+            else:
+                tx.delete(schedule_key(schedule_id), if_version=entry.version)
+                tx.delete(actor_key(schedule_actor(schedule_id)))
             try:
                 await tx.commit()
             except VersionConflict:

@@ -20,8 +20,14 @@ from typing import Any
 import anyio
 import httpx
 
-from plait.errors import DeliveryFailed
-from plait.schedules.model import SECRET_ENV_PREFIX
+from plait.errors import ConfigError, DeliveryFailed, ToolError
+from plait.schedules.model import (
+    SECRET_ENV_PREFIX,
+    WEBHOOK_ALLOW_ENV,
+    confined_sink_file,
+    webhook_allowed_hosts,
+)
+from plait.tools.http_guard import PinnedTransport
 
 SIGNATURE_HEADER = "X-Plait-Signature"
 """The webhook header carrying ``sha256=<hex>``, the body's HMAC-SHA256."""
@@ -67,7 +73,11 @@ async def deliver(sink: str, result: dict[str, Any], *, secret: str | None = Non
         sys.stdout.write(body.decode() + "\n")
         sys.stdout.flush()
     elif kind == "file":
-        await anyio.to_thread.run_sync(_append, Path(target), body)
+        try:  # checked again here: this worker's folder is the one that counts
+            path = confined_sink_file(Path(target))
+        except ConfigError as exc:
+            raise DeliveryFailed(str(exc)) from None
+        await anyio.to_thread.run_sync(_append, path, body)
     elif kind == "webhook":
         await _post(target, body, secret_value(secret) if secret else None)
     else:
@@ -86,9 +96,18 @@ async def _post(url: str, body: bytes, secret: str | None) -> None:
     headers = {"Content-Type": "application/json", "User-Agent": "plait-schedules"}
     if secret is not None:
         headers[SIGNATURE_HEADER] = sign(body, secret)
+    # The transport of http_get: it connects only to the public address it checked, so
+    # a name resolving to loopback, a private network or cloud metadata is refused.
+    transport = PinnedTransport(allow_hosts=webhook_allowed_hosts())
     try:
-        async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_S) as client:
+        async with httpx.AsyncClient(timeout=WEBHOOK_TIMEOUT_S, transport=transport) as client:
             answer = await client.post(url, content=body, headers=headers)
+    except ToolError as exc:  # ToolNotPermitted too: a refused or unresolvable host
+        host = httpx.URL(url).host
+        raise DeliveryFailed(
+            f"webhook {url} refused: {host!r} does not resolve to a public address "
+            f"(list it in {WEBHOOK_ALLOW_ENV} on the worker to allow it)"
+        ) from exc
     except httpx.HTTPError as exc:
         raise DeliveryFailed(f"webhook {url} could not be reached: {exc}") from exc
     if not answer.is_success:

@@ -13,7 +13,7 @@ from runs.helpers import agent_chain, eventually, hosting
 from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
 
-from .helpers import api_client
+from .helpers import api_client, asking_graph, asking_rules
 
 pytestmark = pytest.mark.anyio
 
@@ -100,3 +100,33 @@ async def test_a_service_token_may_not_retry(mesh: Mesh) -> None:
         assert refused.status_code == 403
         assert refused.json()["detail"] == "only a human may retry a run; agent 'ci' is not one"
         assert (await ana.get(f"/api/runs/{run_id}")).json()["status"] == "failed"
+
+
+async def test_a_service_token_may_not_fork_past_a_persons_answer(mesh: Mesh) -> None:
+    graph = asking_graph()
+    graph["nodes"][2]["next"] = "notify"
+    graph["nodes"].append({"id": "notify", "type": "agent", "prompt": "Tell {{ship}}"})
+    model = ScriptedModel([*asking_rules(), {"node": "notify", "text": "told"}])
+    async with api_client(mesh) as ana, hosting(mesh, model):
+        assert (await ana.post("/api/graphs", json=graph)).status_code == 201
+        started = await ana.post(
+            "/api/runs", json={"agent": "assistant", "name": "review", "input": "v2"}
+        )
+        run_id = started.json()["run_id"]
+        await _until(ana, run_id, "waiting_human")
+        answered = await ana.post(f"/api/runs/{run_id}/resume", json={"answer": "approve"})
+        assert answered.status_code == 200, answered.text
+        await _until(ana, run_id, "done")
+        async with api_client(mesh, "service", "ci") as bot:
+            for body in ({"at": "approve"}, {"at": "ship", "input": "v3, never seen"}):
+                refused = await bot.post(f"/api/runs/{run_id}/fork", json=body)
+                assert refused.status_code == 403, refused.text
+                detail = refused.json()["detail"]
+                assert detail.startswith("only a human may fork a run past a person's decision")
+                assert f"ana answered approve in run {run_id}" in detail
+            asks_again = await bot.post(f"/api/runs/{run_id}/fork", json={"at": "draft"})
+            assert asks_again.status_code == 201, asks_again.text
+            await _until(bot, asks_again.json()["run_id"], "waiting_human")
+        assert (await ana.get("/api/runs")).json()["total"] == 2  # the parent, the asking fork
+        mine = await ana.post(f"/api/runs/{run_id}/fork", json={"at": "approve"})
+        assert mine.status_code == 201, mine.text

@@ -122,3 +122,51 @@ def test_corrupt_stored_values_are_skipped_by_listings_and_named_by_verify(
     assert "audit event 2 fails verification: its stored value is unreadable" in verify.stderr
     for done in (runs, decisions, graphs, verify):
         _no_traceback(done)
+
+
+def test_a_number_over_the_digit_limit_and_a_bad_program_ref_are_one_line(
+    tmp_path: Path,
+) -> None:
+    cli = Cli(tmp_path)
+    huge = "9" * 5000
+    for name, text in [
+        ("g.json", '{"name": "g", "entry": "a", "nodes": [], "budget": ' + huge + "}"),
+        ("g.yaml", f"name: g\nentry: a\nnodes: []\nbudget: {huge}\n"),
+    ]:
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        done = cli("graph", "validate", str(tmp_path / name), ok=False)
+        assert done.returncode == 1, done.stderr
+        assert "a number has over 4300 digits" in done.stdout + done.stderr
+        _no_traceback(done)
+    graph = {
+        "name": "g",
+        "entry": "p",
+        "nodes": [{"id": "p", "type": "program", "ref": ".:x"}],
+    }
+    (tmp_path / "p.json").write_text(json.dumps(graph), encoding="utf-8")
+    done = cli("graph", "validate", str(tmp_path / "p.json"), ok=False)
+    assert done.returncode == 1, done.stderr
+    assert "program ref '.:x' is not of the form pkg.module:function" in done.stdout
+    _no_traceback(done)
+
+
+def test_a_tool_process_is_refused_a_persons_commands_in_one_line(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    (tmp_path / "p.py").write_text("return 1\n")
+    cli("programs", "save", "p", "p.py")
+    cli("graph", "import", str(GRAPH))
+    cli.env["PLAIT_TOOL_PROCESS"] = "1"  # what a model's command runs under
+    for argv in [
+        ("tokens", "create", "--human", "mallory"),
+        ("programs", "promote", "p", "--version", "1"),
+        ("graph", "schedule", "assistant", "research-and-verify", "--schedule", "0 8 * * 1",
+         "--deliver", "stdout"),
+    ]:  # fmt: skip
+        done = cli(*argv, ok=False)
+        assert done.returncode == 1, (argv, done.stderr)
+        assert done.stderr.startswith("error: refused: this process was started by a plait")
+        assert done.stderr.count("\n") == 1, done.stderr
+        _no_traceback(done)
+    del cli.env["PLAIT_TOOL_PROCESS"]
+    assert json.loads(cli("tokens", "list", "--json").stdout) == []  # nothing minted
+    assert cli.json("graph", "schedules") == []

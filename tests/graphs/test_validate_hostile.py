@@ -12,6 +12,7 @@ import pytest
 from plait.errors import GraphValidationError
 from plait.graphs.loader import MAX_FILE_BYTES, load_graph_file
 from plait.graphs.problems import Problem, locate
+from plait.graphs.template import MAX_TEMPLATE_CHARS, loose_braces, unclosed_references
 from plait.graphs.validate import validate_graph
 from plait.tools import default_registry
 
@@ -170,3 +171,31 @@ def test_problems_are_located_in_json_and_yaml_sources() -> None:
     assert locate(text, "nodes[0].next") == (4, 17)
     assert locate("name: g\nnodes:\n  - id: a\n    next: b\n", "nodes[0].next") == (4, 5)
     assert locate("name: g\n", "nodes[0].next") == (1, 1)
+
+
+HOSTILE_TEMPLATES = [
+    "{{" * 400_000,  # every {{ once sent a search to the end of the text
+    "{{a" * 300_000,  # every unclosed {{name once sliced and searched the rest
+    "{{ " * 300_000,
+    "{{a}" * 200_000,
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEMPLATES, ids=["braces", "names", "spaced", "half"])
+def test_template_checks_take_one_pass_over_a_hostile_text(text: str) -> None:
+    # Quadratic checks took 4.76 s on 20k characters, so hours on these: the suite's
+    # per-test timeout fails the test long before, with no clock read here.
+    loose, unclosed = loose_braces(text), unclosed_references(text)
+    assert loose == []
+    assert len(unclosed) == (text.count("{{a") if "a" in text else 0)
+
+
+def test_a_template_over_the_cap_is_one_problem_and_under_it_is_checked() -> None:
+    over = validate_graph(graph([agent("a", "x" * MAX_TEMPLATE_CHARS + "{{nowhere}}")]))
+    assert [str(p) for p in over.problems] == [
+        f"nodes[0].prompt: a template of {MAX_TEMPLATE_CHARS + 11} characters is over the "
+        f"cap of {MAX_TEMPLATE_CHARS} (pass long text as the run's input and read it "
+        "with {{input}})"
+    ]
+    under = validate_graph(graph([agent("a", "{{" * (MAX_TEMPLATE_CHARS // 2 - 8) + "{{b")]))
+    assert any("{{b is not closed" in str(p) for p in under.problems)

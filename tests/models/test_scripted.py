@@ -12,7 +12,7 @@ import yaml
 
 from plait.errors import ConfigError, ScriptedModelError
 from plait.models import CallContext, Message, ScriptedModel, ToolCall, Usage, load_model
-from plait.models.scripted import round_of
+from plait.models.scripted import MAX_SCRIPT_BYTES, confine_scripted, round_of
 from plait.tools.spec import ToolSpec
 
 pytestmark = pytest.mark.anyio
@@ -223,3 +223,50 @@ def test_bad_rule_files_raise_config_errors_naming_the_file(
 def test_missing_rule_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read the scripted model file"):
         ScriptedModel.from_file(tmp_path / "absent.json")
+
+
+def test_a_rule_file_is_a_regular_file_under_the_size_cap(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="/dev/zero is not a regular file"):
+        ScriptedModel.from_file("/dev/zero")
+    big = tmp_path / "big.yaml"
+    big.write_text("- text: ok\n" + "#" * MAX_SCRIPT_BYTES)
+    with pytest.raises(ConfigError, match=f"over the limit of {MAX_SCRIPT_BYTES} bytes"):
+        ScriptedModel.from_file(big)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("passwd.yaml", "root:x:0:0:root:/root:/bin/bash\nsecret: [line: two\n"),
+        ("passwd.json", '{"root": "x:0:0:secret-line"\n'),
+        ("digits.json", "[" + "7" * 5000 + "]"),
+    ],
+)
+def test_a_rule_file_that_does_not_parse_is_not_echoed(
+    tmp_path: Path, name: str, content: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ConfigError) as caught:
+        ScriptedModel.from_file(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: not ")
+    said = message.removeprefix(str(path))
+    assert "secret" not in said and "root" not in said and "777" not in said
+
+
+def test_a_caller_names_scripted_files_only_under_the_configured_folder(tmp_path: Path) -> None:
+    root = (tmp_path / "scripts").resolve()
+    root.mkdir()
+    (root / "ok.yaml").write_text("- text: ok\n")
+    (tmp_path / "outside.yaml").write_text("- text: ok\n")
+    (root / "link.yaml").symlink_to(tmp_path / "outside.yaml")
+    assert confine_scripted("openai:gpt-4o-mini", None) == "openai:gpt-4o-mini"
+    assert confine_scripted(None, None) is None
+    with pytest.raises(ConfigError, match="PLAIT_SCRIPTED_DIR names, and it is unset"):
+        confine_scripted("scripted:/dev/zero", None)
+    assert confine_scripted("scripted:ok.yaml", root) == f"scripted:{root / 'ok.yaml'}"
+    assert confine_scripted(f"scripted:{root}/ok.yaml", root) == f"scripted:{root / 'ok.yaml'}"
+    for outside in ("/dev/zero", "/etc/passwd", "../outside.yaml", "link.yaml", ""):
+        with pytest.raises(ConfigError, match="is outside the server's PLAIT_SCRIPTED_DIR"):
+            confine_scripted(f"scripted:{outside}", root)

@@ -311,6 +311,11 @@ def test_graph_retry_and_fork_through_the_cli(cli: Cli, tmp_path: Path) -> None:
 
     bad = cli("graph", "fork", run_id, "--at", "nope", ok=False)
     assert bad.returncode == 2, bad.stderr
+    cli.env["PLAIT_TOOL_PROCESS"] = "1"  # a fork re-uses people's answers: theirs only
+    refused = cli("graph", "fork", run_id, "--at", "b:2", ok=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "only a person may answer, resume, cancel, retry, fork" in refused.stderr
+    del cli.env["PLAIT_TOOL_PROCESS"]
     assert "the visits to fork at are: a:1, b:2" in bad.stderr
 
 
@@ -431,3 +436,72 @@ async def test_a_fork_keeps_a_persons_answer_before_it_and_asks_its_own_after(
     assert done.status == "done"
     assert _calls(model, before.run_id) == [("ship", 1)]
     await runs.verify(before.run_id)
+
+
+# -- a fork re-uses what people decided: a person's act only --------------------------------
+
+FOUR = {
+    **ASKING_CHILD,
+    "nodes": [
+        *ASKING_CHILD["nodes"][:2],  # type: ignore[index]
+        {"id": "ship", "type": "agent", "prompt": "Ship {{draft}} ({{approve}})",
+         "next": "notify"},
+        {"id": "notify", "type": "agent", "prompt": "Tell them about {{ship}}"},
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_only_a_person_forks_past_a_persons_answer(mesh: Mesh) -> None:
+    await store(mesh, FOUR)
+    runs = Runs(mesh)
+    bot = Agent("ci")
+    async with hosting(mesh, ScriptedModel([{"text": "fine"}])):
+        parked = await settle(runs, (await runs.start("assistant", "sign-off", "x")).run_id)
+        await runs.resume(parked.run_id, "yes", by=ANA)
+        parent = await settle(runs, parked.run_id, since=parked)
+        assert parent.status == "done"
+        before = len(await runs.list())
+
+        for at in ("approve", "ship", "ship:1"):
+            with pytest.raises(NotPermitted, match=r"ana answered approve in run grun_"):
+                await runs.fork(parent.run_id, at, by=bot)
+        with pytest.raises(NotPermitted, match="only a human may fork a run past"):
+            await runs.fork(parent.run_id, "approve", by=bot, input="something new")
+        assert len(await runs.list()) == before  # nothing started
+
+        # Before the answer the fork asks its own question: anyone may start that.
+        asks_again = await settle(runs, (await runs.fork(parent.run_id, "draft", by=bot)).run_id)
+        assert asks_again.status == "waiting_human"
+
+        # A person's fork re-uses the answer; a bot's fork of that fork still may not.
+        mine = await settle(runs, (await runs.fork(parent.run_id, "approve", by=ANA)).run_id)
+        assert mine.status == "done"
+        first = (await read_events(mesh, mine.run_id))[0]
+        assert first.detail["persons"] == [f"ana answered approve in run {parent.run_id}"]
+        with pytest.raises(NotPermitted, match=f"ana answered approve in run {parent.run_id}"):
+            await runs.fork(mine.run_id, "ship", by=bot)
+
+
+@pytest.mark.anyio
+async def test_a_fork_inherits_a_persons_budget_raise_only_when_a_person_forks(
+    mesh: Mesh,
+) -> None:
+    budget = {"steps": 1, "on_exhausted": "escalate"}
+    await store(mesh, agent_chain("chain", ["a", "b", "c"]) | {"budget": budget})
+    runs = Runs(mesh)
+    bot = Agent("ci")
+    async with hosting(mesh, ScriptedModel([{"text": "ok"}])):
+        parked = await settle(runs, (await runs.start("assistant", "chain", "x")).run_id)
+        assert parked.waiting is not None and parked.waiting.kind == "budget"
+        await runs.raise_budget(parked.run_id, {"steps": 5}, by=ANA)
+        parent = await settle(runs, parked.run_id, since=parked)
+        assert parent.status == "done", parent.error
+
+        with pytest.raises(NotPermitted, match="ana raised the budget of run"):
+            await runs.fork(parent.run_id, "b", by=bot)
+        # From before the raise the fork has only the graph's budget: it parks again.
+        again = await settle(runs, (await runs.fork(parent.run_id, "a", by=bot)).run_id)
+        assert again.waiting is not None and again.waiting.kind == "budget"
+        raised = await settle(runs, (await runs.fork(parent.run_id, "b", by=ANA)).run_id)
+    assert raised.status == "done", raised.error

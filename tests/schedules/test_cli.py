@@ -54,6 +54,12 @@ def test_schedule_list_pause_resume_unschedule(cli: Cli, tmp_path: Path) -> None
     [
         (["--schedule", "0 8 * * 1", "--tz", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
         (["--schedule", "0 25 * * 1"], "bad cron expression '0 25 * * 1'"),
+        (["--schedule", "* * * * * *"], "bad cron expression '* * * * * *': it has 6 fields"),
+        (
+            ["--schedule", "0 8 * * 1", "--deliver", "webhook:http://169.254.169.254/latest"],
+            "webhook host '169.254.169.254' is a cloud metadata address",
+        ),
+        (["--schedule", "0 8 * * 1", "--deliver", "file:/etc/cron.d/x"], "file sink '/etc/"),
         (["--schedule", "0 8 * * 1", "--deliver", "telegram:123"], "unknown sink 'telegram:123'"),
         (["--schedule", "0 8 * * 1", "--catch-up", "some"], "unknown --catch-up 'some'"),
         (["--schedule", "0 8 * * 1", "--secret", "a-b"], "bad secret name 'a-b'"),

@@ -56,6 +56,13 @@ def test_due_fires_lists_first_and_every_later_one_up_to_now_bounded() -> None:
         ("0 8 * * 1", "Mars/Olympus", "unknown time zone 'Mars/Olympus'"),
         ("61 8 * * 1", "UTC", "bad cron expression '61 8 * * 1'"),
         ("every monday", "UTC", "bad cron expression"),
+        (
+            "* * * * * *",
+            "UTC",
+            "bad cron expression '* * * * * *': it has 6 fields, and plait "
+            'reads five, "minute hour day-of-month month day-of-week" (no seconds)',
+        ),
+        ("0 8 * * 1 2026 x", "UTC", "bad cron expression '0 8 * * 1 2026 x': it has 7 fields"),
     ],
 )
 def test_bad_cron_or_zone_is_refused_with_one_line(cron: str, tz: str, says: str) -> None:

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from plait.actors import actor_key
+from plait.errors import ConfigError, DeliveryFailed, ScheduleNotFound
 from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
-from plait.schedules import Schedules
+from plait.schedules import Schedules, sinks
 from plait.schedules.actor import ScheduleLogic, Tuning
-from plait.schedules.model import Schedule
+from plait.schedules.model import Schedule, parse_sink, schedule_actor, schedule_key
 from tests.runs.helpers import eventually, hosting, store
 
 from .helpers import ASKING, FAST, ONE_NODE, OPERATOR, RULES, FakeClock, webhook_receiver
@@ -127,3 +129,78 @@ async def test_a_run_waiting_on_a_person_delivers_only_after_the_answer(
         [line] = await eventually(lines)
     assert json.loads(line)["status"] == "done"
     assert json.loads(line)["output"] == "sent"
+
+
+async def test_deleting_a_schedule_still_delivers_the_runs_it_started(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    sink = tmp_path / "runs.jsonl"
+    runs, schedules = Runs(mesh), Schedules(mesh)
+    async with hosting(mesh, ScriptedModel(RULES)) as (runtime, _):
+        made, run_id = await fire_once(mesh, ASKING, deliver=f"file:{sink}")
+
+        async def waiting() -> bool:
+            return (await runs.get(run_id)).status == "waiting_human"
+
+        await eventually(waiting)
+        deleted = await schedules.delete(made.id, by=OPERATOR)
+        assert deleted.id == made.id
+        assert await schedules.list() == []
+        with pytest.raises(ScheduleNotFound):
+            await schedules.get(made.id)
+        await runs.resume(run_id, "yes", by=OPERATOR)  # the run ends after the delete
+
+        async def lines() -> list[str] | None:
+            return sink.read_text().splitlines() if sink.exists() else None
+
+        [line] = await eventually(lines)
+
+        async def forgotten() -> bool:  # once delivered, the schedule and its actor go
+            return await mesh.get(schedule_key(made.id)) is None
+
+        await eventually(forgotten)
+        await runtime.wait_idle()
+    assert json.loads(line)["run_id"] == run_id
+    assert await mesh.get(actor_key(schedule_actor(made.id))) is None
+
+
+async def test_a_deleted_schedule_with_nothing_to_deliver_goes_at_once(mesh: Mesh) -> None:
+    await store(mesh, ONE_NODE)
+    schedules = Schedules(mesh)
+    made = await schedules.create(
+        "assistant", "report", cron="0 * * * *", deliver="stdout", by=OPERATOR
+    )
+    await schedules.delete(made.id, by=OPERATOR)
+    assert await mesh.get(schedule_key(made.id)) is None
+    assert await mesh.get(actor_key(schedule_actor(made.id))) is None
+
+
+async def test_sinks_refuse_internal_hosts_and_files_outside_their_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PLAIT_WEBHOOK_ALLOW_HOSTS")
+    for url, why in [
+        ("http://169.254.169.254/latest/meta-data", "a cloud metadata address"),
+        ("http://127.0.0.1:8700/api", "a loopback address"),
+        ("http://[::1]/x", "a loopback address"),
+        ("http://localhost/x", "a loopback name"),
+        ("https://10.1.2.3/x", "a private address"),
+    ]:
+        with pytest.raises(ConfigError, match=f"is {why}: a sink posts to public hosts only"):
+            parse_sink(f"webhook:{url}")
+    assert parse_sink("webhook:https://example.com/hook") == "webhook:https://example.com/hook"
+    result = {"run_id": "grun_x"}
+    with pytest.raises(DeliveryFailed, match="does not resolve to a public address"):
+        await sinks.deliver("webhook:http://localhost.:9/hook", result)  # checked where it connects
+
+    inside = tmp_path / "out.jsonl"
+    assert parse_sink("file:out.jsonl", cwd=tmp_path) == f"file:{inside.resolve()}"
+    (tmp_path / "link").symlink_to("/etc")
+    for outside in ("/etc/passwd", "../elsewhere.jsonl", "link/cron.d/x"):
+        with pytest.raises(ConfigError, match="is outside the folder PLAIT_SINK_DIR names"):
+            parse_sink(f"file:{outside}", cwd=tmp_path)
+    with pytest.raises(DeliveryFailed, match="is outside the folder PLAIT_SINK_DIR names"):
+        await sinks.deliver(f"file:{tmp_path.parent / 'x.jsonl'}", result)  # the worker's check
+    monkeypatch.delenv("PLAIT_SINK_DIR")
+    with pytest.raises(ConfigError, match="file sinks are off: set PLAIT_SINK_DIR"):
+        parse_sink("file:out.jsonl", cwd=tmp_path)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Body, Query
 
 from plait.api.deps import PrincipalDep, ServicesDep
@@ -65,5 +67,9 @@ async def import_(
     offered = set(svc.tools.names())
     for beat in await live_heartbeats(svc.mesh):
         offered.update(beat.tools)
-    checked = load_graph(spec, agents=agents, tool_is_known=offered.__contains__)
-    return graph_view(await import_graph(svc.mesh, checked))
+    # Validating is CPU work bounded only by the caps: off the loop, so a large graph
+    # never holds up the other requests or this process's leases.
+    check = functools.partial(load_graph, spec, agents=agents, tool_is_known=offered.__contains__)
+    checked = await anyio.to_thread.run_sync(check)
+    stored = await import_graph(svc.mesh, checked)
+    return await anyio.to_thread.run_sync(graph_view, stored)

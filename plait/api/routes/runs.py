@@ -25,6 +25,7 @@ from plait.api.problems import problem_responses
 from plait.errors import AuditChainBroken
 from plait.graphs.trajectory import TrajectoryStep
 from plait.ids import RunId as StoredRunId
+from plait.models.scripted import confine_scripted
 from plait.runs import RunRecord, Runs
 from plait.runs.log import LogFollower
 from plait.runs.progress import Progress
@@ -85,13 +86,15 @@ async def list_runs(
 
 @router.post("", status_code=201, summary="Start a run", responses=problem_responses(404, 409))
 async def start_run(body: StartRun, svc: ServicesDep, who: PrincipalDep) -> RunView:
-    """Start a run of a stored graph; a worker (or ``plait serve --serve-runs``) serves it."""
+    """Start a run of a stored graph; a worker (or ``plait serve --serve-runs``) serves it.
+    A ``scripted:`` model names a file under the server's ``PLAIT_SCRIPTED_DIR`` (422
+    otherwise, or when that is unset)."""
     rec = await svc.runs.start(
         body.agent,
         body.name,
         body.input,
         version=body.version,
-        model=body.model,
+        model=confine_scripted(body.model, svc.scripted_dir),
         input_untrusted=body.input_untrusted,
     )
     return await run_view(svc.runs, rec)
@@ -160,12 +163,13 @@ async def retry_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunVi
     "/{run_id}/fork",
     status_code=201,
     summary="Start a new run from the state after a committed visit",
-    responses=problem_responses(404),
+    responses=problem_responses(403, 404),
 )
 async def fork_run(run_id: RunId, body: ForkRun, svc: ServicesDep, who: PrincipalDep) -> RunView:
     """A new run on the same pinned graph version runs what comes after the visit; its
     audit chain names the parent's event. 422 for a visit that is not there (the
-    problem lists those there are)."""
+    problem lists those there are); 403 for a token that is no person's when a person
+    answered or raised the budget before the visit (a fork would re-use it)."""
     given = "input" in body.model_fields_set
     rec = await svc.runs.fork(
         run_id,

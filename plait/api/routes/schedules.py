@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from plait.api.deps import PrincipalDep, ServicesDep
 from plait.api.problems import problem_responses
+from plait.models.scripted import confine_scripted
 from plait.schedules import CatchUp, Schedule, Schedules
 
 router = APIRouter(
@@ -50,10 +51,11 @@ async def list_schedules(svc: ServicesDep, who: PrincipalDep) -> list[Schedule]:
 )
 async def create_schedule(body: CreateSchedule, svc: ServicesDep, who: PrincipalDep) -> Schedule:
     """Schedule runs of a stored graph; 404 if it is not stored, 422 for a bad cron,
-    time zone or sink."""
+    time zone or sink, or a ``scripted:`` model outside ``PLAIT_SCRIPTED_DIR``."""
+    model = confine_scripted(body.model, svc.scripted_dir)
     return await Schedules(svc.mesh).create(
         body.agent, body.name, cron=body.cron, tz=body.tz, input=body.input,
-        deliver=body.deliver, catch_up=body.catch_up, model=body.model,
+        deliver=body.deliver, catch_up=body.catch_up, model=model,
         secret=body.secret, by=who,
     )  # fmt: skip
 

@@ -5,8 +5,11 @@
 (``pkg.module:fn``) or a saved program (``name`` or ``name@version``); string values of
 ``input`` are templates. With ``verdicts`` the program decides the route: it returns
 one of their words (a Python-decided edge), and the flow goes where that word leads.
-A registered or imported ref is checked when the graph is
-validated; a saved one when it is imported into a mesh (:func:`program_problems`).
+A registered ref, or an import path whose module is loaded already, is checked when
+the graph is validated; a saved one when it is imported into a mesh
+(:func:`program_problems`). Checking imports nothing: a graph may come over the
+network, and its ref must not make the server import a module (an import path's
+module is imported only when the node runs).
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ from plait.programs import (
     ProgramCatalog,
     SharedBudget,
     grant_all,
-    import_program,
     resolve_saved,
     run_program,
 )
+from plait.programs.registry import loaded_program
 
 
 class ProgramNode(NodeBase):
@@ -132,7 +135,7 @@ def _validate(node: ProgramNode, path: str, checks: Checks) -> None:
     if "<" in node.ref:
         return  # a builder's local function: in-session only, the builder says so
     try:
-        import_program(node.ref)  # an import path imports wherever the graph runs
+        loaded_program(node.ref)  # checked as text; a loaded module is looked in, none imported
     except ProgramError as exc:
         checks.problem(f"{path}.ref", str(exc))
 
@@ -150,7 +153,9 @@ async def program_problems(
         if not isinstance(node, ProgramNode):
             continue
         try:
-            if programs.find(node.ref) is None:
+            if ":" in node.ref:  # an import path: checked as text, imported when it runs
+                loaded_program(node.ref)
+            elif programs.get(node.ref) is None:
                 await resolve_saved(node.ref, mesh, require_promoted=node.require_promoted)
         except ProgramError as exc:
             problems.append(f"nodes[{index}].ref: program {quoted(node.ref)}: {exc}")
