@@ -25,6 +25,7 @@ from plait.actors import (
 from plait.mesh import Mesh
 from plait.models import Model
 from plait.programs import AgentsPort
+from plait.programs.sandbox import warm_pool
 from plait.runs.host import RunHost
 from plait.runs.record import PROGRESS_KEPT_S
 from plait.runs.serving import heartbeat
@@ -101,7 +102,8 @@ async def serve(
             :func:`~plait.actors.new_host_id`); a Ray host gives its own.
 
     Beside the runtime, a :class:`~plait.actors.TopicRouter` forwards subscribed topics
-    into the mailboxes this process serves.
+    into the mailboxes this process serves, and the program sandbox's pool of warm
+    processes is kept filled (:func:`~plait.programs.sandbox.warm_pool`).
     """
     host = RunHost(
         mesh,
@@ -126,6 +128,7 @@ async def serve(
         services=host,
     )
     async with contextlib.AsyncExitStack() as stack:
+        stack.enter_context(warm_pool())  # program texts' sandbox processes, kept warm
         await stack.enter_async_context(actors)
         await stack.enter_async_context(TopicRouter(actors))
         if beat:

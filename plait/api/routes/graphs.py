@@ -11,6 +11,7 @@ from plait.api.models import GraphView
 from plait.api.problems import problem_responses
 from plait.graphs.loader import load_graph
 from plait.graphs.mermaid import to_mermaid
+from plait.graphs.nodes.program import refuse_unpromoted
 from plait.graphs.store import GraphSummary, StoredGraph, get_graph, import_graph, list_graphs
 from plait.profiles import list_profiles
 from plait.runs.serving import live_heartbeats
@@ -60,10 +61,12 @@ async def import_(
     who: PrincipalDep,
 ) -> GraphView:
     """Validate the graph against the mesh's agents and the tools offered (this
-    process's and the live workers'), and store it at the version it names."""
+    process's and the live workers'), and store it at the version it names. Only a
+    person's token may import one that runs saved programs unpromoted."""
     agents = {profile.name: profile for profile in await list_profiles(svc.mesh)}
     offered = set(svc.tools.names())
     for beat in await live_heartbeats(svc.mesh):
         offered.update(beat.tools)
     checked = load_graph(spec, agents=agents, tool_is_known=offered.__contains__)
+    refuse_unpromoted(who, checked.nodes, "import")
     return graph_view(await import_graph(svc.mesh, checked))

@@ -23,6 +23,8 @@ from plait.api.models import (
 )
 from plait.api.problems import problem_responses
 from plait.errors import AuditChainBroken
+from plait.graphs.nodes.program import refuse_unpromoted
+from plait.graphs.store import get_graph
 from plait.graphs.trajectory import TrajectoryStep
 from plait.ids import RunId as StoredRunId
 from plait.runs import RunRecord, Runs
@@ -83,7 +85,10 @@ async def list_runs(
 
 @router.post("", status_code=201, summary="Start a run", responses=problem_responses(404, 409))
 async def start_run(body: StartRun, svc: ServicesDep, who: PrincipalDep) -> RunView:
-    """Start a run of a stored graph; a worker (or ``plait serve --serve-runs``) serves it."""
+    """Start a run of a stored graph; a worker (or ``plait serve --serve-runs``) serves it.
+    Only a person's token may start one that runs saved programs unpromoted."""
+    stored = await get_graph(svc.mesh, body.agent, body.name, body.version)
+    refuse_unpromoted(who, stored.spec.nodes, "run")
     rec = await svc.runs.start(
         body.agent,
         body.name,

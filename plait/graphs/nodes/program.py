@@ -11,12 +11,13 @@ validated; a saved one when it is imported into a mesh (:func:`program_problems`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from plait.errors import ProgramError, ToolNotPermitted
+from plait.decisions.principals import Human, Principal
+from plait.errors import NotPermitted, ProgramError, ToolNotPermitted
 from plait.graphs.nodes.base import (
     Checks,
     IndeterminatePolicy,
@@ -34,6 +35,7 @@ from plait.graphs.state import RunState, Waiting
 from plait.graphs.template import TemplateContext, render_value
 from plait.mesh import Mesh
 from plait.programs import find_callable, grant_all, resolve_saved, run_program
+from plait.programs.registry import registered
 
 
 class ProgramNode(NodeBase):
@@ -136,6 +138,36 @@ async def program_problems(mesh: Mesh, nodes: Iterator[NodeBase]) -> list[str]:
     return problems
 
 
+def unpromoted_texts(nodes: Iterable[NodeBase]) -> list[str]:
+    """The refs of program nodes that would run a saved text unpromoted
+    (``require_promoted: false`` on a ref that is not a registered program or an
+    import path): only a person may ask for that, never a service token or a model."""
+    return [
+        node.ref
+        for node in nodes
+        if isinstance(node, ProgramNode)
+        and not node.require_promoted
+        and ":" not in node.ref
+        and registered(node.ref) is None
+    ]
+
+
+def refuse_unpromoted(by: Principal, nodes: Iterable[NodeBase], act: str) -> None:
+    """Refuse ``act`` (importing or running a graph) by a non-person when a program node
+    would run a saved text unpromoted.
+
+    Raises:
+        NotPermitted: ``by`` is not a human and :func:`unpromoted_texts` names some.
+    """
+    refs = unpromoted_texts(nodes)
+    if refs and not isinstance(by, Human):
+        raise NotPermitted(
+            f"{by} may not {act} a graph whose program nodes run saved programs unpromoted "
+            f"(require_promoted: false on {', '.join(map(repr, refs))}): only a person may; "
+            "promote them (plait programs promote) and drop require_promoted: false"
+        )
+
+
 def _routes(node: ProgramNode) -> Iterator[Route]:
     for word, target in node.verdicts.items():
         yield Route(target, word)
@@ -165,4 +197,10 @@ KIND = NodeKind(
 )
 """The program kind."""
 
-__all__ = ["KIND", "ProgramNode", "program_problems"]
+__all__ = [
+    "KIND",
+    "ProgramNode",
+    "program_problems",
+    "refuse_unpromoted",
+    "unpromoted_texts",
+]

@@ -1,0 +1,255 @@
+"""Starting one sandbox process: its limits, its isolation, its workspace, its channel.
+
+Two isolations, chosen once per pool:
+
+``bwrap``
+    bubblewrap: new user, PID, network, IPC and UTS namespaces (the program runs as
+    ``nobody`` and sees no other process and no network), a read-only bind of the
+    Python install and ``/usr`` only (no ``/home``, ``/root``, ``/work``, ``/etc``),
+    a private ``/tmp``, and its workspace the one writable directory.
+``rlimits``
+    the weaker mode where bubblewrap is missing or cannot run: the same resource
+    limits, scrubbed environment, workspace and audit hook, with the serving process's
+    file system and process table in view; as root the program still runs as
+    ``nobody``, so the serving process's ``/proc`` entries and private files are closed
+    to it. The pool logs a warning when it falls back to this mode.
+
+Either way the environment is scrubbed (``PATH``, ``LANG``, ``HOME``, ``TMPDIR`` only:
+no ``PLAIT_*``, no mesh URL, no tokens) and the child gets one end of a socket pair as
+its only channel to the serving process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from plait.errors import ProgramError
+
+log = logging.getLogger(__name__)
+
+Isolation = Literal["bwrap", "rlimits"]
+"""``bwrap``: bubblewrap namespaces and the limits; ``rlimits``: the limits only."""
+
+HEADER = struct.Struct(">I")
+"""A frame's length prefix (4 bytes, big-endian) before its UTF-8 JSON."""
+
+NOBODY = 65534
+"""The uid and gid a program runs as, when the serving process may choose (root)."""
+
+INSIDE_WORKSPACE = "/workspace"
+"""Where the workspace is mounted under bubblewrap."""
+
+_STUB = (Path(__file__).parent / "stub.py").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """The resource limits of one sandboxed program.
+
+    Attributes:
+        cpu_seconds: CPU time (RLIMIT_CPU); past it the kernel ends the process.
+        memory_bytes: address space (RLIMIT_AS); an allocation past it fails.
+        processes: processes and threads (RLIMIT_NPROC, per sandbox under bubblewrap).
+        file_bytes: the largest file it may write (RLIMIT_FSIZE).
+        open_files: open file descriptors (RLIMIT_NOFILE).
+        wall_seconds: wall-clock time the serving process waits before killing it.
+    """
+
+    cpu_seconds: int = 60
+    memory_bytes: int = 1 << 30
+    processes: int = 64
+    file_bytes: int = 64 << 20
+    open_files: int = 256
+    wall_seconds: float = 3600.0
+
+
+@dataclass
+class SandboxProcess:
+    """A started sandbox process that said ready, waiting for its one program.
+
+    Attributes:
+        popen: the process (bubblewrap's, or the interpreter's in ``rlimits`` mode).
+        sock: the serving process's end of the channel.
+        workspace: the directory it may write (removed when it is closed).
+        isolation: how it is isolated.
+    """
+
+    popen: subprocess.Popen[bytes]
+    sock: socket.socket
+    workspace: Path
+    isolation: Isolation
+
+    def close(self) -> None:
+        """Kill the process (and all it started), close the channel, drop the workspace."""
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.sock.close()
+        try:
+            self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed: it ends
+            log.warning("program sandbox: process %d outlived SIGKILL", self.popen.pid)
+        shutil.rmtree(self.workspace, ignore_errors=True)
+
+
+def bwrap_usable() -> str | None:
+    """Why bubblewrap cannot isolate programs here (None if it can)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bwrap is not installed (apt-get install bubblewrap)"
+    argv = _bwrap_prefix(bwrap, Path(tempfile.gettempdir()))
+    try:
+        probe = subprocess.run(
+            [*argv, "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=_env("/tmp", "/tmp"),
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap cannot run here: {exc}"
+    if probe.returncode != 0:
+        return f"bwrap cannot run here: {probe.stderr.strip() or probe.returncode}"
+    return None
+
+
+def start(limits: SandboxLimits, isolation: Isolation) -> SandboxProcess:
+    """Start one sandbox process and wait until it is ready for a program (blocking).
+
+    Raises:
+        ProgramError: the process did not start or did not say ready.
+    """
+    workspace = Path(tempfile.mkdtemp(prefix="plait-program-"))
+    ours, theirs = socket.socketpair()
+    as_root = os.geteuid() == 0
+    try:
+        config = {**asdict(limits), "readable": [], "writable": []}
+        if isolation == "bwrap":
+            bwrap = shutil.which("bwrap")
+            if bwrap is None:
+                raise ProgramError("bwrap is not installed (apt-get install bubblewrap)")
+            config["writable"] = ["/tmp"]
+            argv = [*_bwrap_prefix(bwrap, workspace), "--chdir", INSIDE_WORKSPACE]
+            env, cwd, user = _env(INSIDE_WORKSPACE, "/tmp"), None, None
+        else:
+            argv, cwd = [], str(workspace)
+            env = _env(str(workspace), str(workspace))
+            user = NOBODY if as_root and _others_can_run(_python()) else None
+            if user is not None:
+                os.chown(workspace, NOBODY, NOBODY)
+        workspace.chmod(0o700)
+        argv += [_python(), "-I", "-S", "-B", "-c", _STUB, str(theirs.fileno()), json.dumps(config)]
+        popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            # Never the serving process's own pipes: a warm process must not hold them
+            # open (a caller waiting for their end would wait on it); what the program
+            # prints comes back in its done frame.
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            cwd=cwd,
+            env=env,
+            user=user,
+            group=user,
+            extra_groups=[] if user is not None else None,
+            start_new_session=True,
+        )
+    except BaseException:
+        ours.close()
+        shutil.rmtree(workspace, ignore_errors=True)
+        raise
+    finally:
+        theirs.close()
+    proc = SandboxProcess(popen, ours, workspace, isolation)
+    try:
+        _await_ready(proc)
+    except BaseException:
+        proc.close()
+        raise
+    return proc
+
+
+def _await_ready(proc: SandboxProcess) -> None:
+    proc.sock.settimeout(30)
+    try:
+        header = proc.sock.recv(HEADER.size, socket.MSG_WAITALL)
+        size = HEADER.unpack(header)[0] if len(header) == HEADER.size else 0
+        body = proc.sock.recv(size, socket.MSG_WAITALL) if 0 < size < 4096 else b""
+        ready = json.loads(body) if body else {}
+    except (OSError, ValueError) as exc:
+        raise ProgramError(f"the program sandbox ({proc.isolation}) did not start: {exc}") from None
+    if ready.get("op") != "ready":
+        code = proc.popen.poll()
+        raise ProgramError(
+            f"the program sandbox ({proc.isolation}) did not start"
+            + (f" (it exited with {code})" if code is not None else "")
+        )
+    proc.sock.settimeout(None)
+    proc.sock.setblocking(False)
+
+
+def _bwrap_prefix(bwrap: str, workspace: Path) -> list[str]:
+    prefix = Path(sys.base_prefix).resolve()
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+    argv += ["--new-session", "--cap-drop", "ALL"]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for link in ("bin", "lib", "lib64", "sbin"):
+        target = Path("/", link)
+        if target.is_symlink():
+            argv += ["--symlink", os.readlink(target), f"/{link}"]
+        elif target.is_dir():
+            argv += ["--ro-bind", str(target), f"/{link}"]
+    if not prefix.is_relative_to("/usr"):
+        argv += ["--ro-bind", str(prefix), str(prefix)]
+    site = Path(sys.base_prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}")
+    if (site / "site-packages").is_dir():
+        argv += ["--tmpfs", str(site / "site-packages")]  # the operator's packages: not data
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--bind", str(workspace), INSIDE_WORKSPACE]
+    return argv
+
+
+def _others_can_run(python: str) -> bool:
+    """Whether a user other than the owner can run ``python`` (each directory above it
+    searchable, the stdlib readable): then the weaker mode may drop to ``nobody``."""
+    path = Path(python)
+    for part in [path, *path.parents, Path(os.__file__).parent]:
+        mode = part.stat().st_mode
+        if not mode & stat.S_IXOTH or (
+            part == Path(os.__file__).parent and not mode & stat.S_IROTH
+        ):
+            return False
+    return True
+
+
+def _python() -> str:
+    return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+
+
+def _env(home: str, tmp: str) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": home, "TMPDIR": tmp}
+
+
+__all__ = [
+    "HEADER",
+    "Isolation",
+    "SandboxLimits",
+    "SandboxProcess",
+    "bwrap_usable",
+    "start",
+]
