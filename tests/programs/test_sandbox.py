@@ -264,3 +264,21 @@ def test_the_weaker_mode_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="plait.programs.sandbox"):
         assert choose_isolation("rlimits") == "rlimits"
     assert "weaker rlimits mode" in caplog.text
+
+
+async def test_the_limits_hold_in_the_kernel_for_a_user_they_bind(isolation: str) -> None:
+    text = """
+import os, resource
+names = ("CPU", "AS", "NPROC", "FSIZE", "NOFILE")
+return {"uid": os.getuid(), **{n: resource.getrlimit(getattr(resource, "RLIMIT_" + n))
+                               for n in names}}
+"""
+    found = await run_source(text, None, grant_all(None))
+    assert found["CPU"] == [LIMITS.cpu_seconds] * 2
+    assert found["AS"] == [LIMITS.memory_bytes] * 2
+    assert found["NPROC"] == [LIMITS.processes] * 2
+    assert found["FSIZE"] == [LIMITS.file_bytes] * 2
+    assert found["NOFILE"] == [LIMITS.open_files] * 2
+    if isolation == "bwrap" or os.geteuid() != 0:
+        # The kernel ignores RLIMIT_NPROC for root: the program never runs as root here.
+        assert found["uid"] != 0

@@ -137,12 +137,15 @@ def start(limits: SandboxLimits, isolation: Isolation) -> SandboxProcess:
     ours, theirs = socket.socketpair()
     as_root = os.geteuid() == 0
     try:
-        config = {**asdict(limits), "readable": [], "writable": []}
+        config: dict[str, object] = {**asdict(limits), "readable": [], "writable": []}
         if isolation == "bwrap":
             bwrap = shutil.which("bwrap")
             if bwrap is None:
                 raise ProgramError("bwrap is not installed (apt-get install bubblewrap)")
             config["writable"] = ["/tmp"]
+            if as_root:
+                config["drop_to"] = NOBODY
+                os.chown(workspace, NOBODY, NOBODY)
             argv = [*_bwrap_prefix(bwrap, workspace), "--chdir", INSIDE_WORKSPACE]
             env, cwd, user = _env(INSIDE_WORKSPACE, "/tmp"), None, None
         else:
@@ -204,9 +207,13 @@ def _await_ready(proc: SandboxProcess) -> None:
 
 
 def _bwrap_prefix(bwrap: str, workspace: Path) -> list[str]:
-    prefix = Path(sys.base_prefix).resolve()
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
-    argv += ["--new-session", "--cap-drop", "ALL"]
+    argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+    argv += ["--unshare-cgroup-try", "--new-session"]
+    if os.geteuid() != 0:
+        # Unprivileged: a user namespace, the program nobody in it.
+        argv += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"]
+    # As root no user namespace: the kernel exempts root's processes from RLIMIT_NPROC,
+    # however mapped, so the stub drops to nobody itself before it reads a program.
     argv += ["--ro-bind", "/usr", "/usr"]
     for link in ("bin", "lib", "lib64", "sbin"):
         target = Path("/", link)
@@ -214,12 +221,15 @@ def _bwrap_prefix(bwrap: str, workspace: Path) -> list[str]:
             argv += ["--symlink", os.readlink(target), f"/{link}"]
         elif target.is_dir():
             argv += ["--ro-bind", str(target), f"/{link}"]
+    prefix = Path(sys.base_prefix).resolve()
     if not prefix.is_relative_to("/usr"):
+        for parent in reversed(prefix.parents[:-1]):  # searchable by nobody (/root is 0700)
+            argv += ["--perms", "0755", "--dir", str(parent)]
         argv += ["--ro-bind", str(prefix), str(prefix)]
     site = Path(sys.base_prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}")
     if (site / "site-packages").is_dir():
         argv += ["--tmpfs", str(site / "site-packages")]  # the operator's packages: not data
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chmod", "1777", "/tmp"]
     argv += ["--bind", str(workspace), INSIDE_WORKSPACE]
     return argv
 

@@ -301,6 +301,15 @@ def _audit_hook(writable: tuple[str, ...], readable: tuple[str, ...]) -> Any:
     return hook
 
 
+def _forget_fork_exec() -> None:
+    """Drop the references to ``_posixsubprocess`` that asyncio's import of subprocess
+    left, so a program cannot start processes around the audit hook that way."""
+    import subprocess
+
+    subprocess._fork_exec = None  # type: ignore[attr-defined]
+    sys.modules.pop("_posixsubprocess", None)
+
+
 def _line_of(tb: TracebackType | None, filename: str) -> int | None:
     line = None
     while tb is not None:
@@ -339,10 +348,15 @@ def main() -> None:
     fd, limits_json = int(sys.argv[1]), sys.argv[2]
     limits: dict[str, Any] = json.loads(limits_json)
     _apply_limits(limits)
+    if limits.get("drop_to") is not None:  # root under bubblewrap: become nobody first
+        os.setgroups([])
+        os.setgid(limits["drop_to"])
+        os.setuid(limits["drop_to"])
     sock = socket.socket(fileno=fd)
     frames = _Frames(sock)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    _forget_fork_exec()
     workspace = os.getcwd()
     stdlib = os.path.dirname(os.__file__)
     readable = (*limits["readable"], stdlib, "/dev/null", "/dev/urandom", f"/proc/{os.getpid()}")
