@@ -57,7 +57,7 @@ async def run_sandboxed(
             proc, code, filename, input, names, wall_seconds=pool.limits.wall_seconds
         )
     finally:
-        proc.close()
+        pool.release(proc)
 
 
 __all__ = [

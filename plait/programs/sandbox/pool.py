@@ -93,6 +93,7 @@ class SandboxPool:
         self.limits = limits or SandboxLimits()
         self._isolation = isolation
         self._ready: collections.deque[SandboxProcess] = collections.deque()
+        self._spent: collections.deque[SandboxProcess] = collections.deque()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
@@ -104,6 +105,11 @@ class SandboxPool:
         if self._isolation is None:
             self._isolation = choose_isolation()
         return self._isolation
+
+    @property
+    def warm(self) -> int:
+        """How many processes are ready now."""
+        return len(self._ready)
 
     @property
     def closed(self) -> bool:
@@ -132,12 +138,24 @@ class SandboxPool:
         self.start()
         with self._lock:
             proc = self._ready.popleft() if self._ready else None
-        self._wake.set()
+        if proc is None or len(self._ready) == 0:
+            self._wake.set()  # running low: refill now, not only once a program ends
         if proc is not None and proc.popen.poll() is None:
             return proc
         if proc is not None:
             proc.close()
         return await anyio.to_thread.run_sync(start, self.limits, self.isolation)
+
+    def release(self, proc: SandboxProcess) -> None:
+        """End ``proc`` after its one program: in the background, off the caller's way."""
+        with self._lock:
+            background = self._thread is not None and not self._closed
+            if background:
+                self._spent.append(proc)
+        if background:
+            self._wake.set()
+        else:
+            proc.close()
 
     def spawn(self) -> SandboxProcess:
         """Start one process now, bypassing the warm ones (blocking; for a cold start)."""
@@ -148,6 +166,8 @@ class SandboxPool:
         with self._lock:
             self._closed = True
             ready, self._ready = list(self._ready), collections.deque()
+            ready += self._spent
+            self._spent = collections.deque()
         self._wake.set()
         for proc in ready:
             proc.close()
@@ -157,7 +177,11 @@ class SandboxPool:
     def _fill(self) -> None:
         while not self._closed:
             with self._lock:
+                spent = list(self._spent)
+                self._spent.clear()
                 short = self.size - len(self._ready)
+            for used in spent:
+                used.close()
             if short <= 0:
                 self._wake.wait()
                 self._wake.clear()

@@ -22,6 +22,13 @@ Frames are a 4-byte big-endian length and UTF-8 JSON.
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":
+    # No network in the sandbox: asyncio's optional import of ssl (OpenSSL's load, a
+    # good part of a cold start) is skipped.
+    sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
+
 import asyncio
 import base64
 import io
@@ -31,7 +38,6 @@ import os
 import resource
 import socket
 import struct
-import sys
 from collections.abc import Iterator, Mapping
 from types import CodeType, TracebackType
 from typing import Any
