@@ -75,6 +75,9 @@ def choose_isolation(wanted: str | None = None) -> Isolation:
 class SandboxPool:
     """Warm sandbox processes, each leased to one program.
 
+    The pool fills once :meth:`start` is called (:func:`warm_pool` does, for a serving
+    process) or from its second program on; until then each program starts its own.
+
     Args:
         size: how many ready processes to keep.
         limits: every process's limits.
@@ -97,6 +100,7 @@ class SandboxPool:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
+        self._acquired = 0
         self._thread: threading.Thread | None = None
 
     @property
@@ -135,7 +139,11 @@ class SandboxPool:
         """
         if self._closed:
             raise ConfigError("the program sandbox pool is closed")
-        self.start()
+        self._acquired += 1
+        if self._acquired > 1:
+            # A process that runs programs again and again gets warm ones; a one-shot
+            # command (plait exec) does not start processes it will never use.
+            self.start()
         with self._lock:
             proc = self._ready.popleft() if self._ready else None
         if proc is None or len(self._ready) == 0:
