@@ -102,8 +102,8 @@ async def serve(
             :func:`~plait.actors.new_host_id`); a Ray host gives its own.
 
     Beside the runtime, a :class:`~plait.actors.TopicRouter` forwards subscribed topics
-    into the mailboxes this process serves, and the program sandbox's pool of warm
-    processes is kept filled (:func:`~plait.programs.sandbox.warm_pool`).
+    into the mailboxes this process serves, and the program sandbox's pool keeps warm
+    processes from the first program on (:func:`~plait.programs.sandbox.warm_pool`).
     """
     host = RunHost(
         mesh,
@@ -128,7 +128,7 @@ async def serve(
         services=host,
     )
     async with contextlib.AsyncExitStack() as stack:
-        stack.enter_context(warm_pool())  # program texts' sandbox processes, kept warm
+        stack.enter_context(warm_pool())  # program texts' sandbox processes, closed after
         await stack.enter_async_context(actors)
         await stack.enter_async_context(TopicRouter(actors))
         if beat:

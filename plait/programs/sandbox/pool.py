@@ -8,8 +8,8 @@ background thread starts the next one meanwhile. The thread and the processes be
 to no event loop, so one pool serves every loop of the process.
 
 :func:`default_pool` is the process's pool, made on first use; :func:`warm_pool` is
-what a serving process enters for its lifetime (it starts the pool warm and closes it
-when the last such block ends). ``PLAIT_PROGRAM_SANDBOX`` picks the isolation:
+what a serving process enters for its lifetime (the pool fills from its first program
+and is closed when the last such block ends). ``PLAIT_PROGRAM_SANDBOX`` picks the isolation:
 ``auto`` (the default: bubblewrap where it runs, else the weaker mode, logged),
 ``bwrap`` (refuse to run programs without it) or ``rlimits``.
 """
@@ -75,8 +75,9 @@ def choose_isolation(wanted: str | None = None) -> Isolation:
 class SandboxPool:
     """Warm sandbox processes, each leased to one program.
 
-    The pool fills once :meth:`start` is called (:func:`warm_pool` does, for a serving
-    process) or from its second program on; until then each program starts its own.
+    The pool fills once :meth:`start` is called, or from its second program on (its
+    first in a serving process, see :func:`warm_pool`); until then each program starts
+    its own process.
 
     Args:
         size: how many ready processes to keep.
@@ -101,6 +102,7 @@ class SandboxPool:
         self._wake = threading.Event()
         self._closed = False
         self._acquired = 0
+        self._fill_from = 2
         self._thread: threading.Thread | None = None
 
     @property
@@ -140,7 +142,7 @@ class SandboxPool:
         if self._closed:
             raise ConfigError("the program sandbox pool is closed")
         self._acquired += 1
-        if self._acquired > 1:
+        if self._acquired >= self._fill_from:
             # A process that runs programs again and again gets warm ones; a one-shot
             # command (plait exec) does not start processes it will never use.
             self.start()
@@ -225,10 +227,12 @@ def default_pool() -> SandboxPool:
 
 @contextlib.contextmanager
 def warm_pool() -> Iterator[SandboxPool]:
-    """The process's pool, warm for the block; closed when the last such block ends."""
+    """The process's pool for a serving process's block: it fills from the block's first
+    program (a server that never runs one starts no process), and is closed when the
+    last such block ends."""
     global _holders
     pool = default_pool()
-    pool.start()
+    pool._fill_from = 1
     with _default_lock:
         _holders += 1
     try:
