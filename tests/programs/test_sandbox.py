@@ -282,3 +282,37 @@ return {"uid": os.getuid(), **{n: resource.getrlimit(getattr(resource, "RLIMIT_"
     if isolation == "bwrap" or os.geteuid() != 0:
         # The kernel ignores RLIMIT_NPROC for root: the program never runs as root here.
         assert found["uid"] != 0
+
+
+async def test_each_program_is_a_fresh_fork_of_one_zygote_it_cannot_reach(isolation: str) -> None:
+    text = """
+import os, socket
+channels = []
+for fd in map(int, os.listdir('/proc/self/fd')):
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        continue
+    channels.append(sock.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE))
+    sock.detach()
+return {"parent": os.getppid(), "pid": os.getpid(), "channels": channels}
+"""
+    first = await run_source(text, None, grant_all(None))
+    second = await run_source(text, None, grant_all(None))
+    # One zygote forked both (not this process), each a process of its own.
+    assert first["parent"] == second["parent"] != os.getpid()
+    assert first["pid"] != second["pid"]
+    # The zygote's control channel (the one socket that can ask for forks) is not open
+    # in a program's process: only its own stream channel and its event loop's.
+    assert 5 not in first["channels"]  # SOCK_SEQPACKET
+
+
+async def test_a_dead_zygote_is_replaced() -> None:
+    with use_pool(SandboxPool(size=0, limits=LIMITS, isolation="rlimits")) as pool:
+        assert await run_source("return 1", None, grant_all(None)) == 1
+        zygote = pool.zygote
+        assert zygote is not None
+        os.killpg(zygote.popen.pid, 9)
+        zygote.popen.wait()
+        assert await run_source("return 2", None, grant_all(None)) == 2
+        assert pool.zygote is not zygote

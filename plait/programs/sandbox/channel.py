@@ -28,7 +28,8 @@ import anyio
 
 from plait.errors import CapabilityMissing, ProgramError
 from plait.programs.capabilities import Missing
-from plait.programs.sandbox.process import HEADER, SandboxProcess
+from plait.programs.sandbox.process import HEADER
+from plait.programs.sandbox.zygote import SandboxProcess
 
 METHODS: Mapping[str, frozenset[str]] = {
     "mesh": frozenset({"get", "put", "publish", "scan", "self"}),
@@ -203,10 +204,7 @@ def _failure(error: Any, errors: list[Exception], filename: str) -> Exception:
 
 
 def _ended(proc: SandboxProcess, filename: str) -> str:
-    try:
-        code = proc.popen.wait(timeout=5)
-    except Exception:  # still running though its channel closed: it is killed on close
-        code = None
+    code = proc.wait(timeout=5)  # None: still running though its channel closed (killed on close)
     why = f"exit status {code}"
     if code is not None and code < 0:
         why = f"killed by signal {-code}"

@@ -1,11 +1,12 @@
 """A pool of warm sandbox processes: one program per process, refilled in the background.
 
-Starting an interpreter under bubblewrap costs tens of milliseconds; a program call
-should not. The pool keeps ``size`` processes started and ready (interpreter up, the
-stub's few standard modules imported, limits applied), hands each to exactly one
-program and never back (no state can leak from one program to the next), and a
-background thread starts the next one meanwhile. The thread and the processes belong
-to no event loop, so one pool serves every loop of the process.
+Starting an interpreter under bubblewrap costs hundreds of milliseconds; a program call
+should not. The pool starts one zygote (:mod:`.zygote`, restarted if it dies) and keeps
+``size`` children forked from it and ready (limits applied, audit hook installed),
+hands each to exactly one program and never back (no state can leak from one program
+to the next: each is a fresh fork of the zygote's clean image), and a background thread
+forks the next one meanwhile. The thread and the processes belong to no event loop, so
+one pool serves every loop of the process.
 
 :func:`default_pool` is the process's pool, made on first use; :func:`warm_pool` is
 what a serving process enters for its lifetime (the pool fills from its first program
@@ -27,13 +28,8 @@ from collections.abc import Iterator
 import anyio.to_thread
 
 from plait.errors import ConfigError
-from plait.programs.sandbox.process import (
-    Isolation,
-    SandboxLimits,
-    SandboxProcess,
-    bwrap_usable,
-    start,
-)
+from plait.programs.sandbox.process import Isolation, SandboxLimits, bwrap_usable
+from plait.programs.sandbox.zygote import SandboxProcess, Zygote
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +100,8 @@ class SandboxPool:
         self._acquired = 0
         self._fill_from = 2
         self._thread: threading.Thread | None = None
+        self._zygote: Zygote | None = None
+        self._zygote_lock = threading.Lock()
 
     @property
     def isolation(self) -> Isolation:
@@ -116,6 +114,11 @@ class SandboxPool:
     def warm(self) -> int:
         """How many processes are ready now."""
         return len(self._ready)
+
+    @property
+    def zygote(self) -> Zygote | None:
+        """The zygote its processes are forked from (None before the first)."""
+        return self._zygote
 
     @property
     def closed(self) -> bool:
@@ -150,11 +153,11 @@ class SandboxPool:
             proc = self._ready.popleft() if self._ready else None
         if proc is None or len(self._ready) == 0:
             self._wake.set()  # running low: refill now, not only once a program ends
-        if proc is not None and proc.popen.poll() is None:
+        if proc is not None and proc.alive():
             return proc
         if proc is not None:
             proc.close()
-        return await anyio.to_thread.run_sync(start, self.limits, self.isolation)
+        return await anyio.to_thread.run_sync(self.spawn)
 
     def release(self, proc: SandboxProcess) -> None:
         """End ``proc`` after its one program: in the background, off the caller's way."""
@@ -168,8 +171,23 @@ class SandboxPool:
             proc.close()
 
     def spawn(self) -> SandboxProcess:
-        """Start one process now, bypassing the warm ones (blocking; for a cold start)."""
-        return start(self.limits, self.isolation)
+        """Fork one process now, bypassing the warm ones (blocking); the zygote is started
+        first if there is none, or restarted if it died.
+
+        Raises:
+            ProgramError: the zygote or its child did not start.
+            ConfigError: the pool is closed.
+        """
+        with self._zygote_lock:
+            if self._closed:
+                raise ConfigError("the program sandbox pool is closed")
+            if self._zygote is None or not self._zygote.alive():
+                if self._zygote is not None:
+                    log.warning("program sandbox: the zygote ended; starting another")
+                    self._zygote.close()
+                self._zygote = Zygote(self.limits, self.isolation)
+            zygote = self._zygote
+        return zygote.fork()
 
     def close(self) -> None:
         """Stop refilling and end the warm processes (leased ones end with their program)."""
@@ -181,6 +199,10 @@ class SandboxPool:
         self._wake.set()
         for proc in ready:
             proc.close()
+        with self._zygote_lock:
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            zygote.close()
         # The filling thread is not joined: one it is starting it closes itself when it
         # sees the pool closed, and at exit its process ends on its channel's EOF.
 
@@ -197,7 +219,9 @@ class SandboxPool:
                 self._wake.clear()
                 continue
             try:
-                proc = start(self.limits, self.isolation)
+                proc = self.spawn()
+            except ConfigError:
+                return  # closed meanwhile
             except Exception:  # logged; the next acquire starts one itself and says why
                 log.exception("program sandbox: a warm process failed to start")
                 self._wake.wait()

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import stat
 import struct
@@ -76,36 +75,6 @@ class SandboxLimits:
     wall_seconds: float = 3600.0
 
 
-@dataclass
-class SandboxProcess:
-    """A started sandbox process that said ready, waiting for its one program.
-
-    Attributes:
-        popen: the process (bubblewrap's, or the interpreter's in ``rlimits`` mode).
-        sock: the serving process's end of the channel.
-        workspace: the directory it may write (removed when it is closed).
-        isolation: how it is isolated.
-    """
-
-    popen: subprocess.Popen[bytes]
-    sock: socket.socket
-    workspace: Path
-    isolation: Isolation
-
-    def close(self) -> None:
-        """Kill the process (and all it started), close the channel, drop the workspace."""
-        try:
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.sock.close()
-        try:
-            self.popen.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed: it ends
-            log.warning("program sandbox: process %d outlived SIGKILL", self.popen.pid)
-        shutil.rmtree(self.workspace, ignore_errors=True)
-
-
 def bwrap_usable() -> str | None:
     """Why bubblewrap cannot isolate programs here (None if it can)."""
     bwrap = shutil.which("bwrap")
@@ -127,14 +96,19 @@ def bwrap_usable() -> str | None:
     return None
 
 
-def start(limits: SandboxLimits, isolation: Isolation) -> SandboxProcess:
-    """Start one sandbox process and wait until it is ready for a program (blocking).
+def start_zygote(
+    limits: SandboxLimits, isolation: Isolation
+) -> tuple[subprocess.Popen[bytes], socket.socket, Path]:
+    """Start one zygote process (its interpreter, the stub imported, under bubblewrap in
+    that mode): its process, the serving end of its control channel (a ``SOCK_SEQPACKET``
+    pair: one JSON message each, a child's channel passed with ``SCM_RIGHTS``), and the
+    directory its children's workspaces are made in. It says ready on the channel.
 
     Raises:
-        ProgramError: the process did not start or did not say ready.
+        ProgramError: the process did not start.
     """
-    workspace = Path(tempfile.mkdtemp(prefix="plait-program-"))
-    ours, theirs = socket.socketpair()
+    root = Path(tempfile.mkdtemp(prefix="plait-programs-"))
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     as_root = os.geteuid() == 0
     try:
         config: dict[str, object] = {**asdict(limits), "readable": [], "writable": []}
@@ -142,73 +116,45 @@ def start(limits: SandboxLimits, isolation: Isolation) -> SandboxProcess:
             bwrap = shutil.which("bwrap")
             if bwrap is None:
                 raise ProgramError("bwrap is not installed (apt-get install bubblewrap)")
-            config["writable"] = ["/tmp"]
             if as_root:
                 config["drop_to"] = NOBODY
-                os.chown(workspace, NOBODY, NOBODY)
-            argv = [*_bwrap_prefix(bwrap, workspace), "--chdir", INSIDE_WORKSPACE]
-            env, cwd, user = _env(INSIDE_WORKSPACE, "/tmp"), None, None
+            config["workspaces"] = INSIDE_WORKSPACE
+            argv = [*_bwrap_prefix(bwrap, root), "--chdir", INSIDE_WORKSPACE]
+            env, cwd = _env(INSIDE_WORKSPACE, INSIDE_WORKSPACE), None
         else:
-            argv, cwd = [], str(workspace)
-            env = _env(str(workspace), str(workspace))
-            user = NOBODY if as_root and _others_can_run(_python()) else None
-            if user is not None:
-                os.chown(workspace, NOBODY, NOBODY)
-        workspace.chmod(0o700)
+            if as_root and _others_can_run(_python()):
+                config["drop_to"] = NOBODY
+            config["workspaces"] = str(root)
+            argv, cwd = [], str(root)
+            env = _env(str(root), str(root))
+        # Searchable, not listable: a program finds no other program's workspace by name.
+        root.chmod(0o711)
         argv += [_python(), "-I", "-S", "-B", "-c", _STUB, str(theirs.fileno()), json.dumps(config)]
         popen = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
-            # Never the serving process's own pipes: a warm process must not hold them
-            # open (a caller waiting for their end would wait on it); what the program
-            # prints comes back in its done frame.
+            # Never the serving process's own pipes: the zygote and its children must not
+            # hold them open (a caller waiting for their end would wait on it); what a
+            # program prints comes back in its done frame.
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             pass_fds=(theirs.fileno(),),
             cwd=cwd,
             env=env,
-            user=user,
-            group=user,
-            extra_groups=[] if user is not None else None,
             start_new_session=True,
         )
     except BaseException:
         ours.close()
-        shutil.rmtree(workspace, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
         raise
     finally:
         theirs.close()
-    proc = SandboxProcess(popen, ours, workspace, isolation)
-    try:
-        _await_ready(proc)
-    except BaseException:
-        proc.close()
-        raise
-    return proc
-
-
-def _await_ready(proc: SandboxProcess) -> None:
-    proc.sock.settimeout(30)
-    try:
-        header = proc.sock.recv(HEADER.size, socket.MSG_WAITALL)
-        size = HEADER.unpack(header)[0] if len(header) == HEADER.size else 0
-        body = proc.sock.recv(size, socket.MSG_WAITALL) if 0 < size < 4096 else b""
-        ready = json.loads(body) if body else {}
-    except (OSError, ValueError) as exc:
-        raise ProgramError(f"the program sandbox ({proc.isolation}) did not start: {exc}") from None
-    if ready.get("op") != "ready":
-        code = proc.popen.poll()
-        raise ProgramError(
-            f"the program sandbox ({proc.isolation}) did not start"
-            + (f" (it exited with {code})" if code is not None else "")
-        )
-    proc.sock.settimeout(None)
-    proc.sock.setblocking(False)
+    return popen, ours, root
 
 
 def _bwrap_prefix(bwrap: str, workspace: Path) -> list[str]:
     argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
-    argv += ["--unshare-cgroup-try", "--new-session"]
+    argv += ["--unshare-cgroup-try", "--new-session", "--die-with-parent"]
     if os.geteuid() != 0:
         # Unprivileged: a user namespace, the program nobody in it.
         argv += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"]
@@ -259,7 +205,6 @@ __all__ = [
     "HEADER",
     "Isolation",
     "SandboxLimits",
-    "SandboxProcess",
     "bwrap_usable",
-    "start",
+    "start_zygote",
 ]

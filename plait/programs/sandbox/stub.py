@@ -31,11 +31,14 @@ if __name__ == "__main__":
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import marshal
 import os
 import resource
+import select
+import signal
 import socket
 import struct
 from collections.abc import Iterator, Mapping
@@ -349,32 +352,42 @@ async def _run(client: _Client, code: CodeType, names: dict[str, Any]) -> Any:
         reader.cancel()
 
 
-def main() -> None:
-    """Set up, say ready, run one program, report, exit."""
-    fd, limits_json = int(sys.argv[1]), sys.argv[2]
-    limits: dict[str, Any] = json.loads(limits_json)
-    _apply_limits(limits)
-    if limits.get("drop_to") is not None:  # root under bubblewrap: become nobody first
-        os.setgroups([])
-        os.setgid(limits["drop_to"])
-        os.setuid(limits["drop_to"])
-    sock = socket.socket(fileno=fd)
+def _child(sock: socket.socket, config: Mapping[str, Any], name: str) -> None:
+    """A fresh fork of the zygote: its own workspace, its limits, the audit hook, then
+    one program; it never returns."""
+    try:
+        workspace = os.path.join(config["workspaces"], name)
+        os.mkdir(workspace, 0o700)
+        drop = config.get("drop_to")
+        if drop is not None:
+            os.chown(workspace, drop, drop)
+        os.chdir(workspace)
+        os.environ["HOME"] = os.environ["TMPDIR"] = workspace
+        _apply_limits(config)
+        if drop is not None:  # as root: become nobody (RLIMIT_NPROC binds it) first
+            os.setgroups([])
+            os.setgid(drop)
+            os.setuid(drop)
+        _serve_one(sock, config, workspace)
+    finally:
+        os._exit(0)
+
+
+def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -> None:
     frames = _Frames(sock)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    _forget_fork_exec()
-    workspace = os.getcwd()
     stdlib = os.path.dirname(os.__file__)
-    readable = (*limits["readable"], stdlib, "/dev/null", "/dev/urandom", f"/proc/{os.getpid()}")
-    writable = (workspace, *limits["writable"])
+    readable = (*config["readable"], stdlib, "/dev/null", "/dev/urandom", f"/proc/{os.getpid()}")
+    writable = (workspace, *config["writable"])
     sys.addaudithook(_audit_hook(writable, readable))
     frames.send_blocking({"op": "ready", "pid": os.getpid()})
     try:
         job = frames.recv_blocking()
     except EOFError:  # the pool closed before a program came: nothing to do
-        os._exit(0)
+        return
     if job.get("op") != "run":
-        os._exit(0)
+        return
     printed = io.StringIO()
     sys.stdout = sys.stderr = printed
     filename = str(job["filename"])
@@ -395,7 +408,84 @@ def main() -> None:
         data = json.dumps({**failed, "printed": printed.getvalue()[-_PRINTED:]}).encode()
     sock.setblocking(True)
     sock.sendall(_HEADER.pack(len(data)) + data)
-    os._exit(0)
+
+
+class _Zygote:
+    """The fork server: forks a child per ``fork`` request, reports each one's end."""
+
+    def __init__(self, control: socket.socket, config: Mapping[str, Any]) -> None:
+        self.control = control
+        self.config = config
+        self.children: set[int] = set()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+
+    def send(self, frame: Mapping[str, Any], fds: list[int] | None = None) -> None:
+        data = json.dumps(frame).encode()
+        if fds:
+            socket.send_fds(self.control, [data], fds)
+        else:
+            self.control.send(data)
+
+    def serve(self) -> None:
+        self.send({"op": "ready", "pid": os.getpid()})
+        while True:
+            control = self.control.fileno()
+            ready, _, _ = select.select([control, self.wake_r], [], [])
+            if self.wake_r in ready:
+                os.read(self.wake_r, 512)
+                self.reap()
+            if control in ready:
+                message = self.control.recv(65536)
+                if not message:  # the serving process is gone: so are its programs
+                    for pid in self.children:
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
+                    os._exit(0)
+                frame = json.loads(message)
+                if frame.get("op") == "fork":
+                    self.fork(str(frame["name"]))
+                elif frame.get("op") == "kill" and frame.get("pid") in self.children:
+                    with contextlib.suppress(OSError):
+                        os.kill(frame["pid"], signal.SIGKILL)
+
+    def fork(self, name: str) -> None:
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            # The child holds nothing of the zygote's: not its control channel (it could
+            # ask for forks), not its signal pipe, not the serving end of its own channel.
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in (self.control.fileno(), self.wake_r, self.wake_w, ours.fileno()):
+                os.close(fd)
+            _child(theirs, self.config, name)
+        theirs.close()
+        self.children.add(pid)
+        self.send({"op": "forked", "name": name, "pid": pid}, [ours.fileno()])
+        ours.close()
+
+    def reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.children.discard(pid)
+            self.send({"op": "exited", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def main() -> None:
+    """The zygote: set up once, then fork one child per program the serving process asks for."""
+    fd, config_json = int(sys.argv[1]), sys.argv[2]
+    config: dict[str, Any] = json.loads(config_json)
+    _limit(resource.RLIMIT_CORE, 0)
+    _forget_fork_exec()  # before any fork: no child inherits _posixsubprocess
+    _Zygote(socket.socket(fileno=fd), config).serve()
 
 
 if __name__ == "__main__":
