@@ -223,6 +223,8 @@ class SandboxPool:
             except ConfigError:
                 return  # closed meanwhile
             except Exception:  # logged; the next acquire starts one itself and says why
+                if self._closed:
+                    return  # its zygote was ended by close()
                 log.exception("program sandbox: a warm process failed to start")
                 self._wake.wait()
                 self._wake.clear()

@@ -32,6 +32,7 @@ if __name__ == "__main__":
 import asyncio
 import base64
 import contextlib
+import gc
 import io
 import json
 import marshal
@@ -479,12 +480,38 @@ class _Zygote:
             self.send({"op": "exited", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
+def _warm_up() -> None:
+    """Run, once in the zygote, the paths each child takes (an event loop reading a
+    socket, JSON, marshal): what they load or allocate on first use is then in the image
+    every child is forked from, not redone per program. Then freeze what the zygote
+    holds, so a child's collections do not touch (and copy) those pages."""
+    a, b = socket.socketpair()
+    loop = asyncio.new_event_loop()
+    try:
+        a.setblocking(False)
+        b.sendall(_HEADER.pack(2) + b"{}")
+        code = marshal.loads(marshal.dumps(compile("async def f():\n return 1", "w", "exec")))
+        namespace: dict[str, Any] = {}
+        exec(code, namespace)
+        loop.run_until_complete(loop.sock_recv(a, 64))
+        loop.run_until_complete(namespace["f"]())
+        json.loads(json.dumps({"op": "done", "value": [1, "x", None]}))
+        base64.b64decode(base64.b64encode(b"x"))
+    finally:
+        loop.close()
+        a.close()
+        b.close()
+    gc.collect()
+    gc.freeze()
+
+
 def main() -> None:
     """The zygote: set up once, then fork one child per program the serving process asks for."""
     fd, config_json = int(sys.argv[1]), sys.argv[2]
     config: dict[str, Any] = json.loads(config_json)
     _limit(resource.RLIMIT_CORE, 0)
     _forget_fork_exec()  # before any fork: no child inherits _posixsubprocess
+    _warm_up()
     _Zygote(socket.socket(fileno=fd), config).serve()
 
 
