@@ -61,10 +61,10 @@ class _Channel:
         view = memoryview(HEADER.pack(len(data)) + data)
         async with self.lock:
             while view:
-                await anyio.wait_writable(self.sock)
                 try:
                     sent = self.sock.send(view)
-                except BlockingIOError:
+                except BlockingIOError:  # full: only then wait (a frame mostly fits at once)
+                    await anyio.wait_writable(self.sock)
                     continue
                 view = view[sent:]
 
