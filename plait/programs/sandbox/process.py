@@ -1,4 +1,11 @@
-"""Starting one sandbox process: its limits, its isolation, its workspace, its channel.
+"""Starting a pool's zygote: its isolation, its children's limits and workspaces, its channel.
+
+The zygote (:mod:`.zygote`) is the one process a pool starts from scratch; every program
+runs in a child it forks, which lowers its own limits, makes its own workspace (under
+the zygote's workspace directory: searchable, not listable) and drops to ``nobody``.
+Under bubblewrap the children of one zygote share its namespaces (one sandbox, many
+programs in it, each as its own process); the audit hook keeps each to its workspace
+and its own ``/proc`` entry.
 
 Two isolations, chosen once per pool:
 
@@ -6,7 +13,7 @@ Two isolations, chosen once per pool:
     bubblewrap: new user, PID, network, IPC and UTS namespaces (the program runs as
     ``nobody`` and sees no other process and no network), a read-only bind of the
     Python install and ``/usr`` only (no ``/home``, ``/root``, ``/work``, ``/etc``),
-    a private ``/tmp``, and its workspace the one writable directory.
+    a private ``/tmp``, and the workspaces the one writable directory.
 ``rlimits``
     the weaker mode where bubblewrap is missing or cannot run: the same resource
     limits, scrubbed environment, workspace and audit hook, with the serving process's
@@ -15,8 +22,9 @@ Two isolations, chosen once per pool:
     to it. The pool logs a warning when it falls back to this mode.
 
 Either way the environment is scrubbed (``PATH``, ``LANG``, ``HOME``, ``TMPDIR`` only:
-no ``PLAIT_*``, no mesh URL, no tokens) and the child gets one end of a socket pair as
-its only channel to the serving process.
+no ``PLAIT_*``, no mesh URL, no tokens; a child's ``HOME`` and ``TMPDIR`` are its
+workspace) and a child gets one end of a socket pair as its only channel to the serving
+process.
 """
 
 from __future__ import annotations
