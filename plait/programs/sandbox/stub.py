@@ -1,17 +1,20 @@
 """The sandboxed side: what runs in the child process, the standard library only.
 
 This file is not imported by the serving process: its source is the ``-c`` argument of
-a fresh interpreter (``python -I -S -B``), so the child imports no plait module and
-holds nothing of the server's: no mesh, no credentials, no capability objects. It:
+a fresh interpreter (``python -I -S -B``), so it imports no plait module and holds
+nothing of the server's: no mesh, no credentials, no capability objects. That process
+is the zygote: it never runs program code; it warms the paths a child takes, then
+forks one child per ``fork`` message on its control channel (the child's own channel
+goes back over ``SCM_RIGHTS``) and reports each child's exit. A child:
 
-1. lowers its own resource limits (CPU seconds, address space, processes, file size,
-   open files; none can be raised again by the program),
-2. says ``ready`` on its RPC socket (the fd named on its command line), installs an
-   audit hook that refuses starting processes, forking, ``ctypes``, network
-   connections, signalling other processes, raising limits, reading other
-   processes' ``/proc`` entries and writing outside its workspace,
+1. closes the zygote's control channel, makes its own empty workspace and lowers its
+   resource limits (CPU seconds, address space, processes, file size, open files; none
+   can be raised again by the program), then drops to ``nobody`` where it may,
+2. installs an audit hook that refuses starting processes, forking, ``ctypes``,
+   network connections, signalling other processes, raising limits, reading other
+   processes' ``/proc`` entries and writing outside its workspace, says ``ready``,
 3. waits for one ``run`` frame (the compiled program, marshalled, and its payload),
-   runs it with proxies for the capabilities, and ends with one ``done`` frame.
+   runs it with proxies for the capabilities, ends with one ``done`` frame and exits.
 
 A proxy's every method is one ``call`` frame answered by the serving process, which
 holds the real capabilities and decides; a capability's error comes back as data
