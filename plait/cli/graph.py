@@ -24,11 +24,12 @@ from plait.cli._common import (
 )
 from plait.cli._output import Output, OutputOption, mode, rows
 from plait.cli._serving import known_tools
-from plait.errors import GraphNotFound, GraphValidationError
+from plait.decisions import Agent, Human
+from plait.errors import GraphNotFound, GraphValidationError, NotPermitted
 from plait.graphs.builder import Graph
 from plait.graphs.loader import MAX_FILE_BYTES, load_graph_file
 from plait.graphs.mermaid import to_mermaid
-from plait.graphs.nodes.program import program_problems
+from plait.graphs.nodes.program import program_problems, refuse_unpromoted, unpromoted_texts
 from plait.graphs.problems import Problem
 from plait.graphs.spec import GraphSpec, graph_json_schema
 from plait.graphs.store import (
@@ -90,10 +91,26 @@ async def _check(mesh: Mesh, file: Path) -> ValidationReport:
     if report.spec is not None:
         saved = await program_problems(mesh, iter(report.spec.nodes))
         report.problems.extend(Problem.of(p) for p in saved)
+        report.problems.extend(Problem("(root)", p) for p in _unpromoted_problems(report.spec))
     agent, name = data.get("agent", "assistant"), data.get("name")
     if isinstance(agent, str) and isinstance(name, str) and name:
         report.problems.extend(Problem.of(p) for p in name_problems(agent, name))
     return report
+
+
+def _unpromoted_problems(spec: GraphSpec) -> list[str]:
+    """Why this process may not take a graph that runs saved texts unpromoted: only the
+    person at the terminal may, never a process a tool (so a model) started."""
+    if not unpromoted_texts(spec.nodes):
+        return []
+    try:
+        Human.at_terminal()
+    except NotPermitted:
+        try:
+            refuse_unpromoted(Agent("tool-process"), spec.nodes, "import or run")
+        except NotPermitted as exc:
+            return [str(exc)]
+    return []
 
 
 def _is_python_ref(file: Path) -> bool:

@@ -17,7 +17,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from plait.decisions import DecisionBoard
-from plait.errors import ProgramInputInvalid, ProgramNotFound, ProgramNotPromoted
+from plait.errors import (
+    NotPermitted,
+    ProgramInputInvalid,
+    ProgramNotFound,
+    ProgramNotPromoted,
+)
 from plait.mesh import Mesh
 from plait.profiles import DEFAULT_ASSISTANT, AgentProfile
 from plait.programs.budget import SharedBudget
@@ -33,8 +38,9 @@ from plait.programs.capabilities import (
     ToolsCapability,
 )
 from plait.programs.registry import DEFAULT_CATALOG, CallableProgram, ProgramCatalog
+from plait.programs.sandbox import run_sandboxed
 from plait.programs.store import StoredProgram, get_program
-from plait.programs.text import compile_text, run_text
+from plait.programs.text import compile_text
 from plait.tools import ToolContext, ToolRegistry, default_registry
 
 _CODE: dict[str, CodeType] = {}  # compiled texts by sha256: a stored version never changes
@@ -97,9 +103,17 @@ class ProgramsCapability:
 
         Raises:
             ProgramNotFound: nothing answers to ``ref``.
-            ProgramNotPromoted: ``require_promoted`` and the saved version is not promoted.
+            ProgramNotPromoted: the saved version is not promoted.
+            NotPermitted: ``require_promoted`` is False for a saved program: only a
+                person runs an unpromoted text, never a program.
             ProgramInputInvalid: ``input`` breaks the program's input model.
         """
+        if not require_promoted and self.__grants.programs.find(ref) is None:
+            raise NotPermitted(
+                f"programs.run({ref!r}, require_promoted=False) is refused: a program runs "
+                "only promoted saved programs (a person promotes one with plait programs "
+                "promote, or runs it with plait programs run)"
+            )
         return await run_program(ref, input, self.__grants, require_promoted=require_promoted)
 
 
@@ -203,13 +217,17 @@ async def run_source(
     sha256: str | None = None,
     filename: str = "<program>",
 ) -> Any:
-    """Run a program text (top-level ``await`` and ``return``) with ``grants``."""
+    """Run a program text (top-level ``await`` and ``return``) with ``grants``.
+
+    The text runs in a sandboxed process (:mod:`plait.programs.sandbox`), reaching the
+    granted capabilities only through calls this process answers.
+    """
     code = _CODE.get(sha256) if sha256 else None
     if code is None:
         code = compile_text(text, filename)
         if sha256:
             _CODE[sha256] = code
-    return _plain(await run_text(code, _names(grants, input)))
+    return _plain(await run_sandboxed(code, filename, _plain(input), _names(grants, input)))
 
 
 async def _run_callable(found: CallableProgram, input: Any, grants: Grants) -> Any:

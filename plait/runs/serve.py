@@ -28,6 +28,7 @@ from plait.actors import (
 from plait.mesh import Mesh
 from plait.models import Model
 from plait.programs import DEFAULT_CATALOG, AgentsPort, ProgramCatalog
+from plait.programs.sandbox import warm_pool
 from plait.runs.host import RunHost
 from plait.runs.services import RunServices
 from plait.runs.serving import heartbeat
@@ -123,7 +124,8 @@ async def serve(
             :func:`~plait.actors.new_host_id`); a Ray host gives its own.
 
     Beside the runtime, a :class:`~plait.actors.TopicRouter` forwards subscribed topics
-    into the mailboxes this process serves.
+    into the mailboxes this process serves, and the program sandbox's pool keeps warm
+    processes from the first program on (:func:`~plait.programs.sandbox.warm_pool`).
     """
     registry = tools if tools is not None else default_registry()
     catalog = programs if programs is not None else DEFAULT_CATALOG
@@ -155,6 +157,7 @@ async def serve(
         **options,
     )
     async with contextlib.AsyncExitStack() as stack:
+        stack.enter_context(warm_pool())  # program texts' sandbox processes, closed after
         await stack.enter_async_context(actors)
         await stack.enter_async_context(TopicRouter(actors))
         if beat:

@@ -72,3 +72,17 @@ def test_exec_runs_a_file_with_payload_and_the_bash_tool(tmp_path: Path) -> None
         "a": "src\n",
         "b": 2,
     }
+
+
+def test_a_tool_process_may_not_import_a_graph_running_unpromoted_text(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    (tmp_path / "p.py").write_text("return 1\n")
+    cli("programs", "save", "helper", "p.py")
+    node = {"id": "p", "type": "program", "ref": "helper", "require_promoted": False}
+    graph = {"name": "g", "agent": "assistant", "entry": "p", "nodes": [node]}
+    (tmp_path / "g.json").write_text(json.dumps(graph))
+    cli.env["PLAIT_TOOL_PROCESS"] = "1"
+    refused = cli("graph", "import", "g.json", ok=False)
+    assert "agent 'tool-process' may not import or run a graph" in refused.stderr
+    del cli.env["PLAIT_TOOL_PROCESS"]
+    assert "imported" in cli("graph", "import", "g.json").stdout

@@ -13,6 +13,7 @@ from plait.api.models import GraphView
 from plait.api.problems import problem_responses
 from plait.graphs.loader import load_graph
 from plait.graphs.mermaid import to_mermaid
+from plait.graphs.nodes.program import refuse_unpromoted
 from plait.graphs.store import GraphSummary, StoredGraph, get_graph, import_graph, list_graphs
 from plait.profiles import list_profiles
 from plait.runs.serving import live_heartbeats
@@ -62,7 +63,8 @@ async def import_(
     who: PrincipalDep,
 ) -> GraphView:
     """Validate the graph against the mesh's agents and the tools offered (this
-    process's and the live workers'), and store it at the version it names."""
+    process's and the live workers'), and store it at the version it names. Only a
+    person's token may import one that runs saved programs unpromoted."""
     agents = {profile.name: profile for profile in await list_profiles(svc.mesh)}
     offered = set(svc.tools.names())
     for beat in await live_heartbeats(svc.mesh):
@@ -71,5 +73,6 @@ async def import_(
     # never holds up the other requests or this process's leases.
     check = functools.partial(load_graph, spec, agents=agents, tool_is_known=offered.__contains__)
     checked = await anyio.to_thread.run_sync(check)
+    refuse_unpromoted(who, checked.nodes, "import")
     stored = await import_graph(svc.mesh, checked)
     return await anyio.to_thread.run_sync(graph_view, stored)

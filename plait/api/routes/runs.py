@@ -23,6 +23,8 @@ from plait.api.models import (
 )
 from plait.api.problems import problem_responses
 from plait.errors import AuditChainBroken
+from plait.graphs.nodes.program import refuse_unpromoted
+from plait.graphs.store import get_graph
 from plait.graphs.trajectory import TrajectoryStep
 from plait.ids import RunId as StoredRunId
 from plait.models.scripted import confine_scripted
@@ -88,7 +90,10 @@ async def list_runs(
 async def start_run(body: StartRun, svc: ServicesDep, who: PrincipalDep) -> RunView:
     """Start a run of a stored graph; a worker (or ``plait serve --serve-runs``) serves it.
     A ``scripted:`` model names a file under the server's ``PLAIT_SCRIPTED_DIR`` (422
-    otherwise, or when that is unset)."""
+    otherwise, or when that is unset). Only a person's token may start one that runs
+    saved programs unpromoted."""
+    stored = await get_graph(svc.mesh, body.agent, body.name, body.version)
+    refuse_unpromoted(who, stored.spec.nodes, "run")
     rec = await svc.runs.start(
         body.agent,
         body.name,

@@ -14,12 +14,13 @@ module is imported only when the node runs).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from plait.errors import ProgramError, ToolNotPermitted
+from plait.decisions.principals import Human, Principal
+from plait.errors import NotPermitted, ProgramError, ToolNotPermitted
 from plait.graphs.nodes.base import (
     Checks,
     IndeterminatePolicy,
@@ -162,6 +163,38 @@ async def program_problems(
     return problems
 
 
+def unpromoted_texts(
+    nodes: Iterable[NodeBase], programs: ProgramCatalog = DEFAULT_CATALOG
+) -> list[str]:
+    """The refs of program nodes that would run a saved text unpromoted
+    (``require_promoted: false`` on a ref that is not a program in ``programs`` or an
+    import path): only a person may ask for that, never a service token or a model."""
+    return [
+        node.ref
+        for node in nodes
+        if isinstance(node, ProgramNode)
+        and not node.require_promoted
+        and ":" not in node.ref
+        and programs.get(node.ref) is None
+    ]
+
+
+def refuse_unpromoted(by: Principal, nodes: Iterable[NodeBase], act: str) -> None:
+    """Refuse ``act`` (importing or running a graph) by a non-person when a program node
+    would run a saved text unpromoted.
+
+    Raises:
+        NotPermitted: ``by`` is not a human and :func:`unpromoted_texts` names some.
+    """
+    refs = unpromoted_texts(nodes)
+    if refs and not isinstance(by, Human):
+        raise NotPermitted(
+            f"{by} may not {act} a graph whose program nodes run saved programs unpromoted "
+            f"(require_promoted: false on {', '.join(map(repr, refs))}): only a person may; "
+            "promote them (plait programs promote) and drop require_promoted: false"
+        )
+
+
 def _routes(node: ProgramNode) -> Iterator[Route]:
     for word, target in node.verdicts.items():
         yield Route(target, word)
@@ -191,4 +224,10 @@ KIND = NodeKind(
 )
 """The program kind."""
 
-__all__ = ["KIND", "ProgramNode", "program_problems"]
+__all__ = [
+    "KIND",
+    "ProgramNode",
+    "program_problems",
+    "refuse_unpromoted",
+    "unpromoted_texts",
+]

@@ -1,0 +1,223 @@
+"""The serving side of one sandboxed run: send the program, answer its calls, read its end.
+
+The child asks with ``call`` frames (``{id, cap, method, args, kwargs}``); each is
+answered by the real capability object this process holds, and only if ``cap.method``
+is in :data:`METHODS`: the public methods of the capabilities, nothing else (no
+private slot, no attribute walk, no method a capability does not document). Every
+check a capability makes (budget, taint, tool gates, service-owned keys, the
+principal decisions are raised by) happens here, in the serving process.
+
+A capability's error goes back as data with a reference; if the program lets it
+through, its ``done`` frame names that reference and the original exception is raised
+here (a :class:`~plait.errors.VersionConflict` stays one). Any other failure of the
+program is one :class:`~plait.errors.ProgramError` line: ``file:line: Type: message``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import marshal
+import socket
+from collections.abc import Mapping
+from types import CodeType
+from typing import Any
+
+import anyio
+
+from plait.errors import CapabilityMissing, ProgramError
+from plait.programs.capabilities import Missing
+from plait.programs.sandbox.process import HEADER
+from plait.programs.sandbox.zygote import SandboxProcess
+
+METHODS: Mapping[str, frozenset[str]] = {
+    "mesh": frozenset({"get", "put", "publish", "scan", "self"}),
+    "decisions": frozenset({"raise", "raise_", "wait"}),
+    "tools": frozenset({"call", "bash"}),
+    "agents": frozenset({"create", "tell", "run"}),
+    "programs": frozenset({"run"}),
+}
+"""The capability methods a sandboxed program may call, by capability."""
+
+MAX_FRAME = 16 << 20
+"""The largest frame the child may send (a program that sends more is ended)."""
+
+_ALIASES = {"raise": "raise_"}
+
+log = logging.getLogger(__name__)
+
+
+class _Channel:
+    """Frames over the serving end of the socket pair."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.lock = anyio.Lock()
+
+    async def send(self, frame: Mapping[str, Any]) -> None:
+        data = json.dumps(frame, default=str).encode()
+        view = memoryview(HEADER.pack(len(data)) + data)
+        async with self.lock:
+            while view:
+                try:
+                    sent = self.sock.send(view)
+                except BlockingIOError:  # full: only then wait (a frame mostly fits at once)
+                    await anyio.wait_writable(self.sock)
+                    continue
+                view = view[sent:]
+
+    async def receive(self) -> dict[str, Any] | None:
+        """The next frame, or None once the child closed its end."""
+        while True:
+            if len(self.buffer) >= HEADER.size:
+                size = HEADER.unpack(self.buffer[: HEADER.size])[0]
+                if size > MAX_FRAME:
+                    raise ProgramError(
+                        f"the program sent a frame of {size} bytes (at most {MAX_FRAME})"
+                    )
+                if len(self.buffer) >= HEADER.size + size:
+                    body = bytes(self.buffer[HEADER.size : HEADER.size + size])
+                    del self.buffer[: HEADER.size + size]
+                    try:
+                        frame = json.loads(body)
+                    except (ValueError, RecursionError):
+                        raise ProgramError("the program sent a frame that is not JSON") from None
+                    if not isinstance(frame, dict):
+                        raise ProgramError("the program sent a frame that is not an object")
+                    return frame
+            await anyio.wait_readable(self.sock)
+            try:
+                chunk = self.sock.recv(1 << 16)
+            except BlockingIOError:
+                continue
+            except ConnectionError:
+                chunk = b""
+            if not chunk:
+                return None
+            self.buffer += chunk
+
+
+async def run_on(
+    proc: SandboxProcess,
+    code: CodeType,
+    filename: str,
+    input: Any,
+    names: Mapping[str, Any],
+    *,
+    wall_seconds: float,
+) -> Any:
+    """Run ``code`` in ``proc`` with ``names`` (capabilities by name) answered here.
+
+    Raises:
+        ProgramError: the program failed (one line, with its line number), ran past
+            ``wall_seconds``, or its process ended without a result.
+        Exception: a capability's own error the program let through.
+    """
+    channel = _Channel(proc.sock)
+    capabilities = {n: v for n, v in names.items() if n in METHODS}
+    errors: list[Exception] = []
+    await channel.send(
+        {
+            "op": "run",
+            "code": base64.b64encode(marshal.dumps(code)).decode(),
+            "filename": filename,
+            "input": _jsonable(input),
+            "capabilities": {
+                n: [] if isinstance(v, Missing) else sorted(METHODS[n])
+                for n, v in capabilities.items()
+            },
+        }
+    )
+
+    async def answer(frame: dict[str, Any]) -> None:
+        call_id = frame.get("id")
+        try:
+            value = await _call(capabilities, frame)
+            reply: dict[str, Any] = {"id": call_id, "ok": True, "value": _jsonable(value)}
+        except Exception as exc:  # the capability's refusal or failure, sent as data
+            errors.append(exc)
+            error = {"type": type(exc).__name__, "message": str(exc), "ref": len(errors)}
+            reply = {"id": call_id, "ok": False, "error": error}
+        try:
+            await channel.send(reply)
+        except OSError:
+            pass  # the child is gone: its end is read as such
+
+    done: dict[str, Any] | None = None
+    with anyio.move_on_after(wall_seconds) as deadline:
+        async with anyio.create_task_group() as group:
+            while done is None:
+                frame = await channel.receive()
+                if frame is None:
+                    break
+                if frame.get("op") == "call":
+                    group.start_soon(answer, frame)
+                elif frame.get("op") == "done":
+                    done = frame
+            group.cancel_scope.cancel()
+    if deadline.cancelled_caught:
+        raise ProgramError(
+            f"{filename}: the program ran past its {wall_seconds:g} s wall-clock limit"
+        )
+    if done is None:
+        raise ProgramError(await anyio.to_thread.run_sync(_ended, proc, filename))
+    printed = done.get("printed")
+    if isinstance(printed, str) and printed:
+        log.info("program %s printed:\n%s", filename, printed)
+    if done.get("ok"):
+        return done.get("value")
+    raise _failure(done.get("error"), errors, filename)
+
+
+async def _call(capabilities: Mapping[str, Any], frame: Mapping[str, Any]) -> Any:
+    cap, method = frame.get("cap"), frame.get("method")
+    args, kwargs = frame.get("args", []), frame.get("kwargs", {})
+    if (
+        not isinstance(cap, str)
+        or not isinstance(method, str)
+        or method not in METHODS.get(cap, ())
+    ):
+        raise CapabilityMissing(
+            f"{cap}.{method} is not a capability method: programs call only "
+            + "; ".join(f"{c}.{{{', '.join(sorted(m))}}}" for c, m in METHODS.items())
+        )
+    if cap not in capabilities:
+        raise CapabilityMissing(f"this program was run without the {cap} capability")
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise TypeError(f"{cap}.{method}: bad arguments")
+    bound = getattr(capabilities[cap], _ALIASES.get(method, method))
+    return await bound(*args, **kwargs)
+
+
+def _failure(error: Any, errors: list[Exception], filename: str) -> Exception:
+    if not isinstance(error, dict):
+        return ProgramError(f"{filename}: the program failed and said nothing of why")
+    ref = error.get("ref")
+    if isinstance(ref, int) and 0 < ref <= len(errors):
+        return errors[ref - 1]
+    line = error.get("line")
+    where = f"{filename}:{line}" if isinstance(line, int) else filename
+    kind, message = str(error.get("type", "Error")), str(error.get("message", ""))
+    return ProgramError(f"{where}: {kind}: {message}" if message else f"{where}: {kind}")
+
+
+def _ended(proc: SandboxProcess, filename: str) -> str:
+    code = proc.wait(timeout=5)  # None: still running though its channel closed (killed on close)
+    why = f"exit status {code}"
+    if code is not None and code < 0:
+        why = f"killed by signal {-code}"
+        if -code in (24, 9):  # SIGXCPU, SIGKILL: the CPU or memory limit, or the kernel
+            why += " (a CPU, memory or process limit)"
+    elif code is not None and code > 128:
+        why = f"killed by signal {code - 128} (a CPU, memory or process limit)"
+    return f"{filename}: the program's sandbox process ended without a result ({why})"
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON data (what cannot be is shown as text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+__all__ = ["MAX_FRAME", "METHODS", "run_on"]
