@@ -384,6 +384,9 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
     stdlib = os.path.dirname(os.__file__)
     readable = (*config["readable"], stdlib, "/dev/null", "/dev/urandom", f"/proc/{os.getpid()}")
     writable = (workspace, *config["writable"])
+    # Before it says ready: the pages a run writes are copied from the zygote's now,
+    # off the call's path.
+    _rehearse(loop)
     sys.addaudithook(_audit_hook(writable, readable))
     frames.send_blocking({"op": "ready", "pid": os.getpid()})
     try:
@@ -483,13 +486,11 @@ class _Zygote:
             self.send({"op": "exited", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
-def _warm_up() -> None:
-    """Run, once in the zygote, the paths each child takes (an event loop reading a
-    socket, JSON, marshal): what they load or allocate on first use is then in the image
-    every child is forked from, not redone per program. Then freeze what the zygote
-    holds, so a child's collections do not touch (and copy) those pages."""
+def _rehearse(loop: asyncio.AbstractEventLoop) -> None:
+    """Take, on ``loop``, the paths a program's run takes (a socket read on the loop, an
+    async function run, JSON, marshal): what they load, allocate or copy on first use is
+    then done before a program is waited for, not on its call's path."""
     a, b = socket.socketpair()
-    loop = asyncio.new_event_loop()
     try:
         a.setblocking(False)
         b.sendall(_HEADER.pack(2) + b"{}")
@@ -500,10 +501,21 @@ def _warm_up() -> None:
         loop.run_until_complete(namespace["f"]())
         json.loads(json.dumps({"op": "done", "value": [1, "x", None]}))
         base64.b64decode(base64.b64encode(b"x"))
+        io.StringIO().write("x")
     finally:
-        loop.close()
         a.close()
         b.close()
+
+
+def _warm_up() -> None:
+    """Rehearse, once in the zygote, the paths each child takes: what they load is then
+    in the image every child is forked from. Then freeze what the zygote holds, so a
+    child's collections do not touch (and copy) those pages."""
+    loop = asyncio.new_event_loop()
+    try:
+        _rehearse(loop)
+    finally:
+        loop.close()
     gc.collect()
     gc.freeze()
 
