@@ -13,14 +13,16 @@ goes back over ``SCM_RIGHTS``) and reports each child's exit. A child:
 2. installs an audit hook that refuses starting processes, forking, ``ctypes``,
    network connections, signalling other processes, raising limits, reading other
    processes' ``/proc`` entries and writing outside its workspace, says ``ready``,
-3. waits for one ``run`` frame (the compiled program, marshalled, and its payload),
+3. waits for one ``run`` frame (the compiled program, its payload and its capabilities
+   names, marshalled in one frame: the serving process is trusted, the child is not),
    runs it with proxies for the capabilities, ends with one ``done`` frame and exits.
 
 A proxy's every method is one ``call`` frame answered by the serving process, which
 holds the real capabilities and decides; a capability's error comes back as data
 (type name, message and a reference the server re-raises the original by).
 
-Frames are a 4-byte big-endian length and UTF-8 JSON.
+Frames are a 4-byte big-endian length and UTF-8 JSON, but for the ``run`` frame (marshal:
+it comes from the serving process; what the child sends is never unmarshalled there).
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ if __name__ == "__main__":
     sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
 
 import asyncio
-import base64
 import contextlib
 import gc
 import io
@@ -102,10 +103,11 @@ class _Frames:
         data = json.dumps(frame, default=repr).encode()
         self.sock.sendall(_HEADER.pack(len(data)) + data)
 
-    def recv_blocking(self) -> dict[str, Any]:
+    def recv_run(self) -> dict[str, Any]:
+        """The ``run`` frame (marshal, from the serving process)."""
         size = _HEADER.unpack(self._exactly(_HEADER.size))[0]
-        frame: dict[str, Any] = json.loads(self._exactly(size))
-        return frame
+        frame = marshal.loads(self._exactly(size))
+        return frame if isinstance(frame, dict) else {}
 
     def _exactly(self, n: int) -> bytes:
         chunks: list[bytes] = []
@@ -127,6 +129,7 @@ class _Client:
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.next_id = 0
         self.buffer = b""
+        self.reader: asyncio.Future[None] | None = None
 
     async def call(
         self, cap: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -135,6 +138,8 @@ class _Client:
         call_id = self.next_id
         future: asyncio.Future[Any] = self.loop.create_future()
         self.pending[call_id] = future
+        if self.reader is None:  # a program that calls nothing reads nothing
+            self.reader = asyncio.ensure_future(self.read_replies())
         frame = {"op": "call", "id": call_id, "cap": cap, "method": method}
         data = json.dumps({**frame, "args": list(args), "kwargs": kwargs}, default=repr).encode()
         await self.loop.sock_sendall(self.frames.sock, _HEADER.pack(len(data)) + data)
@@ -347,13 +352,13 @@ def _failure(exc: BaseException, filename: str) -> dict[str, Any]:
 
 
 async def _run(client: _Client, code: CodeType, names: dict[str, Any]) -> Any:
-    reader = asyncio.ensure_future(client.read_replies())
     try:
         namespace: dict[str, Any] = {"__name__": _ENTRY, **names}
         exec(code, namespace)
         return await namespace[_ENTRY]()
     finally:
-        reader.cancel()
+        if client.reader is not None:
+            client.reader.cancel()
 
 
 def _child(sock: socket.socket, config: Mapping[str, Any], name: str) -> None:
@@ -390,7 +395,7 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
     sys.addaudithook(_audit_hook(writable, readable))
     frames.send_blocking({"op": "ready", "pid": os.getpid()})
     try:
-        job = frames.recv_blocking()
+        job = frames.recv_run()
     except EOFError:  # the pool closed before a program came: nothing to do
         return
     if job.get("op") != "run":
@@ -398,7 +403,7 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
     printed = io.StringIO()
     sys.stdout = sys.stderr = printed
     filename = str(job["filename"])
-    code = marshal.loads(base64.b64decode(job["code"]))
+    code = job["code"]
     client = _Client(frames, loop)
     sock.setblocking(False)
     names: dict[str, Any] = {
@@ -500,7 +505,7 @@ def _rehearse(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(loop.sock_recv(a, 64))
         loop.run_until_complete(namespace["f"]())
         json.loads(json.dumps({"op": "done", "value": [1, "x", None]}))
-        base64.b64decode(base64.b64encode(b"x"))
+        marshal.loads(marshal.dumps({"code": code, "input": {"x": [1]}}))
         io.StringIO().write("x")
     finally:
         a.close()
