@@ -15,7 +15,8 @@ goes back over ``SCM_RIGHTS``) and reports each child's exit. A child:
    processes' ``/proc`` entries and writing outside its workspace, says ``ready``,
 3. waits for one ``run`` frame (the compiled program, its payload and its capabilities
    names, marshalled in one frame: the serving process is trusted, the child is not),
-   runs it with proxies for the capabilities, ends with one ``done`` frame and exits.
+   runs it with proxies for the capabilities, ends with one ``done`` frame and exits
+   once the serving process has closed its channel (or killed it).
 
 A proxy's every method is one ``call`` frame answered by the serving process, which
 holds the real capabilities and decides; a capability's error comes back as data
@@ -420,6 +421,11 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
         data = json.dumps({**failed, "printed": printed.getvalue()[-_PRINTED:]}).encode()
     sock.setblocking(True)
     sock.sendall(_HEADER.pack(len(data)) + data)
+    # Exit only once the serving process is done with the channel: tearing this
+    # process down now would hold the CPU the serving process wakes on to read the result.
+    with contextlib.suppress(OSError):
+        while sock.recv(4096):
+            pass
 
 
 class _Zygote:
