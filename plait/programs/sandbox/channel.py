@@ -15,7 +15,6 @@ program is one :class:`~plait.errors.ProgramError` line: ``file:line: Type: mess
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import marshal
@@ -57,7 +56,15 @@ class _Channel:
         self.lock = anyio.Lock()
 
     async def send(self, frame: Mapping[str, Any]) -> None:
-        data = json.dumps(frame, default=str).encode()
+        """Send ``frame`` as JSON."""
+        await self._send(json.dumps(frame, default=str).encode())
+
+    async def send_run(self, frame: Mapping[str, Any]) -> None:
+        """Send the ``run`` frame: marshal, the code object in it as is (the child
+        trusts this process; what the child sends is only ever read as JSON)."""
+        await self._send(marshal.dumps(dict(frame)))
+
+    async def _send(self, data: bytes) -> None:
         view = memoryview(HEADER.pack(len(data)) + data)
         async with self.lock:
             while view:
@@ -118,10 +125,10 @@ async def run_on(
     channel = _Channel(proc.sock)
     capabilities = {n: v for n, v in names.items() if n in METHODS}
     errors: list[Exception] = []
-    await channel.send(
+    await channel.send_run(
         {
             "op": "run",
-            "code": base64.b64encode(marshal.dumps(code)).decode(),
+            "code": code,
             "filename": filename,
             "input": _jsonable(input),
             "capabilities": {

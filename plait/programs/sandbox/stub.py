@@ -13,14 +13,17 @@ goes back over ``SCM_RIGHTS``) and reports each child's exit. A child:
 2. installs an audit hook that refuses starting processes, forking, ``ctypes``,
    network connections, signalling other processes, raising limits, reading other
    processes' ``/proc`` entries and writing outside its workspace, says ``ready``,
-3. waits for one ``run`` frame (the compiled program, marshalled, and its payload),
-   runs it with proxies for the capabilities, ends with one ``done`` frame and exits.
+3. waits for one ``run`` frame (the compiled program, its payload and its capabilities
+   names, marshalled in one frame: the serving process is trusted, the child is not),
+   runs it with proxies for the capabilities, ends with one ``done`` frame and exits
+   once the serving process has closed its channel (or killed it).
 
 A proxy's every method is one ``call`` frame answered by the serving process, which
 holds the real capabilities and decides; a capability's error comes back as data
 (type name, message and a reference the server re-raises the original by).
 
-Frames are a 4-byte big-endian length and UTF-8 JSON.
+Frames are a 4-byte big-endian length and UTF-8 JSON, but for the ``run`` frame (marshal:
+it comes from the serving process; what the child sends is never unmarshalled there).
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ if __name__ == "__main__":
     sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
 
 import asyncio
-import base64
 import contextlib
 import gc
 import io
@@ -102,10 +104,11 @@ class _Frames:
         data = json.dumps(frame, default=repr).encode()
         self.sock.sendall(_HEADER.pack(len(data)) + data)
 
-    def recv_blocking(self) -> dict[str, Any]:
+    def recv_run(self) -> dict[str, Any]:
+        """The ``run`` frame (marshal, from the serving process)."""
         size = _HEADER.unpack(self._exactly(_HEADER.size))[0]
-        frame: dict[str, Any] = json.loads(self._exactly(size))
-        return frame
+        frame = marshal.loads(self._exactly(size))
+        return frame if isinstance(frame, dict) else {}
 
     def _exactly(self, n: int) -> bytes:
         chunks: list[bytes] = []
@@ -127,6 +130,7 @@ class _Client:
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.next_id = 0
         self.buffer = b""
+        self.reader: asyncio.Future[None] | None = None
 
     async def call(
         self, cap: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -135,6 +139,8 @@ class _Client:
         call_id = self.next_id
         future: asyncio.Future[Any] = self.loop.create_future()
         self.pending[call_id] = future
+        if self.reader is None:  # a program that calls nothing reads nothing
+            self.reader = asyncio.ensure_future(self.read_replies())
         frame = {"op": "call", "id": call_id, "cap": cap, "method": method}
         data = json.dumps({**frame, "args": list(args), "kwargs": kwargs}, default=repr).encode()
         await self.loop.sock_sendall(self.frames.sock, _HEADER.pack(len(data)) + data)
@@ -347,13 +353,13 @@ def _failure(exc: BaseException, filename: str) -> dict[str, Any]:
 
 
 async def _run(client: _Client, code: CodeType, names: dict[str, Any]) -> Any:
-    reader = asyncio.ensure_future(client.read_replies())
     try:
         namespace: dict[str, Any] = {"__name__": _ENTRY, **names}
         exec(code, namespace)
         return await namespace[_ENTRY]()
     finally:
-        reader.cancel()
+        if client.reader is not None:
+            client.reader.cancel()
 
 
 def _child(sock: socket.socket, config: Mapping[str, Any], name: str) -> None:
@@ -384,10 +390,13 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
     stdlib = os.path.dirname(os.__file__)
     readable = (*config["readable"], stdlib, "/dev/null", "/dev/urandom", f"/proc/{os.getpid()}")
     writable = (workspace, *config["writable"])
+    # Before it says ready: the pages a run writes are copied from the zygote's now,
+    # off the call's path.
+    _rehearse(loop)
     sys.addaudithook(_audit_hook(writable, readable))
     frames.send_blocking({"op": "ready", "pid": os.getpid()})
     try:
-        job = frames.recv_blocking()
+        job = frames.recv_run()
     except EOFError:  # the pool closed before a program came: nothing to do
         return
     if job.get("op") != "run":
@@ -395,7 +404,7 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
     printed = io.StringIO()
     sys.stdout = sys.stderr = printed
     filename = str(job["filename"])
-    code = marshal.loads(base64.b64decode(job["code"]))
+    code = job["code"]
     client = _Client(frames, loop)
     sock.setblocking(False)
     names: dict[str, Any] = {
@@ -412,6 +421,11 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
         data = json.dumps({**failed, "printed": printed.getvalue()[-_PRINTED:]}).encode()
     sock.setblocking(True)
     sock.sendall(_HEADER.pack(len(data)) + data)
+    # Exit only once the serving process is done with the channel: tearing this
+    # process down now would hold the CPU the serving process wakes on to read the result.
+    with contextlib.suppress(OSError):
+        while sock.recv(4096):
+            pass
 
 
 class _Zygote:
@@ -483,13 +497,11 @@ class _Zygote:
             self.send({"op": "exited", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
-def _warm_up() -> None:
-    """Run, once in the zygote, the paths each child takes (an event loop reading a
-    socket, JSON, marshal): what they load or allocate on first use is then in the image
-    every child is forked from, not redone per program. Then freeze what the zygote
-    holds, so a child's collections do not touch (and copy) those pages."""
+def _rehearse(loop: asyncio.AbstractEventLoop) -> None:
+    """Take, on ``loop``, the paths a program's run takes (a socket read on the loop, an
+    async function run, JSON, marshal): what they load, allocate or copy on first use is
+    then done before a program is waited for, not on its call's path."""
     a, b = socket.socketpair()
-    loop = asyncio.new_event_loop()
     try:
         a.setblocking(False)
         b.sendall(_HEADER.pack(2) + b"{}")
@@ -499,11 +511,22 @@ def _warm_up() -> None:
         loop.run_until_complete(loop.sock_recv(a, 64))
         loop.run_until_complete(namespace["f"]())
         json.loads(json.dumps({"op": "done", "value": [1, "x", None]}))
-        base64.b64decode(base64.b64encode(b"x"))
+        marshal.loads(marshal.dumps({"code": code, "input": {"x": [1]}}))
+        io.StringIO().write("x")
     finally:
-        loop.close()
         a.close()
         b.close()
+
+
+def _warm_up() -> None:
+    """Rehearse, once in the zygote, the paths each child takes: what they load is then
+    in the image every child is forked from. Then freeze what the zygote holds, so a
+    child's collections do not touch (and copy) those pages."""
+    loop = asyncio.new_event_loop()
+    try:
+        _rehearse(loop)
+    finally:
+        loop.close()
     gc.collect()
     gc.freeze()
 
