@@ -6,13 +6,13 @@
 - :class:`Runs` — durable runs; :func:`serve` builds a process that serves them, with
   the :class:`ProgramCatalog` it runs programs from and the :class:`RunServices` it
   hands its actors.
-- :class:`DecisionBoard` / :class:`DecisionDesk` — decisions people answer.
+- :class:`DecisionAsker` / :class:`DecisionAnswerer` — decisions people answer.
 """
 
 from __future__ import annotations
 
 from plait.actors import LocalRuntime
-from plait.decisions import Agent, Decision, DecisionBoard, DecisionDesk, Human
+from plait.decisions import Agent, Decision, DecisionAnswerer, DecisionAsker, Human
 from plait.errors import PlaitError, VersionConflict
 from plait.graphs import (
     Graph,
@@ -26,13 +26,13 @@ from plait.graphs import (
 from plait.mesh import Entry, Mesh, open_mesh
 from plait.models import Model, ScriptedModel, load_model
 from plait.programs import ProgramCatalog, gather, program
-from plait.runs import RunHost, RunRecord, Runs, RunServices, serve
+from plait.runs import OwnerServices, RunRecord, Runs, RunServices, serve
 
 __all__ = [
     "Agent",
     "Decision",
-    "DecisionBoard",
-    "DecisionDesk",
+    "DecisionAnswerer",
+    "DecisionAsker",
     "Entry",
     "Graph",
     "GraphRun",
@@ -41,9 +41,9 @@ __all__ = [
     "LocalRuntime",
     "Mesh",
     "Model",
+    "OwnerServices",
     "PlaitError",
     "ProgramCatalog",
-    "RunHost",
     "RunRecord",
     "RunServices",
     "Runs",

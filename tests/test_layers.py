@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent / "plait"
 
 LAYERS = [
     "cli",
-    "hosts",
+    "cluster",
     "api",
     "agents",
     "schedules",

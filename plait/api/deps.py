@@ -10,7 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from plait.api.tokens import authenticate
-from plait.decisions import DecisionDesk, Principal
+from plait.decisions import DecisionAnswerer, Principal
 from plait.mesh import Mesh
 from plait.runs import Runs
 from plait.tools import ToolRegistry, serving_registry
@@ -29,7 +29,7 @@ class Services:
 
     mesh: Mesh
     runs: Runs = field(init=False)
-    desk: DecisionDesk = field(init=False)
+    desk: DecisionAnswerer = field(init=False)
     tools: ToolRegistry = field(default_factory=serving_registry)
 
     def __post_init__(self) -> None:

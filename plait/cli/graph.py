@@ -22,8 +22,8 @@ from plait.cli._common import (
     print_json,
     run,
 )
+from plait.cli._foreground import known_tools
 from plait.cli._output import Output, OutputOption, mode, rows
-from plait.cli._serving import known_tools
 from plait.errors import GraphNotFound, GraphValidationError
 from plait.graphs.builder import Graph
 from plait.graphs.loader import MAX_FILE_BYTES, load_graph_file

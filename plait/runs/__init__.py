@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from plait.runs.audit import AuditEvent
 from plait.runs.commit import RunCommit
-from plait.runs.host import RunHost
 from plait.runs.owner import OWNER_KIND
+from plait.runs.owner_services import OwnerServices
 from plait.runs.record import RunRecord, RunSummary
 from plait.runs.serve import Serving, serve
 from plait.runs.service import Runs
@@ -35,8 +35,8 @@ from plait.runs.services import RunServices
 __all__ = [
     "OWNER_KIND",
     "AuditEvent",
+    "OwnerServices",
     "RunCommit",
-    "RunHost",
     "RunRecord",
     "RunServices",
     "RunSummary",

@@ -81,7 +81,7 @@ PLACE_HOSTS = f"""
 import json, sys
 import ray
 from plait.actors.ray import start_host
-from plait.hosts import RunsSpec
+from plait.cluster import RunsSpec
 
 head, namespace, url, cwd = sys.argv[1:]
 ray.init(address=head, namespace=namespace, log_to_driver=False)

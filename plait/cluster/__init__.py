@@ -38,15 +38,15 @@ from plait.actors.ray import (
     start_host,
 )
 from plait.agents import Agents
+from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError, PlaitError
-from plait.hosts.kinds import SERVING_KINDS
 from plait.mesh import Mesh
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
 from plait.tools import serving_registry
 
-log = logging.getLogger("plait.hosts")
+log = logging.getLogger("plait.cluster")
 
 HOST_PREFIX = "host-"
 """Ray hosts serving runs are named this and their index."""
