@@ -6,7 +6,15 @@
 - :class:`Runs` — durable runs; :func:`serve` builds a process that serves them, with
   the :class:`ProgramCatalog` it runs programs from and the :class:`RunServices` it
   hands its actors.
-- :class:`DecisionAsker` / :class:`DecisionAnswerer` — decisions people answer.
+- :class:`DecisionAsker` / :class:`DecisionAnswerer` — decisions: the first raises and
+  waits (models, node code), the second also answers and cancels (people).
+
+Earlier names, kept so code written against them keeps working (DESIGN.md's glossary
+says what each word means):
+
+- ``RunHost``: old-name alias of :class:`OwnerServices`;
+- ``DecisionBoard``: old-name alias of :class:`DecisionAsker`;
+- ``DecisionDesk``: old-name alias of :class:`DecisionAnswerer`.
 """
 
 from __future__ import annotations
@@ -28,11 +36,18 @@ from plait.models import Model, ScriptedModel, load_model
 from plait.programs import ProgramCatalog, gather, program
 from plait.runs import OwnerServices, RunRecord, Runs, RunServices, serve
 
+# Earlier names of the public API, kept for callers written against them.
+RunHost = OwnerServices  # old-name alias
+DecisionBoard = DecisionAsker  # old-name alias
+DecisionDesk = DecisionAnswerer  # old-name alias
+
 __all__ = [
     "Agent",
     "Decision",
     "DecisionAnswerer",
     "DecisionAsker",
+    "DecisionBoard",  # old-name alias
+    "DecisionDesk",  # old-name alias
     "Entry",
     "Graph",
     "GraphRun",
@@ -44,6 +59,7 @@ __all__ = [
     "OwnerServices",
     "PlaitError",
     "ProgramCatalog",
+    "RunHost",  # old-name alias
     "RunRecord",
     "RunServices",
     "Runs",
