@@ -12,7 +12,7 @@ The room is a line, each module importing only those before it:
 - :mod:`~plait.runs.service` — :class:`Runs`, the human API: start, watch, answer,
   cancel, raise a budget, retry, fork, list, prune, inspect;
 - :mod:`~plait.runs.services` — :class:`RunServices`, what a serving process hands
-  its actors: the run host, the programs catalog, the agents service;
+  its actors: the owner services, the programs catalog, the agents service;
 - :mod:`~plait.runs.serve` — :func:`serve`, which builds a serving process (an actor
   runtime, its :class:`RunServices`, its heartbeat) with its tools, model, programs
   and actor kinds given explicitly.

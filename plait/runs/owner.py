@@ -69,7 +69,7 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
     cannot heal and no run stays ``running`` behind a dead-lettered message.
 
     Raises:
-        ActorError: the runtime was built without a run host (build the serving
+        ActorError: the runtime was built without owner services (build the serving
             process with :func:`plait.runs.serve`).
     """
     handler = _handler_of(ctx, mail)

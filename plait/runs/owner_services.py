@@ -1,7 +1,8 @@
-"""What one process needs to serve runs, made of small parts with one job each.
+"""What the run owners of one process share, made of small parts with one job each.
 
-A :class:`OwnerServices` is built once per serving process (by :func:`plait.runs.serve`) and
-handed to its runtime, whose run owners get it through their actor context:
+An :class:`OwnerServices` is built once per serving process (by :func:`plait.runs.serve`),
+held by its :class:`~plait.runs.RunServices` and handed to its runtime, whose run owners
+get it through their actor context:
 
 - :class:`~plait.runs.store.RunStore` reads records, specs, outputs, conversations;
 - :class:`~plait.runs.commit.RunCommit` writes every transition;
@@ -35,7 +36,7 @@ log = logging.getLogger("plait.runs")
 
 
 class OwnerServices:
-    """Serves runs in one process.
+    """What the run owners of one process share: reads, writes, environment, decisions.
 
     Args:
         mesh: the mesh of the runs.

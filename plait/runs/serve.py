@@ -56,7 +56,7 @@ class Serving(Generic[R]):
 
     Attributes:
         runtime: the actor runtime serving the mesh's mailboxes.
-        services: what its actors are handed (the run host, programs, agents).
+        services: what its actors are handed (the owner services, programs, agents).
     """
 
     runtime: R
@@ -64,7 +64,7 @@ class Serving(Generic[R]):
 
     @property
     def owner_services(self) -> OwnerServices:
-        """The run host its run owners use."""
+        """What its run owners share."""
         return self.services.owner_services
 
 
@@ -114,12 +114,12 @@ async def serve(
         visibility_timeout_ms: how long before a dead process's unacked work is taken.
         max_attempts: deliveries of a wake after which it is dead-lettered.
         drain_timeout_s: how long work in flight may finish when the block ends.
-        store: the run host's reads (default: fresh ones).
+        store: the owner services' reads (default: fresh ones).
         beat: keep this process's heartbeat (``serving/<host>``) for the block.
         agents: builds the agent actors' service, once, for the programs of runs and
             agent actors (:class:`plait.agents.Agents`, passed in by the layer above);
             None: they get an agents capability that refuses.
-        host_id: the host id of the runtime and run host (default: a new one, see
+        host_id: the host id of the runtime and owner services (default: a new one, see
             :func:`~plait.actors.new_host_id`); a Ray host gives its own.
 
     Beside the runtime, a :class:`~plait.actors.TopicRouter` forwards subscribed topics
@@ -130,7 +130,7 @@ async def serve(
     service = (
         None if agents is None else agents(mesh, model=model, tools=registry, programs=catalog)
     )
-    host = OwnerServices(
+    owners = OwnerServices(
         mesh,
         host=host_id or new_host_id(),
         model=model,
@@ -142,15 +142,15 @@ async def serve(
         agents=service,
         programs=catalog,
     )
-    services = RunServices(host, catalog, service)
+    services = RunServices(owners, catalog, service)
     options: dict[str, Any] = {} if kinds is None else {"handlers": dict(kinds)}
     actors = runtime(
         mesh,
-        host=host.id,
+        host=owners.id,
         visibility_timeout_ms=visibility_timeout_ms,
         max_attempts=max_attempts,
         drain_timeout_s=drain_timeout_s,
-        accepts=host.accepts,
+        accepts=owners.accepts,
         services=services,
         **options,
     )
@@ -159,7 +159,7 @@ async def serve(
         await stack.enter_async_context(TopicRouter(actors))
         if beat:
             await stack.enter_async_context(
-                heartbeat(mesh, actors.host, tools=host.tools.names(), run_id=only_run)
+                heartbeat(mesh, actors.host, tools=owners.tools.names(), run_id=only_run)
             )
         yield Serving(actors, services)
 

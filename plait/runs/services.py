@@ -2,7 +2,7 @@
 
 :func:`plait.runs.serve` builds one per process and gives it to its runtime; every
 actor the runtime activates reaches it through its context: a run owner asks for the
-run host (``ctx.service(OwnerServices)``, a part of it), an agent actor for the whole
+owner services (``ctx.service(OwnerServices)``, a part of it), an agent actor for the whole
 (``ctx.service(RunServices)``). Nothing in it is looked up anywhere else: the programs
 a process runs by name, its agents service, tools and model are what was passed in.
 """
@@ -27,7 +27,7 @@ class RunServices:
     """The services of one serving process.
 
     Attributes:
-        host: the run host its run owners use.
+        owner_services: what its run owners share.
         programs: the catalog program refs are looked up in, by runs and agents alike.
         agents: the agent actors' service programs get as ``agents`` (built once per
             process); None: programs get an agents capability that refuses.
@@ -53,7 +53,7 @@ class RunServices:
         return self.owner_services.env.cwd
 
     def part(self, kind: type[S]) -> S | None:
-        """The part of these services that is a ``kind`` (the run host), if any."""
+        """The part of these services that is a ``kind`` (the owner services), if any."""
         return self.owner_services if isinstance(self.owner_services, kind) else None
 
     async def partitions_gained(self, runtime: LeasedRuntime, gained: set[int]) -> None:

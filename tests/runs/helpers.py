@@ -66,7 +66,7 @@ async def hosting(
     drain_timeout_s: float = 5.0,
     tools: ToolRegistry | None = None,
 ) -> AsyncIterator[tuple[LocalRuntime, OwnerServices]]:
-    """Serve runs in this process (no heartbeat): its runtime and run host.
+    """Serve runs in this process (no heartbeat): its runtime and owner services.
 
     With a short ``drain_timeout_s``, leaving the block cancels the handlers still
     running, leaving their messages unacked: as if the host had died mid-node.
