@@ -78,8 +78,10 @@ if [ ${#all[@]} -gt 0 ]; then
   fi
 fi
 
-# The layer table names the package.
+# The layer table names the package; the runs room's line names its modules.
 sed -i 's#^    "hosts",$#    "cluster",#' tests/test_layers.py
+sed -i -e 's#^    "ports",$#    "mesh_ports",#' -e 's#^    "serving",$#    "heartbeats",#' \
+  -e 's#^    "host",$#    "owner_services",#' tests/runs/test_layers.py
 
 # Fields named for the old meaning of "host": the run services' part for run owners.
 sed -i -e 's#^    host: OwnerServices$#    owner_services: OwnerServices#' \
