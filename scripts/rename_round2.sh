@@ -59,7 +59,7 @@ subst=(
   's#\bplait/runs/ports\.py\b#plait/runs/mesh_ports.py#g'
   's#\bplait\.cli\._serving\b#plait.cli._foreground#g'
   's#\bplait/cli/_serving\.py\b#plait/cli/_foreground.py#g'
-  's#\btests/runs/test_serving\.py\b#tests/runs/test_heartbeats.py#g'
+  's#\btest_serving\b#test_heartbeats#g'
   's#\bRunHost\b#OwnerServices#g'
   's#\bDecisionBoard\b#DecisionAsker#g'
   's#\bDecisionDesk\b#DecisionAnswerer#g'

@@ -27,6 +27,7 @@ from plait.cluster import host_infos
 
 from .helpers import ASKING_CHILD, Cli, asking_model_rules, poll, store
 from .test_crash import with_mesh
+from .test_heartbeats import committed_once
 from .test_ownership import (
     CHAIN_MODEL,
     CHAIN_VISITS,
@@ -42,7 +43,6 @@ from .test_ownership import (
     records,
     start_runs,
 )
-from .test_serving import committed_once
 
 pytestmark = [
     pytest.mark.ray,

@@ -41,6 +41,7 @@ from tests._support.timing import scaled
 
 from .helpers import poll
 from .test_crash import with_mesh
+from .test_heartbeats import committed_once
 from .test_ownership import (
     CHAIN_MODEL,
     CHAIN_VISITS,
@@ -56,7 +57,6 @@ from .test_ownership import (
     start_runs,
 )
 from .test_ray_hosts import ray_cli
-from .test_serving import committed_once
 
 pytestmark = [
     pytest.mark.ray,
