@@ -4,7 +4,7 @@
   a ``plait serve`` process on 127.0.0.1, beside :meth:`plait.runs.Runs.list` called in
   this process on the same mesh.
 - ``api_answer_decision``: ``POST /api/decisions/{id}/answer`` against
-  :meth:`plait.decisions.DecisionDesk.answer`, each answering a decision raised before
+  :meth:`plait.decisions.DecisionAnswerer.answer`, each answering a decision raised before
   the clock started.
 
 Both on one SQLite mesh in a temporary directory; the server is its own process (the
@@ -30,7 +30,7 @@ import httpx
 from _common import Figure, Measure, best_of, parse_args, rate, report
 
 from plait.api.tokens import create_token
-from plait.decisions import Agent, DecisionBoard, DecisionDesk, Human
+from plait.decisions import Agent, DecisionAnswerer, DecisionAsker, Human
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
 from plait.mesh import open_mesh
@@ -87,7 +87,7 @@ async def main(argv: list[str] | None = None) -> None:
         mesh_url = f"sqlite:///{Path(tmp) / 'mesh.db'}"
         async with open_mesh(mesh_url) as mesh:
             await import_graph(mesh, load_graph(GRAPH))
-            runs, desk, board = Runs(mesh), DecisionDesk(mesh), DecisionBoard(mesh)
+            runs, desk, board = Runs(mesh), DecisionAnswerer(mesh), DecisionAsker(mesh)
             for n in range(RUNS):
                 await runs.start("assistant", "bench", str(n))
             _, token = await create_token(mesh, "human", "bench")
@@ -131,7 +131,7 @@ async def main(argv: list[str] | None = None) -> None:
         Figure(BENCH, "api_list_runs", listing[0], "req/s", listing[1], target=0.1,
                note=f"Runs.list() of {RUNS} runs in process"),
         Figure(BENCH, "api_answer_decision", answers[0], "req/s", answers[1], target=0.1,
-               note="DecisionDesk.answer() in process"),
+               note="DecisionAnswerer.answer() in process"),
     ]  # fmt: skip
     report(figures, as_json=args.json, title="HTTP API")
 

@@ -43,7 +43,7 @@ from typing import Any
 from _common import Figure, redis_mesh_url, redis_scratch, report
 
 from plait.actors import load_partitions
-from plait.decisions import DecisionDesk, Human
+from plait.decisions import DecisionAnswerer, Human
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
 from plait.mesh import Mesh, open_mesh
@@ -166,7 +166,7 @@ class RayServers:
     def __init__(self, url: str, model: str, cwd: str) -> None:
         import ray
 
-        from plait.hosts import RunsSpec
+        from plait.cluster import RunsSpec
 
         self.namespace = f"chaos-{uuid.uuid4().hex[:8]}"
         os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -181,13 +181,13 @@ class RayServers:
 
     async def start_all(self) -> None:
         """Start the hosts."""
-        from plait.hosts import scale
+        from plait.cluster import scale
 
         await scale(self.url, self.spec, SERVERS, namespace=self.namespace)
 
     async def kill_one(self, rng: random.Random) -> None:
         """SIGKILL a random host's process that answers (one restarting is skipped)."""
-        from plait.hosts import host_infos
+        from plait.cluster import host_infos
 
         live = [i for i in await host_infos(self.namespace, timeout_s=0.3) if i.get("pid")]
         if live:
@@ -197,7 +197,7 @@ class RayServers:
         """Drain the hosts and leave the cluster."""
         import ray
 
-        from plait.hosts import drain
+        from plait.cluster import drain
 
         await drain(namespace=self.namespace)
         ray.shutdown()
@@ -259,7 +259,7 @@ async def check(mesh: Mesh, ids: list[str], answered: Counter[str]) -> tuple[int
     """Runs done, visits committed more than once, and what was lost: runs (or child
     runs) not done or not with their own output, the failed fetch not kept, visits
     missing, decisions missing, raised twice, unanswered or answered other than once."""
-    runs, desk = Runs(mesh), DecisionDesk(mesh)
+    runs, desk = Runs(mesh), DecisionAnswerer(mesh)
     raised = Counter((d.run_id, d.node) for d in await desk.list())
     decisions = {(d.run_id, d.node): d for d in await desk.list()}
     done = doubles = lost = 0

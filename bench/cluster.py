@@ -4,7 +4,7 @@ and how fast a SIGKILLed host's partitions are taken over.
 Runs of a ``draft -> verify`` loop (9 transitions each, an instant scripted model) are
 written by this process and served by others, each on a key prefix of its own on the
 same Redis: a ``plait worker`` process (the local, leased runtime) and Ray hosts
-(:mod:`plait.hosts`) on a Ray cluster this benchmark starts on the machine.
+(:mod:`plait.cluster`) on a Ray cluster this benchmark starts on the machine.
 
 - ``cluster_1_host`` / ``cluster_2_hosts``: transitions per second of the runs with one
   Ray host, then two (the second is judged against the first).
@@ -45,9 +45,9 @@ from _common import (
 )
 
 from plait.actors.leases import read_leases, read_members
+from plait.cluster import RunsSpec, drain, host_infos, scale
 from plait.graphs.loader import load_graph
 from plait.graphs.store import import_graph
-from plait.hosts import RunsSpec, drain, host_infos, scale
 from plait.mesh import Mesh, open_mesh
 from plait.mesh._base import now_ms
 from plait.runs import Runs

@@ -123,7 +123,7 @@ def scripted(fails: int) -> ScriptedModel:
 
 
 class Watch(RunStore):
-    """A run host's store that tells when runs settle and when nodes are claimed.
+    """An owner services' store that tells when runs settle and when nodes are claimed.
 
     It learns both from the records the host commits (:meth:`RunStore.remember`), so
     waiting for a run adds no mesh traffic to what is measured.

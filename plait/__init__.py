@@ -6,13 +6,21 @@
 - :class:`Runs` — durable runs; :func:`serve` builds a process that serves them, with
   the :class:`ProgramCatalog` it runs programs from and the :class:`RunServices` it
   hands its actors.
-- :class:`DecisionBoard` / :class:`DecisionDesk` — decisions people answer.
+- :class:`DecisionAsker` / :class:`DecisionAnswerer` — decisions: the first raises and
+  waits (models, node code), the second also answers and cancels (people).
+
+Earlier names, kept so code written against them keeps working (DESIGN.md's glossary
+says what each word means):
+
+- ``RunHost``: old-name alias of :class:`OwnerServices`;
+- ``DecisionBoard``: old-name alias of :class:`DecisionAsker`;
+- ``DecisionDesk``: old-name alias of :class:`DecisionAnswerer`.
 """
 
 from __future__ import annotations
 
 from plait.actors import LocalRuntime
-from plait.decisions import Agent, Decision, DecisionBoard, DecisionDesk, Human
+from plait.decisions import Agent, Decision, DecisionAnswerer, DecisionAsker, Human
 from plait.errors import PlaitError, VersionConflict
 from plait.graphs import (
     Graph,
@@ -26,13 +34,20 @@ from plait.graphs import (
 from plait.mesh import Entry, Mesh, open_mesh
 from plait.models import Model, ScriptedModel, load_model
 from plait.programs import ProgramCatalog, gather, program
-from plait.runs import RunHost, RunRecord, Runs, RunServices, serve
+from plait.runs import OwnerServices, RunRecord, Runs, RunServices, serve
+
+# Earlier names of the public API, kept for callers written against them.
+RunHost = OwnerServices  # old-name alias
+DecisionBoard = DecisionAsker  # old-name alias
+DecisionDesk = DecisionAnswerer  # old-name alias
 
 __all__ = [
     "Agent",
     "Decision",
-    "DecisionBoard",
-    "DecisionDesk",
+    "DecisionAnswerer",
+    "DecisionAsker",
+    "DecisionBoard",  # old-name alias
+    "DecisionDesk",  # old-name alias
     "Entry",
     "Graph",
     "GraphRun",
@@ -41,9 +56,10 @@ __all__ = [
     "LocalRuntime",
     "Mesh",
     "Model",
+    "OwnerServices",
     "PlaitError",
     "ProgramCatalog",
-    "RunHost",
+    "RunHost",  # old-name alias
     "RunRecord",
     "RunServices",
     "Runs",

@@ -9,7 +9,7 @@ to the millisecond across processes. The remaining random bits make a clash betw
 processes negligible.
 
 Decision ids a run raises are not fresh: they are derived from run, node and visit
-(see :func:`plait.runs.ports.decision_id`), so a retried visit raises the same one.
+(see :func:`plait.runs.mesh_ports.decision_id`), so a retried visit raises the same one.
 
 This module is the foundation of the package beside :mod:`plait.errors`: every layer
 may import it, and it imports nothing of plait.

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent / "plait"
 
 LAYERS = [
     "cli",
-    "hosts",
+    "cluster",
     "api",
     "agents",
     "schedules",
@@ -45,6 +45,27 @@ LAYERS = [
     "mesh",
 ]
 """The layers, highest first; each may import only the ones after it."""
+
+LAYER_ROLES = {
+    "cli": "the `plait` command (thin: parse, call, print)",
+    "cluster": "Ray hosts: the host set of a cluster, scaling, what each host serves",
+    "api": "HTTP API and web console (`plait serve`) over the services below",
+    "agents": "agent actors: instructions + model + tools, one turn per message; topics",
+    "schedules": "cron schedules and delivery sinks",
+    "runs": "durable runs: record, store, commit, owner, service; serving a process",
+    "graphs": "spec, compiled graph, nodes/ (one module per kind), engine, session runner",
+    "programs": "saved programs: versioned store, promotion, the sandbox; capabilities",
+    "decisions": "human decisions: raise, wait, answer, cancel, expire; principals",
+    "actors": "the ActorRuntime contract, the actor directory, runtimes local and ray",
+    "models": "model adapters: scripted, openai-compatible, anthropic",
+    "tools": "tool registry: schemas, approval gates, trust, workspaces; MCP clients",
+    "profiles": "agent profiles: the small record graphs and tools gate by",
+    "mesh": "versioned key-value store with CAS, durable topics, delayed publish",
+}
+"""What each layer holds, one line each: the layer list of DESIGN.md is made from it."""
+
+DESIGN = ROOT.parent / "DESIGN.md"
+"""The repository's design notes, whose "Layers" section lists :data:`LAYERS`."""
 
 FOUNDATION = {"plait.errors", "plait.ids"}
 """Modules beneath every layer."""
@@ -248,3 +269,36 @@ def test_no_module_imports_a_layer_above_it() -> None:
             elif mine is not None and theirs is not None and theirs < mine:
                 upward.append(f"{imp}: {LAYERS[mine]} is below {LAYERS[theirs]}")
     assert not upward, "imports of a higher layer:\n  " + "\n  ".join(upward)
+
+
+def design_layer_block() -> str:
+    """The layer list DESIGN.md shows: one line per layer, highest first."""
+    width = max(len(f"plait/{name}/") for name in LAYERS) + 2
+    return "\n".join(f"{f'plait/{name}/':<{width}}{LAYER_ROLES[name]}" for name in LAYERS)
+
+
+def design_listed_block(text: str) -> str:
+    """The fenced block that follows DESIGN.md's "## Layers" heading."""
+    _, found, rest = text.partition("\n## Layers\n")
+    assert found, 'DESIGN.md has no "## Layers" section'
+    _, fence, body = rest.partition("```\n")
+    assert fence, 'DESIGN.md\'s "## Layers" section has no fenced layer list'
+    block, closed, _ = body.partition("\n```")
+    assert closed, "DESIGN.md's layer list has no closing fence"
+    return block
+
+
+def test_every_layer_has_a_role() -> None:
+    assert sorted(LAYER_ROLES) == sorted(LAYERS)
+
+
+def test_design_lists_the_layers_of_this_test() -> None:
+    listed = design_listed_block(DESIGN.read_text())
+    assert listed == design_layer_block(), (
+        "DESIGN.md's layer list differs from tests/test_layers.py: replace the block under "
+        '"## Layers" with the output of `python tests/test_layers.py`'
+    )
+
+
+if __name__ == "__main__":
+    print(design_layer_block())

@@ -192,7 +192,7 @@ class ActorContext:
 
     def service(self, kind: type[S]) -> S:
         """The runtime's services as a ``kind``, or the part of them that is one (a run
-        owner asks for its run host, an agent actor for the run services holding it).
+        owner asks for its owner services, an agent actor for the run services holding them).
 
         Raises:
             ActorError: the runtime was constructed without services of that type.
@@ -334,7 +334,7 @@ class ActorRuntime(abc.ABC):
     """How long a message this runtime took waits, unextended, before another takes it."""
 
     services: object | None
-    """What the serving process injects for handlers (a run host, for run owners): set
+    """What the serving process injects for handlers (owner services, for run owners): set
     at construction, or assigned before :meth:`start`. Handlers read it through
     :meth:`ActorContext.service`; the runtime never looks inside it, but for the hooks it
     offers services (a leased runtime tells :class:`~plait.actors.GainsPartitions` of

@@ -118,7 +118,7 @@ class LocalRuntime(ActorRuntime):
     Args:
         mesh: the mesh holding actor records and mailboxes.
         host: this runtime's id (default: hostname, pid and a random suffix).
-        services: what handlers read from ``ctx.service(...)`` (a run host, say).
+        services: what handlers read from ``ctx.service(...)`` (owner services, say).
         group: the consumer group shared by every runtime serving the same actors.
         visibility_timeout_ms: how long an unacked message waits before another
             runtime may take it (the takeover time after a crash).

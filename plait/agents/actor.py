@@ -77,7 +77,7 @@ from plait.agents.store import (
 )
 from plait.agents.tools import TurnEffects
 from plait.agents.turn import PreparedTurn, prepare_turn
-from plait.decisions import Agent, DecisionBoard, DecisionId
+from plait.decisions import Agent, DecisionAsker, DecisionId
 from plait.decisions.model import Notify
 from plait.errors import ActorError, BudgetExhausted, VersionConflict
 from plait.graphs.agent_loop import TurnResult, run_turn
@@ -104,7 +104,7 @@ def is_outside_content(message: AgentMessage, cfg: AgentActorConfig) -> bool:
 class DecisionApprovals:
     """Approvals of gated tools for an agent turn: a decision a person answers."""
 
-    def __init__(self, board: DecisionBoard, actor_id: str, message_id: str, wait_s: float) -> None:
+    def __init__(self, board: DecisionAsker, actor_id: str, message_id: str, wait_s: float) -> None:
         self.board, self.actor_id, self.message_id, self.wait_s = (
             board,
             actor_id,
@@ -279,7 +279,9 @@ async def _turn(
         conversation=read.conversation.messages,
         max_rounds=cfg.max_rounds,
         budget=budget,
-        approvals=DecisionApprovals(services.host.board, ctx.id, mail.id, cfg.approval_wait_s),
+        approvals=DecisionApprovals(
+            services.owner_services.board, ctx.id, mail.id, cfg.approval_wait_s
+        ),
         cwd=services.cwd,
         programs=services.programs,
         run_program=program,
@@ -396,7 +398,7 @@ async def _park(
         kind=MAIL_KIND,
         data=mail_data(ctx.id, {"control": RESUME, "decision": did}),
     )
-    await services.host.board.raise_(
+    await services.owner_services.board.raise_(
         title, "choice", options, id=did, data=data, notify=notify, by=Agent(ctx.id)
     )
     state = state.for_today()
@@ -496,7 +498,7 @@ async def _resume(
     mesh = ctx.mesh
     cfg = AgentActorConfig.model_validate(ctx.record.config)
     state, version = await read_state(mesh, name)
-    decision = await services.host.board.get(DecisionId(decision_id))
+    decision = await services.owner_services.board.get(DecisionId(decision_id))
     option = decision.answer.option if decision.answer is not None else None
     if state.decision != decision_id or decision.is_open or option in (None, "keep parked"):
         await mail.ack()  # not the decision it waits on, or the answer keeps it parked

@@ -30,7 +30,7 @@ from typing import Any
 
 from plait.actors import tell_in
 from plait.agents.config import agent_actor_id
-from plait.decisions import Agent, DecisionBoard
+from plait.decisions import Agent, DecisionAsker
 from plait.errors import CapabilityMissing, ToolError, VersionConflict
 from plait.graphs import GraphSpec
 from plait.graphs.store import get_graph, import_graph, list_graphs
@@ -186,7 +186,7 @@ class TurnTools:
 
     async def decisions_raise(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Raise a decision for a person; the same call of the same turn raises it once."""
-        board = DecisionBoard(self.mesh)
+        board = DecisionAsker(self.mesh)
         did = DecisionId(args.get("id") or self._derived("dec_", "decision"))
         decision = await board.raise_(
             args["title"],
@@ -200,7 +200,7 @@ class TurnTools:
 
     async def decisions_wait(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         """Wait for a decision to close (or ``timeout_ms`` to pass); its record."""
-        board = DecisionBoard(self.mesh)
+        board = DecisionAsker(self.mesh)
         decision = await board.wait(DecisionId(args["id"]), args.get("timeout_ms", 60_000) / 1000)
         return decision.model_dump(mode="json")
 

@@ -11,7 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from plait.api.tokens import authenticate
-from plait.decisions import DecisionDesk, Principal
+from plait.decisions import DecisionAnswerer, Principal
 from plait.mesh import Mesh
 from plait.models.scripted import scripted_root
 from plait.runs import Runs
@@ -33,7 +33,7 @@ class Services:
 
     mesh: Mesh
     runs: Runs = field(init=False)
-    desk: DecisionDesk = field(init=False)
+    desk: DecisionAnswerer = field(init=False)
     tools: ToolRegistry = field(default_factory=serving_registry)
     scripted_dir: Path | None = field(default_factory=scripted_root)
 

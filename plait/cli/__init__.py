@@ -1,7 +1,7 @@
 """The ``plait`` command: the top room, and a thin one.
 
 Each command parses its arguments, calls the services below (:class:`~plait.runs.Runs`,
-:class:`~plait.decisions.DecisionDesk`, the graph store, the mesh) and prints what they
+:class:`~plait.decisions.DecisionAnswerer`, the graph store, the mesh) and prints what they
 return: a table or text for a person, ``--json`` for a program. Run data (model
 replies, tool output, asks, answers) is printed as data, never as markup. Nothing
 below imports the CLI.

@@ -15,8 +15,8 @@ from plait.actors.partitions import load_partitions
 from plait.actors.ray import NAMESPACE, ray_host_of, refuse_unshared, require_ray
 from plait.cli._common import err_console, fail, run
 from plait.cli._output import say
+from plait.cluster import RunsSpec, drain, scale, started_with
 from plait.errors import ConfigError
-from plait.hosts import RunsSpec, drain, scale, started_with
 from plait.mesh import Mesh, open_mesh, redact_url
 
 AddressOption = Annotated[

@@ -14,8 +14,8 @@ import typer
 
 from plait.agents import AgentDetails, AgentInfo, Agents, agent_actor_id
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
+from plait.cli._foreground import warn_if_unserved
 from plait.cli._output import rows, say, styled
-from plait.cli._serving import warn_if_unserved
 from plait.cli.agents import JsonOption, _names, agents_app
 from plait.cli.runs import human
 from plait.errors import ActorNotFound

@@ -7,10 +7,10 @@ from typing import Annotated
 import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
+from plait.cli._foreground import warn_if_unserved
 from plait.cli._output import JsonFlag, Output, OutputOption, as_text, mode, rows, say
-from plait.cli._serving import warn_if_unserved
 from plait.cli.runs import human
-from plait.decisions import DecisionDesk
+from plait.decisions import DecisionAnswerer
 from plait.ids import DecisionId
 from plait.mesh import open_mesh
 
@@ -32,7 +32,7 @@ def list_cmd(
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            found = await DecisionDesk(m).list(status)  # type: ignore[arg-type]
+            found = await DecisionAnswerer(m).list(status)  # type: ignore[arg-type]
         if shown is Output.json:
             print_json([d.model_dump(mode="json") for d in found])
             return
@@ -72,7 +72,7 @@ def answer_cmd(
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            d = await DecisionDesk(m).answer(
+            d = await DecisionAnswerer(m).answer(
                 DecisionId(decision_id), option=option, text=text, by=human()
             )
             if d.run_id:

@@ -22,8 +22,8 @@ from plait.cli._common import (
     print_json,
     run,
 )
+from plait.cli._foreground import known_tools
 from plait.cli._output import Output, OutputOption, mode, rows
-from plait.cli._serving import known_tools
 from plait.decisions import Agent, Human
 from plait.errors import GraphNotFound, GraphValidationError, NotPermitted
 from plait.graphs.builder import Graph

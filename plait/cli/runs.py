@@ -28,19 +28,19 @@ from plait.cli._common import (
     run,
     text_arg,
 )
-from plait.cli._output import (
-    clean,
-    say,
-    styled,
-)
-from plait.cli._ray import ray_mesh
-from plait.cli._serving import (
+from plait.cli._foreground import (
     INTERRUPTED,
     interruptible,
     serving_run,
     tools_nobody_offers,
     warn_if_unserved,
 )
+from plait.cli._output import (
+    clean,
+    say,
+    styled,
+)
+from plait.cli._ray import ray_mesh
 from plait.cli.graph import graph_app
 from plait.cli.run_progress import progress_printer as _progress_printer
 from plait.decisions import Human

@@ -14,9 +14,9 @@ import typer
 from plait.actors import LeasedRuntime, tune_gc_for_serving
 from plait.agents import Agents
 from plait.cli._common import MeshOption, err_console, fail, run
-from plait.cli._serving import env_tools
+from plait.cli._foreground import env_tools
+from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError
-from plait.hosts.kinds import SERVING_KINDS
 from plait.mesh import Mesh, open_mesh, redact_url
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG

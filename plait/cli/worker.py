@@ -14,9 +14,9 @@ from plait.actors import DEFAULT_LEASE_S, LeasedRuntime, ranges, tune_gc_for_ser
 from plait.agents import Agents
 from plait.cli._common import MeshOption, err_console, fail, run
 from plait.cli._ray import AddressOption, NamespaceOption, ray_worker
+from plait.cluster import RunsSpec
+from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError
-from plait.hosts import RunsSpec
-from plait.hosts.kinds import SERVING_KINDS
 from plait.mesh import open_mesh
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG

@@ -1,13 +1,13 @@
 """Human decisions: raise, wait, answer, cancel, expire.
 
-A node that needs a person raises a decision on a :class:`DecisionBoard` and waits (or
+A node that needs a person raises a decision on a :class:`DecisionAsker` and waits (or
 parks its run and is woken by the decision's ``notify`` event). Only a
-:class:`DecisionDesk`, used by a :class:`Human`, can answer or cancel it::
+:class:`DecisionAnswerer`, used by a :class:`Human`, can answer or cancel it::
 
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     d = await board.raise_("Release v2?", id="run_1.approve.1", by=Agent("release"))
     ...
-    await DecisionDesk(mesh).answer(d.id, option="yes", by=Human("ana"))
+    await DecisionAnswerer(mesh).answer(d.id, option="yes", by=Human("ana"))
 
 Decisions sit below graphs and runs, which raise them, and above the mesh they are
 stored in; a decision's ``run_id`` and ``node`` are data, never a call into runs.
@@ -28,8 +28,8 @@ from plait.decisions.model import (
 from plait.decisions.principals import Agent, Human, Principal, require_human
 from plait.decisions.store import (
     DEFAULT_TOPIC,
-    DecisionBoard,
-    DecisionDesk,
+    DecisionAnswerer,
+    DecisionAsker,
     decision_key,
     new_decision_id,
 )
@@ -40,8 +40,8 @@ __all__ = [
     "Agent",
     "Decision",
     "DecisionAnswer",
-    "DecisionBoard",
-    "DecisionDesk",
+    "DecisionAnswerer",
+    "DecisionAsker",
     "DecisionId",
     "DecisionKind",
     "DecisionStatus",

@@ -1,10 +1,10 @@
 """Decisions on the mesh: a board that asks and waits, and a desk where people answer.
 
-Two classes on purpose. :class:`DecisionBoard` is the capability handed to models and
+Two classes on purpose. :class:`DecisionAsker` is the capability handed to models and
 node code: it can raise a decision, read it, list them and wait for one, and has no
-method that answers, cancels or raises a budget. :class:`DecisionDesk` is the human
-surface (the CLI, an operator's tools): it adds :meth:`~DecisionDesk.answer` and
-:meth:`~DecisionDesk.cancel`, and both refuse any principal that is not a
+method that answers, cancels or raises a budget. :class:`DecisionAnswerer` is the human
+surface (the CLI, an operator's tools): it adds :meth:`~DecisionAnswerer.answer` and
+:meth:`~DecisionAnswerer.cancel`, and both refuse any principal that is not a
 :class:`~plait.decisions.principals.Human`.
 
 Every change is one mesh transaction: the record at ``decisions/<id>`` written with the
@@ -58,7 +58,7 @@ def decision_key(decision_id: DecisionId) -> str:
     return PREFIX + decision_id
 
 
-class DecisionBoard:
+class DecisionAsker:
     """Raise, read, list and wait on decisions; the surface models and node code get.
 
     Args:
@@ -255,7 +255,7 @@ class DecisionBoard:
         return result.entries[key].version
 
 
-class DecisionDesk(DecisionBoard):
+class DecisionAnswerer(DecisionAsker):
     """The human surface: everything a board does, plus answering and cancelling.
 
     Give it to the CLI and to operators' tools, never to models or node code.
@@ -366,8 +366,8 @@ __all__ = [
     "MESH_KEYS",
     "MESH_TOPICS",
     "PREFIX",
-    "DecisionBoard",
-    "DecisionDesk",
+    "DecisionAnswerer",
+    "DecisionAsker",
     "decision_key",
     "new_decision_id",
 ]

@@ -96,7 +96,7 @@ class KeyedRecord(BaseModel):
     last_error_node: str | None = None
 
 
-def record_key(graph: CompiledGraph, run_key: str) -> str:
+def keyed_record_key(graph: CompiledGraph, run_key: str) -> str:
     """The mesh key of ``run_key``'s record for ``graph``."""
     return f"{KEY_PREFIX}/{graph.agent}/{graph.spec.name}/{run_key}"
 
@@ -173,7 +173,7 @@ class RunKeeper:
         """
         if not run_key:
             raise GraphError("a run key may not be empty")
-        key = record_key(graph, run_key)
+        key = keyed_record_key(graph, run_key)
         digest = input_sha256(run_key, input)
         entry = await mesh.get(key)
         record = None if entry is None else KeyedRecord.model_validate(entry.value)
@@ -195,7 +195,7 @@ class RunKeeper:
         Raises:
             RunKeyConflict: the record changed since, or holds another graph version.
         """
-        key = record_key(graph, run_key)
+        key = keyed_record_key(graph, run_key)
         entry = await mesh.get(key)
         if entry is None or entry.version != version:
             raise RunKeyConflict(
@@ -311,8 +311,8 @@ __all__ = [
     "KeyedRecord",
     "RunKeeper",
     "input_sha256",
+    "keyed_record_key",
     "opened",
     "passed",
-    "record_key",
     "store_url",
 ]

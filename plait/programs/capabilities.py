@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from plait.decisions import Agent, DecisionBoard, DecisionId, DecisionKind
+from plait.decisions import Agent, DecisionAsker, DecisionId, DecisionKind
 from plait.errors import CapabilityMissing, ConfigError, ToolNotPermitted
 from plait.ids import RUN_ID_PREFIX
 from plait.mesh import Mesh
@@ -169,7 +169,7 @@ class DecisionsCapability:
 
     __slots__ = ("__board", "__by")
 
-    def __init__(self, board: DecisionBoard, by: str) -> None:
+    def __init__(self, board: DecisionAsker, by: str) -> None:
         self.__board = board
         self.__by = Agent(by)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from plait.decisions import DecisionBoard
+from plait.decisions import DecisionAsker
 from plait.errors import (
     NotPermitted,
     ProgramInputInvalid,
@@ -148,7 +148,7 @@ def grant_all(
         agents: the agent actors' service; None grants an agents capability that refuses.
         programs: the catalog refs are looked up in (default: :data:`DEFAULT_CATALOG`).
     """
-    decisions = DecisionsCapability(DecisionBoard(mesh), by) if mesh is not None else None
+    decisions = DecisionsCapability(DecisionAsker(mesh), by) if mesh is not None else None
     taint = Taint(not trusted)  # one for the run: what one capability reads taints them all
     return Grants(
         mesh=MeshCapability(mesh, me or {"id": None, "run": None, "node": None}, taint=taint)

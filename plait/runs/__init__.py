@@ -12,7 +12,7 @@ The room is a line, each module importing only those before it:
 - :mod:`~plait.runs.service` — :class:`Runs`, the human API: start, watch, answer,
   cancel, raise a budget, retry, fork, list, prune, inspect;
 - :mod:`~plait.runs.services` — :class:`RunServices`, what a serving process hands
-  its actors: the run host, the programs catalog, the agents service;
+  its actors: the owner services, the programs catalog, the agents service;
 - :mod:`~plait.runs.serve` — :func:`serve`, which builds a serving process (an actor
   runtime, its :class:`RunServices`, its heartbeat) with its tools, model, programs
   and actor kinds given explicitly.
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from plait.runs.audit import AuditEvent
 from plait.runs.commit import RunCommit
-from plait.runs.host import RunHost
 from plait.runs.owner import OWNER_KIND
+from plait.runs.owner_services import OwnerServices
 from plait.runs.record import RunRecord, RunSummary
 from plait.runs.serve import Serving, serve
 from plait.runs.service import Runs
@@ -35,8 +35,8 @@ from plait.runs.services import RunServices
 __all__ = [
     "OWNER_KIND",
     "AuditEvent",
+    "OwnerServices",
     "RunCommit",
-    "RunHost",
     "RunRecord",
     "RunServices",
     "RunSummary",

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 
-from plait.decisions import Agent, DecisionBoard
+from plait.decisions import Agent, DecisionAsker
 from plait.graphs import waits
 from plait.graphs.state import Attempt
 from plait.ids import DecisionId, RunId
 from plait.mesh import Mesh
-from plait.runs.ports import decision_id, wake_notify
+from plait.runs.mesh_ports import decision_id, wake_notify
 from plait.runs.record import RunRecord, owner_id
 
 
@@ -23,7 +23,7 @@ def principal(run_id: str) -> Agent:
     return Agent(owner_id(run_id))
 
 
-async def ask_for_budget(board: DecisionBoard, mesh: Mesh, rec: RunRecord) -> None:
+async def ask_for_budget(board: DecisionAsker, mesh: Mesh, rec: RunRecord) -> None:
     """Raise the decision a run just parked on its budget waits for (set in place)."""
     waiting = rec.waiting
     if waiting is None or waiting.kind != "budget" or waiting.decision_id is not None:
@@ -53,7 +53,7 @@ async def ask_for_budget(board: DecisionBoard, mesh: Mesh, rec: RunRecord) -> No
 
 
 async def ask_to_retry(
-    board: DecisionBoard, mesh: Mesh, run_id: RunId, crashed: Attempt
+    board: DecisionAsker, mesh: Mesh, run_id: RunId, crashed: Attempt
 ) -> DecisionId:
     """Raise the decision whether to retry ``crashed``, interrupted mid-flight; its id."""
     did = decision_id(run_id, "interrupted", crashed.node, crashed.visit)

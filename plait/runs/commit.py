@@ -25,7 +25,7 @@ import time
 from typing import Any, Protocol
 
 from plait.actors import ActorRecord, Mail, actor_key, tell_in
-from plait.decisions import DecisionBoard
+from plait.decisions import DecisionAsker
 from plait.errors import DecisionNotFound, RunError, VersionConflict
 from plait.graphs import engine
 from plait.graphs.compiled import CompiledGraph
@@ -37,7 +37,7 @@ from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
 from plait.runs.audit import AuditEvent, append, chained, chained_event, output_digest
 from plait.runs.live import list_run
 from plait.runs.log import entry_value, output_ref
-from plait.runs.ports import ended, history_delta, history_part_key
+from plait.runs.mesh_ports import ended, history_delta, history_part_key
 from plait.runs.progress import Progress, StartedVisit
 from plait.runs.record import (
     RunRecord,
@@ -110,13 +110,13 @@ class RunCommit:
         mesh: Mesh,
         *,
         store: RunStore | None = None,
-        board: DecisionBoard | None = None,
+        board: DecisionAsker | None = None,
         actor: str | None = None,
         tick_ms: int = 60_000,
     ) -> None:
         self.mesh = mesh
         self.store = store
-        self.board = board or DecisionBoard(mesh)
+        self.board = board or DecisionAsker(mesh)
         self.actor = actor
         self.tick_ms = tick_ms
 

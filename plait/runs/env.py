@@ -12,7 +12,7 @@ import functools
 import time
 from pathlib import Path
 
-from plait.decisions import DecisionBoard
+from plait.decisions import DecisionAsker
 from plait.errors import ConfigError, GraphError
 from plait.graphs.compiled import CompiledGraph
 from plait.graphs.engine import NodeResult, node_of
@@ -22,7 +22,7 @@ from plait.mesh import Mesh
 from plait.models import Model, load_model
 from plait.profiles import AgentProfile, profiles_map
 from plait.programs import AgentsPort, ProgramCatalog
-from plait.runs.ports import MeshHistories, RunDecisions
+from plait.runs.mesh_ports import MeshHistories, RunDecisions
 from plait.runs.record import RunRecord
 from plait.runs.shared_loads import SharedLoads
 from plait.runs.start import child_runner
@@ -54,7 +54,7 @@ class RunEnvironment:
         self,
         mesh: Mesh,
         store: RunStore,
-        board: DecisionBoard,
+        board: DecisionAsker,
         *,
         tools: ToolRegistry,
         model: Model | None,
@@ -193,7 +193,7 @@ async def graph_needs(mesh: Mesh, rec: RunRecord) -> set[str]:
     """Every tool ``rec``'s graph may call, read afresh (for a process that serves none)."""
     store = RunStore(mesh)
     return await RunEnvironment(
-        mesh, store, DecisionBoard(mesh), tools=ToolRegistry(), model=None, cwd=Path.cwd()
+        mesh, store, DecisionAsker(mesh), tools=ToolRegistry(), model=None, cwd=Path.cwd()
     ).needed_tools(rec)
 
 

@@ -30,8 +30,8 @@ from plait.actors import ActorRuntime, partition_of
 from plait.actors.partitions import partitions
 from plait.graphs.state import Attempt
 from plait.mesh import Mesh, Transaction
+from plait.runs.heartbeats import serves_run
 from plait.runs.record import RunRecord, index_key, listing_status, owner_id, summary_of
-from plait.runs.serving import serves_run
 from plait.runs.wake import Wake
 
 log = logging.getLogger("plait.runs")

@@ -43,8 +43,8 @@ from plait.graphs.waits import Closed
 from plait.mesh import Delivery, Transaction
 from plait.runs.asks import ask_for_budget, ask_to_retry
 from plait.runs.commit import TICK_MAX_MS, claim
-from plait.runs.host import RunHost
 from plait.runs.live import taken_over
+from plait.runs.owner_services import OwnerServices
 from plait.runs.record import (
     OWNER_KIND,
     RunRecord,
@@ -69,7 +69,7 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
     cannot heal and no run stays ``running`` behind a dead-lettered message.
 
     Raises:
-        ActorError: the runtime was built without a run host (build the serving
+        ActorError: the runtime was built without owner services (build the serving
             process with :func:`plait.runs.serve`).
     """
     handler = _handler_of(ctx, mail)
@@ -100,7 +100,7 @@ async def on_dead_letter(ctx: ActorContext, mail: Mail, reason: str) -> None:
 def _handler_of(ctx: ActorContext, mail: Mail) -> _WakeHandler:
     """The handling of ``mail``, its wake parsed once (see :class:`Wake`)."""
     woken = Wake.parse(mail.body, ctx.id.removeprefix("run:"))
-    return _WakeHandler(ctx.service(RunHost), _OwnWakes(ctx, woken.run), woken, mail)
+    return _WakeHandler(ctx.service(OwnerServices), _OwnWakes(ctx, woken.run), woken, mail)
 
 
 class _OwnWakes:
@@ -124,7 +124,7 @@ class _OwnWakes:
 
 
 class _WakeHandler:
-    def __init__(self, host: RunHost, wakes: _OwnWakes, woken: Wake, mail: Mail) -> None:
+    def __init__(self, host: OwnerServices, wakes: _OwnWakes, woken: Wake, mail: Mail) -> None:
         self.host = host
         self.store = host.store
         self.commit = host.commit

@@ -41,8 +41,8 @@ from plait.mesh import Mesh
 from plait.runs.audit import FORKED, RETRIED, AuditEvent, output_digest, read_events
 from plait.runs.commit import RunCommit
 from plait.runs.log import parse_entry, read_log, read_payload
+from plait.runs.mesh_ports import history_part_key
 from plait.runs.persons import persons_acts
-from plait.runs.ports import history_part_key
 from plait.runs.record import (
     OWNER_KIND,
     RunRecord,

@@ -29,9 +29,9 @@ from plait.mesh import Mesh
 from plait.models import Model
 from plait.programs import DEFAULT_CATALOG, AgentsPort, ProgramCatalog
 from plait.programs.sandbox import warm_pool
-from plait.runs.host import RunHost
+from plait.runs.heartbeats import heartbeat
+from plait.runs.owner_services import OwnerServices
 from plait.runs.services import RunServices
-from plait.runs.serving import heartbeat
 from plait.runs.store import RunStore
 from plait.tools import ToolRegistry, default_registry
 
@@ -64,9 +64,9 @@ class Serving(Generic[R]):
     services: RunServices
 
     @property
-    def host(self) -> RunHost:
+    def owner_services(self) -> OwnerServices:
         """The run host its run owners use."""
-        return self.services.host
+        return self.services.owner_services
 
 
 @contextlib.asynccontextmanager
@@ -132,7 +132,7 @@ async def serve(
     service = (
         None if agents is None else agents(mesh, model=model, tools=registry, programs=catalog)
     )
-    host = RunHost(
+    host = OwnerServices(
         mesh,
         host=host_id or new_host_id(),
         model=model,

@@ -20,7 +20,7 @@ import anyio
 from pydantic import ValidationError
 
 from plait.actors import load_partitions
-from plait.decisions import DecisionDesk, Human, Principal, require_human
+from plait.decisions import DecisionAnswerer, Human, Principal, require_human
 from plait.errors import (
     ConfigError,
     DecisionClosed,
@@ -40,7 +40,7 @@ from plait.runs.audit import AuditEvent, read_events
 from plait.runs.audit import verify as verify_chain
 from plait.runs.commit import RunCommit
 from plait.runs.log import LogEntry, LogFollower, read_log, read_payload, split_ref
-from plait.runs.ports import history_part_key
+from plait.runs.mesh_ports import history_part_key
 from plait.runs.progress import Progress
 from plait.runs.record import RunRecord, RunSummary, as_record, listing_status
 from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retry_run
@@ -74,7 +74,7 @@ class Runs:
 
     def __init__(self, mesh: Mesh) -> None:
         self.mesh = mesh
-        self.desk = DecisionDesk(mesh)
+        self.desk = DecisionAnswerer(mesh)
 
     # start_run's parameters and docstring, written once: a subgraph node's child run
     # starts through start_run itself, without the service.

@@ -71,7 +71,7 @@ class RunStore:
         graphs: the compiled graph of each version (with its hash) this process read
             and checked in the store.
         values: output values by their mesh key.
-        histories: agent conversations (see :class:`plait.runs.ports.MeshHistories`).
+        histories: agent conversations (see :class:`plait.runs.mesh_ports.MeshHistories`).
     """
 
     def __init__(self, mesh: Mesh) -> None:

@@ -13,7 +13,7 @@ from plait.actors import tell_tracked
 from plait.actors.topics import topic_mail
 from plait.agents import Agents, agent_actor_id
 from plait.agents.store import read_conversation, read_state
-from plait.decisions import DecisionDesk, DecisionId, Human
+from plait.decisions import DecisionAnswerer, DecisionId, Human
 from plait.graphs import GraphSpec
 from plait.graphs.store import import_graph
 from plait.mesh import Event, Mesh
@@ -44,7 +44,7 @@ async def test_one_turn_per_message_with_a_bounded_conversation(mesh: Mesh) -> N
         for n in range(3):
             await agents.tell("helper", f"message {n}")
         shown = await turns_of(agents, "helper", 3)
-        model = served.host.env.model
+        model = served.owner_services.env.model
     assert [t.text for t in shown.turns] == ["first answer", "answer 2", "answer 3"]
     assert [t.prompt for t in shown.turns] == ["message 0", "message 1", "message 2"]
     conversation, _ = await read_conversation(mesh, "helper")
@@ -213,7 +213,7 @@ async def test_a_spent_budget_parks_the_actor_until_a_person_raises_it(mesh: Mes
         assert state.decision is not None
         listed = {a.name: a for a in await agents.list()}
         assert listed["spender"].status == "parked (budget)"
-        desk = DecisionDesk(mesh)
+        desk = DecisionAnswerer(mesh)
         decision = await desk.get(DecisionId(state.decision))
         assert decision.options == ["raise", "keep parked"]
         await eventually(lambda: _held(agents, 1))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from plait.decisions import DecisionDesk, Human
+from plait.decisions import DecisionAnswerer, Human
 from plait.mesh import Mesh
 from plait.models import ScriptedModel
 
@@ -39,7 +39,7 @@ async def test_the_fleet_claims_each_task_once_and_signs_off(mesh: Mesh) -> None
         assert {e.value["by"] for e in notes} <= {f"{w}" for w in WORKERS}
 
         await agents.tell("reporter", "the report, please")
-        desk = DecisionDesk(mesh)
+        desk = DecisionAnswerer(mesh)
 
         async def raised() -> Any:
             return [d for d in await desk.list() if d.raised_by == "agent:reporter"]

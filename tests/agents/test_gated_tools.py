@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from plait.agents import Agents
-from plait.decisions import DecisionDesk, Human
+from plait.decisions import DecisionAnswerer, Human
 from plait.graphs.store import get_graph
 from plait.mesh import Mesh
 
@@ -50,7 +50,7 @@ async def test_manage_graph_needs_approval_unless_pre_approved(
     tools = ["manage_graph", "run_graph"]
     await profile(mesh, "builder", tools, pre_approved=["manage_graph"] if pre_approved else [])
     agents = Agents(mesh)
-    desk = DecisionDesk(mesh)
+    desk = DecisionAnswerer(mesh)
     async with serving(mesh, RULES):
         await agents.start("builder")
         await agents.tell("builder", "make a graph that shouts, and run it")

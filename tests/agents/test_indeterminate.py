@@ -10,7 +10,7 @@ import pytest
 
 from plait.agents import Agents
 from plait.agents.store import InFlight, inflight_key, read_state
-from plait.decisions import DecisionDesk, DecisionId, Human
+from plait.decisions import DecisionAnswerer, DecisionId, Human
 from plait.mesh import Mesh
 
 from .conftest import eventually, profile, serving
@@ -62,7 +62,7 @@ async def test_escalate_parks_until_a_person_says_retry(mesh: Mesh) -> None:
 
         state = await eventually(parked)
         await agents.tell("careful", "second")  # held while parked
-        desk = DecisionDesk(mesh)
+        desk = DecisionAnswerer(mesh)
         decision = await desk.get(DecisionId(state.decision))
         assert decision.options == ["retry", "skip"] and "programs_run" in decision.title
         await eventually(lambda: _count(mesh, "agent-actors/careful/held/", 2))

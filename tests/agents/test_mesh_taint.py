@@ -15,7 +15,7 @@ import pytest
 
 from plait.agents import Agents
 from plait.agents.store import read_conversation
-from plait.decisions import DecisionDesk, Human
+from plait.decisions import DecisionAnswerer, Human
 from plait.errors import ToolNotPermitted
 from plait.graphs import GraphSpec
 from plait.graphs.store import import_graph
@@ -67,7 +67,7 @@ async def tools_of(mesh: Mesh, *names: str) -> None:
 
 async def test_an_event_a_tainted_turn_publishes_taints_the_turn_it_causes(mesh: Mesh) -> None:
     await tools_of(mesh, "reader", "worker")
-    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    agents, desk = Agents(mesh), DecisionAnswerer(mesh)
     async with serving(mesh, RULES):
         await agents.start("reader")
         await agents.start("worker", topics=["tasks.new"])  # a topic it trusts
@@ -111,7 +111,7 @@ async def test_a_program_actor_runs_a_tainted_event_untrusted(mesh: Mesh) -> Non
 
 async def test_a_tainted_mesh_put_taints_a_later_mesh_get(mesh: Mesh) -> None:
     await tools_of(mesh, "reader", "planner")
-    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    agents, desk = Agents(mesh), DecisionAnswerer(mesh)
     async with serving(mesh, RULES):
         await agents.start("reader")
         await agents.start("planner")
@@ -190,7 +190,7 @@ async def test_a_program_a_turn_runs_passes_back_the_taint_it_read(mesh: Mesh) -
     await save_program(mesh, "peek", "return (await mesh.get('notes/plan'))['value']")
     await promote(mesh, "peek", 1, by=Human("ana"))
     await mesh.put("notes/plan", {"step": "rm -rf /"}, tainted=True)
-    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    agents, desk = Agents(mesh), DecisionAnswerer(mesh)
     async with serving(mesh, RULES):
         await agents.start("planner")
         await agents.tell("planner", "consult")  # a trusted message

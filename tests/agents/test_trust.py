@@ -17,7 +17,7 @@ import pytest
 
 from plait.agents import Agents
 from plait.agents.store import TurnSummary, read_conversation
-from plait.decisions import Agent, Decision, DecisionDesk, Human
+from plait.decisions import Agent, Decision, DecisionAnswerer, Human
 from plait.errors import ActorNotFound, NotPermitted
 from plait.mesh import Mesh
 from plait.models import ScriptedModel
@@ -85,7 +85,7 @@ async def gated(mesh: Mesh, *names: str) -> None:
         )
 
 
-async def asked(desk: DecisionDesk, actor: str) -> Decision:
+async def asked(desk: DecisionAnswerer, actor: str) -> Decision:
     """Wait for the approval ``actor``'s turn asks a person for; approve it."""
 
     async def found() -> Any:
@@ -111,7 +111,7 @@ async def turns(agents: Agents, name: str, count: int) -> list[TurnSummary]:
     return found
 
 
-async def raised_by(desk: DecisionDesk, actor: str) -> list[Decision]:
+async def raised_by(desk: DecisionAnswerer, actor: str) -> list[Decision]:
     return [d for d in await desk.list() if d.raised_by == f"agent:{actor}"]
 
 
@@ -119,7 +119,7 @@ async def test_a_fetched_page_takes_pre_approvals_away_then_and_in_later_turns(
     mesh: Mesh, page: str
 ) -> None:
     await gated(mesh, "reader")
-    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    agents, desk = Agents(mesh), DecisionAnswerer(mesh)
     async with serving(mesh, rules(page)):
         await agents.start("reader")
         await agents.tell("reader", "fetch")
@@ -138,7 +138,7 @@ async def test_a_fetched_page_takes_pre_approvals_away_then_and_in_later_turns(
 
 async def test_an_untrusted_message_taints_its_turn_and_the_turns_after(mesh: Mesh) -> None:
     await gated(mesh, "reader")
-    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    agents, desk = Agents(mesh), DecisionAnswerer(mesh)
     async with serving(mesh, rules("http://unused.invalid/")):
         await agents.start("reader")
         await agents.tell("reader", "list")
@@ -156,7 +156,7 @@ async def test_an_untrusted_message_taints_its_turn_and_the_turns_after(mesh: Me
 
 async def test_an_event_of_an_untrusted_topic_takes_pre_approvals_away(mesh: Mesh) -> None:
     await gated(mesh, "reader")
-    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    agents, desk = Agents(mesh), DecisionAnswerer(mesh)
     async with serving(mesh, rules("http://unused.invalid/")):
         await agents.start(
             "reader", topics=["tasks.new", "hooks.mail"], untrusted_topics=["hooks.*"]
@@ -179,7 +179,7 @@ async def test_a_tainted_turns_tell_carries_the_taint_to_the_other_agent(
     mesh: Mesh, page: str
 ) -> None:
     await gated(mesh, "reader", "other")
-    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    agents, desk = Agents(mesh), DecisionAnswerer(mesh)
     async with serving(mesh, rules(page)):
         await agents.start("reader")
         await agents.start("other")
@@ -232,7 +232,7 @@ async def test_a_program_actor_runs_an_untrusted_message_untrusted(mesh: Mesh) -
 
 async def test_a_persons_reset_clears_the_taint_and_an_agent_cannot_reset(mesh: Mesh) -> None:
     await gated(mesh, "reader")
-    agents, desk = Agents(mesh), DecisionDesk(mesh)
+    agents, desk = Agents(mesh), DecisionAnswerer(mesh)
     async with serving(mesh, rules("http://unused.invalid/")):
         await agents.start("reader")
         await agents.tell("reader", "list", untrusted=True)

@@ -7,7 +7,7 @@ import time
 import anyio
 import pytest
 
-from plait.decisions import Agent, DecisionBoard, DecisionDesk, Human, decision_key
+from plait.decisions import Agent, DecisionAnswerer, DecisionAsker, Human, decision_key
 from plait.errors import DecisionClosed, DecisionError, DecisionNotFound
 from plait.mesh import Mesh
 
@@ -19,7 +19,7 @@ NODE = Agent("release-node")
 
 
 async def test_raise_then_get_returns_the_stored_decision(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     raised = await board.raise_(
         "Release v2?", run_id="r1", node="approve", data={"diff": "+3 -1"}, by=NODE
     )
@@ -33,11 +33,11 @@ async def test_raise_then_get_returns_the_stored_decision(mesh: Mesh) -> None:
 
 async def test_get_of_an_unknown_id_raises_not_found(mesh: Mesh) -> None:
     with pytest.raises(DecisionNotFound, match="nope"):
-        await DecisionBoard(mesh).get("nope")
+        await DecisionAsker(mesh).get("nope")
 
 
 async def test_raising_with_a_known_id_returns_the_existing_decision(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     async with mesh.subscribe("decisions", "watch", "w") as sub:
         first = await board.raise_("Release?", id="r1.approve.1", by=NODE)
         again = await board.raise_("Something else", "text", id="r1.approve.1", by=NODE)
@@ -49,7 +49,7 @@ async def test_raising_with_a_known_id_returns_the_existing_decision(mesh: Mesh)
 
 
 async def test_bad_arguments_raise_a_decision_error_and_write_nothing(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     with pytest.raises(DecisionError, match="at least two options"):
         await board.raise_("Pick", "choice", ["only"], by=NODE)
     with pytest.raises(DecisionError, match="kind"):
@@ -61,8 +61,8 @@ async def test_bad_arguments_raise_a_decision_error_and_write_nothing(mesh: Mesh
 
 async def test_list_is_newest_first_and_filters_by_status(mesh: Mesh) -> None:
     clock = ticking_clock()
-    board = DecisionBoard(mesh, clock=clock)
-    desk = DecisionDesk(mesh, clock=clock)
+    board = DecisionAsker(mesh, clock=clock)
+    desk = DecisionAnswerer(mesh, clock=clock)
     a = await board.raise_("A?", by=NODE)
     b = await board.raise_("B", "choice", ["x", "y"], by=NODE)
     c = await board.raise_("C", "text", by=NODE)
@@ -74,7 +74,7 @@ async def test_list_is_newest_first_and_filters_by_status(mesh: Mesh) -> None:
 
 
 async def test_the_board_cannot_answer_cancel_or_raise_budgets(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     for name in ("answer", "cancel", "raise_budget", "budget"):
         assert not hasattr(board, name)
     public = {n for n in dir(board) if not n.startswith("_")}
@@ -82,7 +82,7 @@ async def test_the_board_cannot_answer_cancel_or_raise_budgets(mesh: Mesh) -> No
 
 
 async def test_an_expired_decision_reads_as_expired_exactly_once(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     past = time.time() - 60
     async with mesh.subscribe("decisions", "watch", "w") as sub:
         raised = await board.raise_("Late?", expires_at=past, by=NODE)
@@ -110,15 +110,15 @@ async def test_an_expired_decision_reads_as_expired_exactly_once(mesh: Mesh) -> 
 
 
 async def test_an_expired_decision_cannot_be_answered(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     raised = await board.raise_("Late?", expires_at=time.time() - 1, by=NODE)
     with pytest.raises(DecisionClosed, match=f"decision {raised.id} expired at 20"):
-        await DecisionDesk(mesh).answer(raised.id, option="yes", by=Human("ana"))
+        await DecisionAnswerer(mesh).answer(raised.id, option="yes", by=Human("ana"))
     assert (await board.get(raised.id)).answer is None
 
 
 async def test_a_default_expiry_takes_the_default_as_its_value(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     raised = await board.raise_(
         "Deploy?", expires_at=time.time() - 1, on_expire="default", default="No", by=NODE
     )
@@ -128,7 +128,7 @@ async def test_a_default_expiry_takes_the_default_as_its_value(mesh: Mesh) -> No
 
 
 async def test_the_expiry_notify_event_is_published_with_the_expiry(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     async with mesh.subscribe("run.r9", "owner", "w") as sub:
         raised = await board.raise_(
             "Late?",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from plait.decisions import Agent, Decision, DecisionBoard, DecisionDesk, Human, decision_key
+from plait.decisions import Agent, Decision, DecisionAnswerer, DecisionAsker, Human, decision_key
 from plait.decisions.principals import Principal
 from plait.errors import DecisionClosed, DecisionError, NotPermitted
 from plait.mesh import Mesh
@@ -26,7 +26,7 @@ async def version_of(mesh: Mesh, decision_id: str) -> int:
 
 
 async def test_confirm_takes_yes_or_no_in_any_case(mesh: Mesh) -> None:
-    desk = DecisionDesk(mesh)
+    desk = DecisionAnswerer(mesh)
     raised = await desk.raise_("Release?", by=NODE)
     answered = await desk.answer(raised.id, option="YES", text="looks good", by=ANA)
     assert answered.status == "answered" and answered.value == "yes"
@@ -40,7 +40,7 @@ async def test_confirm_takes_yes_or_no_in_any_case(mesh: Mesh) -> None:
 
 
 async def test_choice_and_text_answers(mesh: Mesh) -> None:
-    desk = DecisionDesk(mesh)
+    desk = DecisionAnswerer(mesh)
     choice = await desk.raise_("Which region?", "choice", ["eu-west", "us-east"], by=NODE)
     assert (await desk.answer(choice.id, option="us-east", by=ANA)).value == "us-east"
     text = await desk.raise_("Release notes?", "text", by=NODE)
@@ -65,7 +65,7 @@ async def test_answers_that_do_not_fit_are_refused_and_change_nothing(
     text: str | None,
     message: str,
 ) -> None:
-    desk = DecisionDesk(mesh)
+    desk = DecisionAnswerer(mesh)
     raised = await desk.raise_("Q", kind, options, by=NODE)  # type: ignore[arg-type]
     with pytest.raises(DecisionError, match=message):
         await desk.answer(raised.id, option=option, text=text, by=ANA)
@@ -74,7 +74,7 @@ async def test_answers_that_do_not_fit_are_refused_and_change_nothing(
 
 
 async def test_a_second_answer_is_closed_naming_who_and_when(mesh: Mesh) -> None:
-    desk = DecisionDesk(mesh, clock=lambda: 1_800_000_000.0)
+    desk = DecisionAnswerer(mesh, clock=lambda: 1_800_000_000.0)
     raised = await desk.raise_("Release?", by=NODE)
     await desk.answer(raised.id, option="yes", by=ANA)
     with pytest.raises(DecisionClosed) as info:
@@ -88,7 +88,7 @@ async def test_a_second_answer_is_closed_naming_who_and_when(mesh: Mesh) -> None
 
 
 async def test_of_ten_concurrent_answers_exactly_one_wins(mesh: Mesh) -> None:
-    desk = DecisionDesk(mesh)
+    desk = DecisionAnswerer(mesh)
     raised = await desk.raise_("Release?", by=NODE)
     wins: list[Decision] = []
     losses: list[DecisionClosed] = []
@@ -116,7 +116,7 @@ async def test_of_ten_concurrent_answers_exactly_one_wins(mesh: Mesh) -> None:
 
 @pytest.mark.parametrize("who", [Agent("planner"), Principal("someone")])
 async def test_only_a_human_may_answer_or_cancel(mesh: Mesh, who: Principal) -> None:
-    desk = DecisionDesk(mesh)
+    desk = DecisionAnswerer(mesh)
     raised = await desk.raise_("Release?", by=NODE)
     async with mesh.subscribe("decisions", "watch", "w") as sub:
         with pytest.raises(NotPermitted, match="only a human may answer a decision"):
@@ -129,7 +129,7 @@ async def test_only_a_human_may_answer_or_cancel(mesh: Mesh, who: Principal) -> 
 
 
 async def test_cancel_closes_the_decision(mesh: Mesh) -> None:
-    desk = DecisionDesk(mesh)
+    desk = DecisionAnswerer(mesh)
     raised = await desk.raise_("Release?", by=NODE)
     cancelled = await desk.cancel(raised.id, by=ANA)
     assert (cancelled.status, cancelled.closed_by, cancelled.value) == ("cancelled", "ana", None)
@@ -138,7 +138,7 @@ async def test_cancel_closes_the_decision(mesh: Mesh) -> None:
 
 
 async def test_raised_and_answered_events_appear_on_the_topic(mesh: Mesh) -> None:
-    desk = DecisionDesk(mesh, topic="approvals")
+    desk = DecisionAnswerer(mesh, topic="approvals")
     async with mesh.subscribe("approvals", "watch", "w") as sub:
         raised = await desk.raise_("Release?", run_id="r1", node="approve", by=NODE)
         await desk.answer(raised.id, option="no", by=ANA)
@@ -163,8 +163,8 @@ async def test_raised_and_answered_events_appear_on_the_topic(mesh: Mesh) -> Non
 
 @pytest.mark.parametrize("close", ["answer", "cancel"])
 async def test_the_notify_event_comes_with_the_close(mesh: Mesh, close: str) -> None:
-    desk = DecisionDesk(mesh)
-    board = DecisionBoard(mesh)
+    desk = DecisionAnswerer(mesh)
+    board = DecisionAsker(mesh)
     raised = await board.raise_(
         "Release?",
         run_id="r1",

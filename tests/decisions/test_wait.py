@@ -7,7 +7,7 @@ import time
 import anyio
 import pytest
 
-from plait.decisions import Agent, Decision, DecisionBoard, DecisionDesk, Human
+from plait.decisions import Agent, Decision, DecisionAnswerer, DecisionAsker, Human
 from plait.errors import DecisionNotFound
 from plait.mesh import Mesh
 from tests._support.timing import scaled
@@ -20,8 +20,8 @@ NODE = Agent("release-node")
 async def test_wait_returns_on_an_answer_from_another_task(mesh: Mesh) -> None:
     # No re-read for an hour and no timeout for an hour: only the answer's event can end
     # the wait within the deadline below. (How soon is a figure for a benchmark.)
-    board = DecisionBoard(mesh, recheck_s=3600)
-    desk = DecisionDesk(mesh)
+    board = DecisionAsker(mesh, recheck_s=3600)
+    desk = DecisionAnswerer(mesh)
     raised = await board.raise_("Release?", by=NODE)
     got: list[Decision] = []
 
@@ -41,7 +41,7 @@ async def test_wait_returns_on_an_answer_from_another_task(mesh: Mesh) -> None:
 
 
 async def test_wait_times_out_with_the_decision_still_open(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
+    board = DecisionAsker(mesh)
     raised = await board.raise_("Release?", by=NODE)
     started = time.monotonic()
     with anyio.fail_after(scaled(5)):
@@ -52,7 +52,7 @@ async def test_wait_times_out_with_the_decision_still_open(mesh: Mesh) -> None:
 
 
 async def test_wait_on_a_closed_decision_returns_at_once(mesh: Mesh) -> None:
-    desk = DecisionDesk(mesh)
+    desk = DecisionAnswerer(mesh)
     raised = await desk.raise_("Release?", by=NODE)
     await desk.cancel(raised.id, by=Human("ana"))
     with anyio.fail_after(scaled(5)):  # at once, not at the timeout
@@ -60,7 +60,7 @@ async def test_wait_on_a_closed_decision_returns_at_once(mesh: Mesh) -> None:
 
 
 async def test_wait_wakes_at_the_expiry_time(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh, recheck_s=30)
+    board = DecisionAsker(mesh, recheck_s=30)
     raised = await board.raise_(
         "Deploy?", expires_at=time.time() + 0.3, on_expire="default", default="no", by=NODE
     )
@@ -70,8 +70,8 @@ async def test_wait_wakes_at_the_expiry_time(mesh: Mesh) -> None:
 
 
 async def test_other_decisions_do_not_end_a_wait(mesh: Mesh) -> None:
-    board = DecisionBoard(mesh)
-    desk = DecisionDesk(mesh)
+    board = DecisionAsker(mesh)
+    desk = DecisionAnswerer(mesh)
     mine = await board.raise_("Mine?", by=NODE)
     other = await board.raise_("Other?", by=NODE)
     done: list[str] = []
@@ -94,4 +94,4 @@ async def test_other_decisions_do_not_end_a_wait(mesh: Mesh) -> None:
 
 async def test_wait_on_an_unknown_decision_raises(mesh: Mesh) -> None:
     with pytest.raises(DecisionNotFound):
-        await DecisionBoard(mesh).wait("nope", timeout=1)
+        await DecisionAsker(mesh).wait("nope", timeout=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plait.decisions import Agent, DecisionBoard, DecisionDesk, Human
+from plait.decisions import Agent, DecisionAnswerer, DecisionAsker, Human
 from plait.errors import (
     BudgetExhausted,
     CapabilityMissing,
@@ -126,7 +126,7 @@ async def test_a_program_run_without_decisions_cannot_raise_one_through_a_nested
     text = "return await tools.call('decisions.raise', {'title': 'x'})"
     with pytest.raises(CapabilityMissing):
         await run_source(text, None, narrow)
-    assert [d.id for d in await DecisionBoard(mesh).list()] == ["d1"]
+    assert [d.id for d in await DecisionAsker(mesh).list()] == ["d1"]
 
 
 async def test_decisions_raise_and_wait_but_never_answer(mesh: Mesh) -> None:
@@ -138,7 +138,7 @@ return {"id": raised["id"], "status": first["status"], "methods": sorted(
 """
     out = await run_source(text, None, grant_all(mesh))
     assert out == {"id": "rel-1", "status": "open", "methods": ["raise", "raise_", "wait"]}
-    await DecisionDesk(mesh).answer("rel-1", option="yes", by=ANA)
+    await DecisionAnswerer(mesh).answer("rel-1", option="yes", by=ANA)
     again = await run_source("return await decisions.wait('rel-1', 10)", None, grant_all(mesh))
     assert again["status"] == "answered"
 

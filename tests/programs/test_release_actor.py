@@ -10,7 +10,7 @@ import pytest
 
 from plait.agents import Agents
 from plait.agents.store import last_turns
-from plait.decisions import DecisionDesk, Human
+from plait.decisions import DecisionAnswerer, Human
 from plait.errors import ProgramNotPromoted, VersionConflict
 from plait.ids import DecisionId
 from plait.mesh import Mesh
@@ -69,7 +69,7 @@ async def test_the_graph_runs_one_node_per_wake_and_ticks_once_while_open(mesh: 
             return len([t for t in turns if '"waiting"' in t.text]) == 4 and turns
 
         await eventually(nudged)
-        desk = DecisionDesk(mesh)
+        desk = DecisionAnswerer(mesh)
         await desk.answer(DecisionId(at_approve["decisionId"]), option="yes", by=Human("bo"))
 
         async def finished() -> Any:
@@ -100,7 +100,7 @@ async def test_a_rejected_release_fails_the_graph_with_its_evidence(mesh: Mesh) 
             return (await record(mesh, "r2")).get("decisionId")
 
         did = await eventually(raised)
-        await DecisionDesk(mesh).answer(DecisionId(did), option="no", by=Human("bo"))
+        await DecisionAnswerer(mesh).answer(DecisionId(did), option="no", by=Human("bo"))
 
         async def ended() -> Any:
             found = await record(mesh, "r2")

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from plait.agents.store import last_turns
-from plait.decisions import DecisionDesk
+from plait.decisions import DecisionAnswerer
 from plait.mesh import Mesh, open_mesh
 from tests._support.meshes import make_url_factory
 from tests._support.processes import LoggedProcess
@@ -110,7 +110,7 @@ async def test_a_worker_killed_between_every_two_nodes_loses_and_doubles_nothing
             worker.kill()
             worker.start()
             done = await until(mesh, lambda r: r["status"] == "done", "done", timeout_s=60)
-            decisions = await DecisionDesk(mesh).list()
+            decisions = await DecisionAnswerer(mesh).list()
             effects = {n: await mesh.get(f"releases/r1/{n}") for n in ("fetch", "test", "release")}
             turns = await last_turns(mesh, "graph-r1", 20)
         finally:

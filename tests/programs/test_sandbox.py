@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from plait.decisions import Agent, DecisionBoard, DecisionId, Human
+from plait.decisions import Agent, DecisionAsker, DecisionId, Human
 from plait.errors import NotPermitted, ProgramError
 from plait.mesh import Mesh, open_mesh
 from plait.programs import get_program, grant_all, promote, run_program, run_source, save_program
@@ -83,7 +83,7 @@ async def test_the_raw_mesh_and_the_services_are_out_of_reach(
     isolation: str, memory_mesh: Mesh
 ) -> None:
     mesh = memory_mesh
-    await DecisionBoard(mesh).raise_("Release?", id=DecisionId("d1"), by=Agent("ci"))
+    await DecisionAsker(mesh).raise_("Release?", id=DecisionId("d1"), by=Agent("ci"))
     await save_program(mesh, "me", "return 1")
     text = """
 found = {}
@@ -94,10 +94,10 @@ for attempt in ("mesh._MeshCapability__mesh", "programs._ProgramsCapability__gra
     except Exception as exc:
         found[attempt] = "refused: " + type(exc).__name__
 try:
-    from plait.decisions import DecisionDesk, Human
+    from plait.decisions import DecisionAnswerer, Human
     from plait.programs import promote
     raw = mesh._MeshCapability__mesh
-    await DecisionDesk(raw).answer("d1", option="yes", by=Human("alice"))
+    await DecisionAnswerer(raw).answer("d1", option="yes", by=Human("alice"))
     await promote(raw, "me", 1, by=Human("alice"))
     found["escape"] = "answered and promoted"
 except Exception as exc:
@@ -106,7 +106,7 @@ return found
 """
     found = await run_source(text, None, grant_all(mesh))
     assert all(v.startswith("refused") for v in found.values()), found
-    assert (await DecisionBoard(mesh).get(DecisionId("d1"))).status == "open"
+    assert (await DecisionAsker(mesh).get(DecisionId("d1"))).status == "open"
     assert (await get_program(mesh, "me", 1)).promotion is None
 
 
@@ -114,7 +114,7 @@ async def test_a_forged_call_reaches_only_the_capability_methods(
     isolation: str, memory_mesh: Mesh
 ) -> None:
     mesh = memory_mesh
-    await DecisionBoard(mesh).raise_("Release?", id=DecisionId("d1"), by=Agent("ci"))
+    await DecisionAsker(mesh).raise_("Release?", id=DecisionId("d1"), by=Agent("ci"))
     await save_program(mesh, "me", "return 1")
     # The proxy's channel is the program's to use: whatever it sends, the serving
     # process answers only the capabilities' public methods.
@@ -137,7 +137,7 @@ return found
     found = await run_source(text, None, grant_all(mesh))
     assert all(v.startswith("refused") for v in found.values()), found
     assert "not a capability method" in found["decisions.answer"]
-    assert (await DecisionBoard(mesh).get(DecisionId("d1"))).status == "open"
+    assert (await DecisionAsker(mesh).get(DecisionId("d1"))).status == "open"
     assert (await get_program(mesh, "me", 1)).promotion is None
     assert await mesh.get("tokens/forged") is None
 

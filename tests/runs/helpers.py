@@ -26,7 +26,7 @@ from plait.graphs.trajectory import TrajectoryStep
 from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
-from plait.runs import RunHost, RunRecord, Runs, serve
+from plait.runs import OwnerServices, RunRecord, Runs, serve
 from plait.tools import ToolRegistry
 from tests._support.timing import scaled
 
@@ -65,8 +65,8 @@ async def hosting(
     tick_ms: int = 60_000,
     drain_timeout_s: float = 5.0,
     tools: ToolRegistry | None = None,
-) -> AsyncIterator[tuple[LocalRuntime, RunHost]]:
-    """Serve runs in this process (no heartbeat): its runtime and run host.
+) -> AsyncIterator[tuple[LocalRuntime, OwnerServices]]:
+    """Serve runs in this process (no heartbeat): its runtime and owner services.
 
     With a short ``drain_timeout_s``, leaving the block cancels the handlers still
     running, leaving their messages unacked: as if the host had died mid-node.
@@ -80,7 +80,7 @@ async def hosting(
         drain_timeout_s=drain_timeout_s,
         beat=False,
     ) as serving:
-        yield serving.runtime, serving.host
+        yield serving.runtime, serving.owner_services
 
 
 async def settle(runs: Runs, run_id: str, timeout: float = 10.0, **kw: Any) -> RunRecord:

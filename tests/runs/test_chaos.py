@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import pytest
 
-from plait.decisions import Agent, DecisionDesk, Human
+from plait.decisions import Agent, DecisionAnswerer, Human
 from plait.mesh import Mesh, open_mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
@@ -183,7 +183,7 @@ async def test_sigkilled_workers_lose_nothing_and_commit_each_visit_once(
             workers.close()
 
         runs = Runs(mesh)
-        desk = DecisionDesk(mesh)
+        desk = DecisionAnswerer(mesh)
         assert sum(rec.usage.retries for rec in records) > 0, "no kill hit a node in flight"
         for i, rec in enumerate(records):
             assert rec.status == "done", (seed, i, rec.error, workers.log_text())
@@ -224,7 +224,7 @@ async def test_four_processes_answer_one_decision_and_exactly_one_wins(
     mesh_url: str, tmp_path: Path
 ) -> None:
     async with open_mesh(mesh_url) as mesh:
-        desk = DecisionDesk(mesh)
+        desk = DecisionAnswerer(mesh)
         raised = await desk.raise_("Which?", "choice", OPTIONS, by=Agent("chaos-node"))
     cli = Cli(tmp_path, mesh_url)
     answerers = [
@@ -257,7 +257,7 @@ async def test_four_processes_answer_one_decision_and_exactly_one_wins(
     won = [option for option, (_, code) in zip(OPTIONS, ended, strict=True) if code == 0]
     assert len(won) == 1, ended
     async with open_mesh(mesh_url) as mesh:
-        decision = await DecisionDesk(mesh).get(raised.id)
+        decision = await DecisionAnswerer(mesh).get(raised.id)
     assert decision.status == "answered" and decision.value == won[0]
     assert decision.answer is not None and decision.answer.label == f"person-{won[0]}"
     for option, ((_, err), code) in zip(OPTIONS, ended, strict=True):

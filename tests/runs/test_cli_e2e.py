@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from plait.cli import app
-from plait.decisions import DecisionDesk, Human
+from plait.decisions import DecisionAnswerer, Human
 from plait.decisions.principals import os_user
 from plait.mesh import open_mesh
 from plait.models.scripted import ScriptedModel
@@ -146,7 +146,7 @@ def test_runs_lists_newest_first_and_cancel_stops_a_waiting_run(tmp_path: Path) 
         async with open_mesh(url) as mesh:
             runs = Runs(mesh)
             assert parked.waiting is not None and parked.waiting.decision_id is not None
-            decision = await DecisionDesk(mesh).get(parked.waiting.decision_id)
+            decision = await DecisionAnswerer(mesh).get(parked.waiting.decision_id)
             # A host woken by the withdrawn decision finds the run over and runs nothing.
             async with hosting(mesh, ScriptedModel([])) as (runtime, _):
                 await anyio.sleep(0.3)
@@ -182,7 +182,7 @@ def test_raise_budget_lets_a_parked_run_go_on(tmp_path: Path) -> None:
                 parked = await settle(runs, (await runs.start("assistant", "tight", "x")).run_id)
                 assert parked.waiting is not None and parked.waiting.decision_id is not None
                 # "raise" on the desk brings no amounts: the run stays parked for them.
-                await DecisionDesk(mesh).answer(
+                await DecisionAnswerer(mesh).answer(
                     parked.waiting.decision_id, option="raise", by=Human("ana")
                 )
                 await anyio.sleep(0.3)

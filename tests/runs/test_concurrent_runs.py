@@ -1,4 +1,4 @@
-"""Fifty runs at once in one process: one runtime and run host serve them all."""
+"""Fifty runs at once in one process: one runtime and its owner services serve them all."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from plait.decisions import DecisionDesk
+from plait.decisions import DecisionAnswerer
 from plait.errors import RunNotFound
 from plait.mesh import Mesh, open_mesh
 from plait.runs import AuditEvent, RunRecord, Runs
@@ -180,7 +180,7 @@ def test_a_killed_escalate_node_asks_a_person_and_retry_finishes_it(cli: Cli) ->
     ]
 
     async def answered(mesh: Mesh) -> str | None:
-        return (await DecisionDesk(mesh).get(asked["id"])).value
+        return (await DecisionAnswerer(mesh).get(asked["id"])).value
 
     assert with_mesh(cli.mesh_url, answered) == "retry"
     cli("graph", "inspect", rec.run_id, "--verify")

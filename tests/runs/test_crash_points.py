@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from plait.decisions import DecisionDesk
+from plait.decisions import DecisionAnswerer
 from plait.mesh import open_mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
@@ -76,7 +76,7 @@ async def _read(
         await runs.verify(run_id)
         events = await read_events(mesh, run_id)
         committed = Counter((e.node, e.visit) for e in events if e.type == "node.committed")
-        return await runs.get(run_id), committed, len(await DecisionDesk(mesh).list())
+        return await runs.get(run_id), committed, len(await DecisionAnswerer(mesh).list())
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

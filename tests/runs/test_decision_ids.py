@@ -7,7 +7,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plait.runs.ports import decision_id
+from plait.runs.mesh_ports import decision_id
 
 SAFE = re.compile(r"[A-Za-z0-9_.~-]+")
 RUN = "grun_4c77a0"

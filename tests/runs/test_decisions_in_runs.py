@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from plait.decisions import Agent, DecisionDesk, Human
+from plait.decisions import Agent, DecisionAnswerer, Human
 from plait.errors import ConfigError, DecisionClosed, NotPermitted, RunError, RunNotWaiting
 from plait.mesh import Mesh
 from plait.models.scripted import ScriptedModel
@@ -78,7 +78,7 @@ async def test_only_a_person_raises_a_budget_and_the_run_finishes(
     async with hosting(mesh, chain_model()):
         parked = await parked_on_budget(mesh, runs, budget)
         assert parked.waiting is not None and parked.waiting.decision_id is not None
-        asked = await DecisionDesk(mesh).get(parked.waiting.decision_id)
+        asked = await DecisionAnswerer(mesh).get(parked.waiting.decision_id)
         assert asked.status == "open" and asked.options == ["raise", "stop"]
         assert asked.run_id == parked.run_id and "budget" in asked.title
 
@@ -86,14 +86,14 @@ async def test_only_a_person_raises_a_budget_and_the_run_finishes(
         with pytest.raises(NotPermitted):
             await runs.raise_budget(parked.run_id, {"steps": 5, "tokens": 1000}, by=Agent("model"))
         assert await mesh.get(record_key(parked.run_id)) == before  # nothing changed
-        assert (await DecisionDesk(mesh).get(asked.id)).status == "open"
+        assert (await DecisionAnswerer(mesh).get(asked.id)).status == "open"
 
         raised = await runs.raise_budget(parked.run_id, {"steps": 5, "tokens": 1000}, by=ANA)
         assert raised.waiting is None
         rec = await settle(runs, parked.run_id, since=parked)
     assert rec.status == "done", rec.error
     assert await runs.output(rec) == "three done"
-    answered = await DecisionDesk(mesh).get(asked.id)
+    answered = await DecisionAnswerer(mesh).get(asked.id)
     assert answered.status == "answered" and answered.value == "raise"
     assert answered.closed_by == "ana"
     events = await read_events(mesh, rec.run_id)
@@ -132,7 +132,7 @@ async def test_a_raise_does_not_answer_a_human_node(mesh: Mesh) -> None:
 async def test_a_decision_is_answered_once(mesh: Mesh) -> None:
     await store(mesh, ask_graph("asks"))
     runs = Runs(mesh)
-    desk = DecisionDesk(mesh)
+    desk = DecisionAnswerer(mesh)
     async with hosting(mesh, ask_model()):
         parked = await settle(runs, (await runs.start("assistant", "asks", "x")).run_id)
         assert parked.waiting is not None and parked.waiting.ask == "Go on with the plan?"
@@ -176,7 +176,7 @@ async def test_an_unanswered_question_expires(
         rec = await settle(runs, parked.run_id, since=parked, timeout=scaled(5))
     assert rec.status == status
     assert parked.waiting is not None and parked.waiting.decision_id is not None
-    decision = await DecisionDesk(mesh).get(parked.waiting.decision_id)
+    decision = await DecisionAnswerer(mesh).get(parked.waiting.decision_id)
     assert decision.status == "expired"
     steps = await runs.trajectory(rec.run_id)
     if status == "done":
@@ -269,7 +269,7 @@ async def test_a_tool_call_waits_for_its_approval(mesh: Mesh, answer: str, statu
         rec = await settle(runs, parked.run_id, since=parked)
     assert rec.status == status
     assert parked.waiting.decision_id is not None
-    decision = await DecisionDesk(mesh).get(parked.waiting.decision_id)
+    decision = await DecisionAnswerer(mesh).get(parked.waiting.decision_id)
     assert decision.value == ("approve" if answer == "yes" else "reject")
     if status == "done":
         output = await runs.output(rec)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from plait.decisions import DecisionBoard
+from plait.decisions import DecisionAsker
 from plait.graphs import engine
 from plait.graphs.compiled import compile_graph
 from plait.graphs.spec import GraphSpec
@@ -46,7 +46,7 @@ def environment() -> RunEnvironment:
     registry.register(charge)
     mesh = MemoryMesh()
     return RunEnvironment(
-        mesh, RunStore(mesh), DecisionBoard(mesh), tools=registry, model=None, cwd=Path.cwd()
+        mesh, RunStore(mesh), DecisionAsker(mesh), tools=registry, model=None, cwd=Path.cwd()
     )
 
 

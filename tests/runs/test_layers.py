@@ -26,8 +26,8 @@ LINE = [
     "progress",
     "log",
     "audit",
-    "ports",
-    "serving",
+    "mesh_ports",
+    "heartbeats",
     "live",
     "store",
     "replay",
@@ -37,7 +37,7 @@ LINE = [
     "rerun",
     "env",
     "asks",
-    "host",
+    "owner_services",
     "services",
     "owner",
     "service",
@@ -111,7 +111,7 @@ async def test_a_runtime_without_a_run_host_serves_no_run(
         async with LocalRuntime(mesh, visibility_timeout_ms=200, drain_timeout_s=1.0):
 
             async def refused() -> bool:
-                return any("needs a RunHost" in r.getMessage() for r in caplog.records)
+                return any("needs a OwnerServices" in r.getMessage() for r in caplog.records)
 
             await eventually(refused)
     rec = await runs.get(started.run_id)

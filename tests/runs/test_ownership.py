@@ -34,7 +34,7 @@ from tests._support.timing import scaled
 
 from .helpers import DATA, Cli, commits, poll, store
 from .test_crash import record_of, with_mesh
-from .test_serving import committed_once
+from .test_heartbeats import committed_once
 
 COUNT = 8
 LEASED = ("--lease-s", f"{scaled(1):.2f}", "--partitions", str(COUNT))  # longer when busy

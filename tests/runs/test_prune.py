@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from plait.cli import app
 from plait.cli.runs import parse_age
-from plait.decisions import DecisionDesk, Human
+from plait.decisions import DecisionAnswerer, Human
 from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
@@ -44,7 +44,7 @@ async def stored_keys(mesh: Mesh, run_id: str) -> list[str]:
 
 
 async def decisions_of(mesh: Mesh, run_id: str) -> list[str]:
-    return [d.id for d in await DecisionDesk(mesh).list() if d.run_id == run_id]
+    return [d.id for d in await DecisionAnswerer(mesh).list() if d.run_id == run_id]
 
 
 async def test_prune_deletes_what_finished_runs_stored_and_nothing_else(mesh: Mesh) -> None:

@@ -23,10 +23,11 @@ from typing import Any
 import anyio
 import pytest
 
-from plait.hosts import host_infos
+from plait.cluster import host_infos
 
 from .helpers import ASKING_CHILD, Cli, asking_model_rules, poll, store
 from .test_crash import with_mesh
+from .test_heartbeats import committed_once
 from .test_ownership import (
     CHAIN_MODEL,
     CHAIN_VISITS,
@@ -42,7 +43,6 @@ from .test_ownership import (
     records,
     start_runs,
 )
-from .test_serving import committed_once
 
 pytestmark = [
     pytest.mark.ray,
@@ -284,7 +284,7 @@ def test_the_compose_topology_without_docker(
 def test_graph_run_on_the_ray_runtime_hands_the_run_to_a_ray_host(
     ray_cluster: str, mesh_url: str, tmp_path: Path
 ) -> None:
-    from plait.hosts import drain
+    from plait.cluster import drain
 
     cli = ray_cli(tmp_path, mesh_url)
     cli.env["RAY_ADDRESS"] = ray_cluster
@@ -320,7 +320,7 @@ def test_graph_run_on_the_ray_runtime_hands_the_run_to_a_ray_host(
 def test_graph_resume_on_the_ray_runtime_hands_the_answered_run_to_a_ray_host(
     ray_cluster: str, mesh_url: str, tmp_path: Path
 ) -> None:
-    from plait.hosts import drain
+    from plait.cluster import drain
 
     cli = ray_cli(tmp_path, mesh_url)
     cli.env["RAY_ADDRESS"] = ray_cluster

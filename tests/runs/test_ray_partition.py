@@ -41,6 +41,7 @@ from tests._support.timing import scaled
 
 from .helpers import poll
 from .test_crash import with_mesh
+from .test_heartbeats import committed_once
 from .test_ownership import (
     CHAIN_MODEL,
     CHAIN_VISITS,
@@ -56,7 +57,6 @@ from .test_ownership import (
     start_runs,
 )
 from .test_ray_hosts import ray_cli
-from .test_serving import committed_once
 
 pytestmark = [
     pytest.mark.ray,
@@ -81,7 +81,7 @@ PLACE_HOSTS = f"""
 import json, sys
 import ray
 from plait.actors.ray import start_host
-from plait.hosts import RunsSpec
+from plait.cluster import RunsSpec
 
 head, namespace, url, cwd = sys.argv[1:]
 ray.init(address=head, namespace=namespace, log_to_driver=False)

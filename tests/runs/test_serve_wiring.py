@@ -12,7 +12,7 @@ import plait
 from plait.actors import ActorContext, ActorKind, Mail
 from plait.mesh import Mesh, open_mesh
 from plait.programs import DEFAULT_CATALOG, ProgramCatalog
-from plait.runs import RunHost, Runs, RunServices, serve
+from plait.runs import OwnerServices, Runs, RunServices, serve
 from tests.runs.helpers import settle, store
 
 pytestmark = pytest.mark.anyio
@@ -82,7 +82,7 @@ async def test_serve_hands_its_actors_one_run_services_and_runs_the_kinds_it_is_
 
     async def probe(ctx: ActorContext, mail: Mail) -> None:
         services = ctx.service(RunServices)
-        assert ctx.service(RunHost) is services.host  # a run owner's view: its part
+        assert ctx.service(OwnerServices) is services.owner_services  # a run owner's view: its part
         seen.append(services)
         if len(seen) == 2:
             both.set()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plait.decisions import DecisionBoard
+from plait.decisions import DecisionAsker
 from plait.errors import GraphError
 from plait.graphs import engine
 from plait.graphs.compiled import compile_graph
@@ -81,7 +81,7 @@ async def test_runs_activating_at_once_read_their_graph_and_profiles_once() -> N
     stored = await import_graph(mesh, load_graph(GRAPH))
     store = RunStore(mesh)
     env = RunEnvironment(
-        mesh, store, DecisionBoard(mesh), tools=ToolRegistry(), model=None, cwd=Path.cwd()
+        mesh, store, DecisionAsker(mesh), tools=ToolRegistry(), model=None, cwd=Path.cwd()
     )
     records = []
     for i in range(50):

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from plait.cli import app
-from plait.decisions import DecisionDesk, Human
+from plait.decisions import DecisionAnswerer, Human
 from plait.mesh import Mesh, open_mesh
 from plait.models.scripted import ScriptedModel
 from plait.runs import Runs
@@ -138,7 +138,7 @@ async def test_cancelling_the_parent_cancels_its_child_and_withdraws_the_questio
     assert (await runs.get(parent.run_id)).status == "cancelled"
     assert child.status == "cancelled"
     assert asking[1].decision_id is not None
-    decision = await DecisionDesk(mesh).get(asking[1].decision_id)
+    decision = await DecisionAnswerer(mesh).get(asking[1].decision_id)
     assert decision.status == "cancelled"
 
 

@@ -28,8 +28,8 @@ from plait.models.scripted import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
 from plait.runs import Runs
 from plait.runs.log import entry_value
+from plait.runs.mesh_ports import MeshHistories, history_delta
 from plait.runs.owner import TICK_MAX_MS
-from plait.runs.ports import MeshHistories, history_delta
 from plait.runs.record import audit_key, tick_key
 from plait.tools import ToolContext, ToolRegistry, tool
 

@@ -1,7 +1,7 @@
 """Deliveries: a signed webhook retried after a 500, a file sink, and a scheduled run that
 waits on a person delivered only after the answer. The fire is driven with a fake
 clock; the run and the schedule actor's checks and deliveries are served by a real
-runtime with its run host."""
+runtime with its owner services."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Two workers serve one schedule over a simulated week: each fire time gets exactly one
 run and one delivery, none is skipped. Real SQLite and Redis meshes, two LocalRuntimes
-(each with its run host), and a clock running a week in a few seconds."""
+(each with its owner services), and a clock running a week in a few seconds."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
 
 @asynccontextmanager
 async def worker(url: str, clock: FastClock) -> AsyncIterator[LocalRuntime]:
-    """A worker of its own: its own mesh connection, runtime and run host."""
+    """A worker of its own: its own mesh connection, runtime and owner services."""
     schedules = functools.partial(LocalRuntime, handlers={SCHEDULE_KIND: handler(clock)})
     async with (
         open_mesh(url) as mesh,

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from plait.cli import app
-from plait.decisions import Agent, Decision, DecisionBoard, DecisionDesk, Human
+from plait.decisions import Agent, Decision, DecisionAnswerer, DecisionAsker, Human
 from plait.decisions.principals import os_user
 from plait.errors import NotPermitted, ToolError, ToolNotPermitted
 from plait.mesh import open_mesh
@@ -266,7 +266,7 @@ async def test_plait_decisions_answer_inside_a_bash_tool_is_refused(
 ) -> None:
     url = f"sqlite:///{tmp_path / '.plait' / 'mesh.db'}"
     async with open_mesh(url) as mesh:
-        decision = await DecisionBoard(mesh).raise_("go?", kind="confirm", by=NODE)
+        decision = await DecisionAsker(mesh).raise_("go?", kind="confirm", by=NODE)
     # PYTHONPATH passed on purpose, so the child runs this checkout's plait.
     monkeypatch.setenv("PYTHONPATH", WORKTREE)
     ctx = ToolContext(
@@ -285,7 +285,7 @@ async def test_plait_decisions_answer_inside_a_bash_tool_is_refused(
         assert result["exit_code"] == 1, result
         assert "this process was started by a plait tool" in " ".join(result["stderr"].split())
     async with open_mesh(url) as mesh:
-        assert (await DecisionBoard(mesh).get(decision.id)).status == "open"
+        assert (await DecisionAsker(mesh).get(decision.id)).status == "open"
 
 
 # -- who is a person -----------------------------------------------------------------
@@ -298,11 +298,11 @@ def test_the_principal_recorded_is_the_os_user_with_plait_user_as_a_label(
 
     async def ask() -> str:
         async with open_mesh(url) as mesh:
-            return (await DecisionBoard(mesh).raise_("ship it?", kind="confirm", by=NODE)).id
+            return (await DecisionAsker(mesh).raise_("ship it?", kind="confirm", by=NODE)).id
 
     async def read(decision_id: str) -> Decision:
         async with open_mesh(url) as mesh:
-            return await DecisionBoard(mesh).get(decision_id)
+            return await DecisionAsker(mesh).get(decision_id)
 
     decision_id = anyio.run(ask)
     env = {"PLAIT_USER": "the-ceo", "USER": "the-ceo", "LOGNAME": "the-ceo", "PLAIT_MESH": url}
@@ -325,7 +325,7 @@ def test_a_tool_process_gets_no_human(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def test_answers_stored_before_labels_still_load(tmp_path: Path) -> None:
     async with open_mesh("memory://") as mesh:
-        desk = DecisionDesk(mesh)
+        desk = DecisionAnswerer(mesh)
         decision = await desk.raise_("ok?", kind="confirm", by=NODE)
         await desk.answer(decision.id, option="yes", by=Human("ana"))
         entry = await mesh.get(f"decisions/{decision.id}")

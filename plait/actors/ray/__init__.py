@@ -12,7 +12,7 @@ fenced by its partition's epoch, so nothing is committed twice.
 
 What a host serves is a picklable :class:`HostSpec`: :class:`RuntimeSpec` serves actors
 with given handlers and services (what :class:`RayRuntime` hands its hosts); the run
-layer's spec (:mod:`plait.hosts`) serves runs, building its run host inside the host.
+layer's spec (:mod:`plait.cluster`) serves runs, building its owner services inside the host.
 
 *Dedicated actors.* An actor whose record's config names ``resources``
 (``num_cpus``, ``num_gpus``, ``memory`` in bytes, or custom ones by name) is handled in

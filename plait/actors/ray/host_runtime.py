@@ -4,7 +4,7 @@
 ``resources`` to dedicated Ray actors (:mod:`plait.actors.ray.dedicated`).
 :class:`RuntimeSpec` serves actors with given handlers and services (what
 :class:`~plait.actors.ray.RayRuntime` hands its hosts); the run layer's spec
-(:mod:`plait.hosts`) serves runs, building its run host inside the host.
+(:mod:`plait.cluster`) serves runs, building its owner services inside the host.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from plait.graphs.mermaid import to_mermaid
 from plait.graphs.nodes.program import refuse_unpromoted
 from plait.graphs.store import GraphSummary, StoredGraph, get_graph, import_graph, list_graphs
 from plait.profiles import list_profiles
-from plait.runs.serving import live_heartbeats
+from plait.runs.heartbeats import live_heartbeats
 
 router = APIRouter(prefix="/api/graphs", tags=["graphs"], responses=problem_responses(401, 422))
 

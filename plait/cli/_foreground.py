@@ -20,13 +20,13 @@ from plait.actors import LeasedRuntime, LocalRuntime, tune_gc_for_serving
 from plait.agents import Agents
 from plait.cli._output import say
 from plait.cli._ray import ensure_hosts
-from plait.hosts.kinds import SERVING_KINDS
+from plait.cluster.kinds import SERVING_KINDS
 from plait.mesh import Mesh
 from plait.programs import DEFAULT_CATALOG
 from plait.runs import RunRecord, serve
 from plait.runs.env import graph_needs
+from plait.runs.heartbeats import NO_WORKER, live_heartbeats, missing_tools, workers
 from plait.runs.record import owner_id
-from plait.runs.serving import NO_WORKER, live_heartbeats, missing_tools, workers
 from plait.tools import ToolRegistry, default_registry, serving_registry
 
 T = TypeVar("T")

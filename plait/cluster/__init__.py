@@ -1,7 +1,7 @@
 """Ray hosts serving runs: the run layer's spec for a host, and the host set of a cluster.
 
 A Ray host (:class:`~plait.actors.ray.HostActor`) serving runs builds, inside its
-Ray process, what ``plait worker`` builds in its own: a run host with the tools and
+Ray process, what ``plait worker`` builds in its own: owner services with the tools and
 default model named here, and a :class:`~plait.actors.ray.HostRuntime` leasing a
 share of the mailbox partitions (:func:`plait.runs.serve`). Run owners are virtual
 actors inside hosts: a parked run holds no Ray actor, only its record.
@@ -38,15 +38,15 @@ from plait.actors.ray import (
     start_host,
 )
 from plait.agents import Agents
+from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError, PlaitError
-from plait.hosts.kinds import SERVING_KINDS
 from plait.mesh import Mesh
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
 from plait.tools import serving_registry
 
-log = logging.getLogger("plait.hosts")
+log = logging.getLogger("plait.cluster")
 
 HOST_PREFIX = "host-"
 """Ray hosts serving runs are named this and their index."""

@@ -18,7 +18,7 @@ from typing import Any
 from plait.mesh import Mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
-from plait.runs.serving import NO_WORKER, Heartbeat, live_heartbeats
+from plait.runs.heartbeats import NO_WORKER, Heartbeat, live_heartbeats
 from tests._support.timing import scaled
 
 from .helpers import DATA, Cli, poll

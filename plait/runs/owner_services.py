@@ -1,14 +1,15 @@
-"""What one process needs to serve runs, made of small parts with one job each.
+"""What the run owners of one process share, made of small parts with one job each.
 
-A :class:`RunHost` is built once per serving process (by :func:`plait.runs.serve`) and
-handed to its runtime, whose run owners get it through their actor context:
+An :class:`OwnerServices` is built once per serving process (by :func:`plait.runs.serve`),
+held by its :class:`~plait.runs.RunServices` and handed to its runtime, whose run owners
+get it through their actor context:
 
 - :class:`~plait.runs.store.RunStore` reads records, specs, outputs, conversations;
 - :class:`~plait.runs.commit.RunCommit` writes every transition;
 - :class:`~plait.runs.env.RunEnvironment` gives executors their models, profiles,
   tools and workspace;
-- :meth:`RunHost.accepts` decides which actors the runtime activates;
-- :meth:`RunHost.partitions_gained` wakes the runs of partitions a leased runtime
+- :meth:`OwnerServices.accepts` decides which actors the runtime activates;
+- :meth:`OwnerServices.partitions_gained` wakes the runs of partitions a leased runtime
   takes over.
 """
 
@@ -19,23 +20,23 @@ import time
 from pathlib import Path
 
 from plait.actors import LeasedRuntime, new_host_id
-from plait.decisions import DecisionBoard
+from plait.decisions import DecisionAsker
 from plait.mesh import Mesh
 from plait.models import Model
 from plait.programs import AgentsPort, ProgramCatalog
 from plait.runs.commit import RunCommit
 from plait.runs.env import RunEnvironment
+from plait.runs.heartbeats import missing_tools, serves_run
 from plait.runs.live import TAKEOVER, live_in
 from plait.runs.record import owner_id
-from plait.runs.serving import missing_tools, serves_run
 from plait.runs.store import Lru, RunStore
 from plait.tools import ToolRegistry, default_registry
 
 log = logging.getLogger("plait.runs")
 
 
-class RunHost:
-    """Serves runs in one process.
+class OwnerServices:
+    """What the run owners of one process share: reads, writes, environment, decisions.
 
     Args:
         mesh: the mesh of the runs.
@@ -76,7 +77,7 @@ class RunHost:
         incarnation's (a host restarted under the same id, as Ray restarts one)."""
         self.only_run = only_run
         self.store = store or RunStore(mesh)
-        self.board = DecisionBoard(mesh)
+        self.board = DecisionAsker(mesh)
         self.env = RunEnvironment(
             mesh,
             self.store,
@@ -144,4 +145,4 @@ class RunHost:
         return True
 
 
-__all__ = ["RunHost"]
+__all__ = ["OwnerServices"]

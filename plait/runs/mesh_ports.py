@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from plait.actors import MAIL_KIND, mail_data, mailbox_of, tell_in
-from plait.decisions import Agent, Decision, DecisionBoard, Notify
+from plait.decisions import Agent, Decision, DecisionAsker, Notify
 from plait.errors import DecisionClosed
 from plait.graphs.ports import Answer
 from plait.graphs.state import Waiting
@@ -89,7 +89,7 @@ def wake_notify(mesh: Mesh, run_id: str, why: WakeReason) -> Notify:
 class RunDecisions:
     """Human answers and tool approvals of one durable run, as decisions."""
 
-    def __init__(self, board: DecisionBoard, run_id: RunId, mesh: Mesh) -> None:
+    def __init__(self, board: DecisionAsker, run_id: RunId, mesh: Mesh) -> None:
         self.board = board
         self.mesh = mesh
         self.run_id = run_id
