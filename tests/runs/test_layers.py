@@ -26,6 +26,7 @@ LINE = [
     "progress",
     "log",
     "audit",
+    "persons",
     "mesh_ports",
     "heartbeats",
     "live",
