@@ -20,6 +20,7 @@ from plait.graphs.store import import_graph
 from plait.mesh import Mesh
 from plait.models import OpenAIModel
 from plait.runs import Runs, serve
+from plait.runs.progress import Progress
 from tests._support.timing import scaled
 
 from .wire_servers import OpenAIWireServer
@@ -132,13 +133,13 @@ async def test_the_progress_of_a_retry_says_when_it_goes_again(
     await import_graph(mesh, load_graph(spec))
     runs = Runs(mesh)
     model = OpenAIModel("gpt-test", base_url=openai_server.base_url)
-    events: list[dict[str, Any]] = []
+    events: list[Progress] = []
     async with model, serve(mesh, model=model, visibility_timeout_ms=2_000, beat=False):
         started = await runs.start("assistant", spec["name"], "x")
         rec = await runs.wait(started.run_id, timeout=20, on_progress=events.append)
     assert rec.status == "done"
-    retried = [e for e in events if e.get("retry_in") is not None]
-    assert [e["node"] for e in retried] == ["a"] and retried[0]["error"]
+    retried = [e for e in events if e.retry_in is not None]
+    assert [e.node for e in retried] == ["a"] and retried[0].error
     with _progress_printer(True) as show:
         for event in events:
             show(event)

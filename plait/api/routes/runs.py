@@ -199,7 +199,11 @@ async def raise_budget(
     return await run_view(svc.runs, await svc.runs.raise_budget(run_id, extra, by=who))
 
 
-@router.get("/{run_id}/progress", summary="A run's progress, one entry per transition")
+@router.get(
+    "/{run_id}/progress",
+    summary="A run's progress, one entry per transition",
+    responses=problem_responses(404),
+)
 async def run_progress(
     run_id: RunId,
     svc: ServicesDep,
