@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from plait.actors import (
     ActorRecord,
     actor_key,
@@ -271,7 +273,11 @@ class Agents:
         :data:`SHOW_READS` times) if it changed in between.
         """
         record = await self._record(name)
-        for _ in range(SHOW_READS):
+        for attempt in range(SHOW_READS):
+            if attempt:
+                # A busy actor can commit a turn within every round of reads: wait a
+                # little longer each time, so the view is not starved by a fast actor.
+                await anyio.sleep(min(0.001 * 2**attempt, 0.05))
             state, version = await read_state(self.mesh, name)
             conversation, _ = await read_conversation(self.mesh, name)
             messages = await backlog(self.mesh, record.id)
