@@ -84,6 +84,11 @@ class LoggedProcess:
         """SIGTERM it and wait for it to exit (SIGKILL after ``timeout``, stretched on a
         busy machine); its exit status."""
         self.terminate()
+        return self.reap(timeout)
+
+    def reap(self, timeout: float = STOP_S) -> int:
+        """Wait for it to exit (SIGKILL after ``timeout``, stretched on a busy machine);
+        its exit status. Sends no SIGTERM: a second one may cut a drain short."""
         try:
             return self.proc.wait(timeout=scaled(timeout))
         except subprocess.TimeoutExpired:
@@ -111,9 +116,13 @@ class LoggedProcess:
 
 
 def stop_all(processes: Iterable[LoggedProcess], timeout: float = STOP_S) -> list[int]:
-    """SIGTERM every process first (they drain at once), then wait for each; their exit
-    statuses, in order."""
+    """SIGTERM every process once (they drain at once), then wait for each; their exit
+    statuses, in order.
+
+    Each gets one SIGTERM only: a worker that has drained restores the default handler
+    as it exits, so a second SIGTERM then would end it with -15 instead of 0.
+    """
     processes = list(processes)
     for process in processes:
         process.terminate()
-    return [process.stop(timeout) for process in processes]
+    return [process.reap(timeout) for process in processes]
