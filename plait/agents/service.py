@@ -308,9 +308,11 @@ class Agents:
         self, task: str, *, budget: CallBudget | None = None, **options: Any
     ) -> dict[str, Any]:
         """One turn of an agent on ``task`` in this process, no actor:
-        ``{status, text, seconds, usage}``.
+        ``{status, text, seconds, usage}``; ``status`` is ``completed`` once the agent
+        answered, ``waiting`` if it waits on a person.
 
-        Options: ``agent`` (default ``assistant``), ``max_rounds`` (default 8),
+        Options: ``agent`` (default ``assistant``), ``name`` (what the turn is called:
+        the model call's instance, shown in traces), ``max_rounds`` (default 8),
         ``untrusted`` (the task is outside content: the turn loses the agent's
         pre-approved tools). Its mesh effects commit when it answers (nothing of a turn
         that failed). Every model and tool call is checked against ``budget`` first
@@ -322,10 +324,11 @@ class Agents:
             BudgetExhausted: the next call would pass ``budget``; what the turn spent
                 until then is counted in it.
         """
-        unknown = sorted(set(options) - {"agent", "max_rounds", "untrusted"})
+        unknown = sorted(set(options) - {"agent", "name", "max_rounds", "untrusted"})
         if unknown:
             raise ConfigError(
-                f"agents.run takes agent=, max_rounds= and untrusted=, not {', '.join(unknown)}"
+                "agents.run takes agent=, name=, max_rounds= and untrusted=, not "
+                + ", ".join(unknown)
             )
         untrusted = options.get("untrusted") is True
         agent = str(options.get("agent", "assistant"))
@@ -342,7 +345,11 @@ class Agents:
             effects=effects,
             tools=self.tools,
             model=self.model,
-            context=CallContext(node=agent, prompt=task),
+            context=CallContext(
+                node=agent,
+                instance=str(options["name"]) if options.get("name") else None,
+                prompt=task,
+            ),
             max_rounds=max_rounds,
             programs=self.programs,
         )
@@ -354,7 +361,7 @@ class Agents:
         if not effects.empty:
             async with self.mesh.transact() as tx:
                 effects.apply(tx)
-        status = "waiting" if result.waiting is not None else "done"
+        status = "waiting" if result.waiting is not None else "completed"
         return {
             "status": status,
             "text": result.text,

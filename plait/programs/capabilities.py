@@ -16,11 +16,12 @@ reaches whoever reads it next.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from plait.decisions import Agent, DecisionAsker, DecisionId, DecisionKind
-from plait.errors import CapabilityMissing, ConfigError, ToolNotPermitted
+from plait.decisions import Agent, Decision, DecisionAsker, DecisionId, DecisionKind
+from plait.errors import CapabilityMissing, ConfigError, ToolError, ToolNotPermitted
 from plait.ids import RUN_ID_PREFIX
 from plait.mesh import Mesh
 from plait.profiles import AgentProfile
@@ -62,6 +63,37 @@ carries, never by writing into its mailbox."""
 CAPABILITY_SCHEDULE_PREFIX = "cap:"
 """Put before the schedule key of an event code given the mesh publishes, so that it
 can replace or cancel only its own scheduled events, never a service's (a run's tick)."""
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def snake_keywords(where: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with camelCase names in snake_case (``ifVersion`` is ``if_version``).
+
+    Program texts written for other runtimes spell keywords in camelCase
+    (``ifVersion``, ``timeoutMs``, ``afterMs``, ``requirePromoted``); plait's own names
+    are snake_case, and both are accepted.
+
+    Raises:
+        TypeError: a keyword is given in both spellings.
+    """
+    out: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        snake = _CAMEL.sub(lambda m: "_" + m.group(1).lower(), name)
+        if snake in out:
+            raise TypeError(f"{where}: {snake!r} is given twice (as {name!r} too)")
+        out[snake] = value
+    return out
+
+
+def decision_view(decision: Decision) -> dict[str, Any]:
+    """A decision as program code reads it: its record, the answer's option also as
+    ``answer["optionId"]``."""
+    shown = decision.model_dump(mode="json")
+    if isinstance(shown.get("answer"), dict):
+        shown["answer"]["optionId"] = shown["answer"].get("option")
+    return shown
 
 
 def service_owned(key: str) -> bool:
@@ -185,12 +217,14 @@ class DecisionsCapability:
         decision = await self.__board.raise_(
             title, input, options, id=DecisionId(id) if id else None, data=data, by=self.__by
         )
-        return decision.model_dump(mode="json")
+        return decision_view(decision)
 
     async def wait(self, id: str, timeout_ms: int = 60_000) -> dict[str, Any]:
-        """The decision once it is closed, or still ``open`` after ``timeout_ms``."""
+        """The decision once it is closed, or still ``open`` after ``timeout_ms``
+        (``status``: open, answered, cancelled or expired; the chosen option is
+        ``answer["option"]``, also ``answer["optionId"]``)."""
         decision = await self.__board.wait(DecisionId(id), timeout_ms / 1000)
-        return decision.model_dump(mode="json")
+        return decision_view(decision)
 
 
 setattr(DecisionsCapability, "raise", DecisionsCapability.raise_)
@@ -242,7 +276,7 @@ class ToolsCapability:
         args = dict(args or {})
         if ref in ("decisions.raise", "decisions.wait"):
             method = self.__decisions.raise_ if ref.endswith("raise") else self.__decisions.wait
-            return await method(**args)
+            return await method(**snake_keywords(ref, args))
         self.__budget.step(self.__context.node or "program", f"tool call {ref!r}")
         tool = check_allowed(ref, self.__profile, registry=self.__registry)
         args = self.__registry.validate_args(ref, args)
@@ -269,18 +303,31 @@ class ToolsCapability:
             taint=self.__taint,
         )
 
-    async def bash(self, command: str, timeout_s: float | None = None) -> dict[str, Any]:
-        """Run ``command`` with the ``bash`` tool: ``{ok, exit_code, stdout, stderr}``."""
+    async def bash(
+        self, command: str, timeout_s: float | None = None, settle: bool = True
+    ) -> dict[str, Any]:
+        """Run ``command`` with the ``bash`` tool: ``{ok, exit_code, stdout, stderr}``.
+
+        ``settle`` (the default) waits for the command and returns its result however it
+        ended, ``ok`` saying whether it succeeded; ``settle=False`` raises instead when
+        it fails.
+
+        Raises:
+            ToolError: ``settle`` is False and the command failed or timed out.
+        """
         args: dict[str, Any] = {"command": command}
         if timeout_s is not None:
             args["timeout_s"] = timeout_s
         result = await self.call("bash", args)
-        return {
+        out = {
             "ok": result.get("exit_code") == 0 and not result.get("timed_out"),
             "exit_code": result.get("exit_code"),
             "stdout": result.get("stdout", ""),
             "stderr": result.get("stderr", ""),
         }
+        if not settle and not out["ok"]:
+            raise ToolError(f"bash {command!r} failed with exit code {out['exit_code']}")
+        return out
 
 
 class AgentsPort(Protocol):
@@ -456,6 +503,8 @@ __all__ = [
     "Taint",
     "ToolsCapability",
     "capability_schedule_key",
+    "decision_view",
     "service_owned",
     "service_topic",
+    "snake_keywords",
 ]

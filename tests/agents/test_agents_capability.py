@@ -35,7 +35,7 @@ async def test_a_program_creates_tells_and_runs_agents(mesh: Mesh) -> None:
     async with serving(mesh, rules):
         out = await run_source(PROGRAM, {"what": "the week"}, grant_all(mesh, agents=agents))
         assert out["actor"] == "agent:helper" and out["quick"] == "looks fine"
-        assert out["status"] == "done" and isinstance(out["told"], str)
+        assert out["status"] == "completed" and isinstance(out["told"], str)
 
         async def both() -> object:
             shown = await agents.show("helper")

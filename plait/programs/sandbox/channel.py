@@ -25,8 +25,8 @@ from typing import Any
 
 import anyio
 
-from plait.errors import CapabilityMissing, ProgramError
-from plait.programs.capabilities import Missing
+from plait.errors import CapabilityMissing, PlaitError, ProgramError
+from plait.programs.capabilities import Missing, snake_keywords
 from plait.programs.sandbox.process import HEADER
 from plait.programs.sandbox.zygote import SandboxProcess
 
@@ -195,17 +195,21 @@ async def _call(capabilities: Mapping[str, Any], frame: Mapping[str, Any]) -> An
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise TypeError(f"{cap}.{method}: bad arguments")
     bound = getattr(capabilities[cap], _ALIASES.get(method, method))
-    return await bound(*args, **kwargs)
+    return await bound(*args, **snake_keywords(f"{cap}.{method}", kwargs))
 
 
 def _failure(error: Any, errors: list[Exception], filename: str) -> Exception:
     if not isinstance(error, dict):
         return ProgramError(f"{filename}: the program failed and said nothing of why")
     ref = error.get("ref")
-    if isinstance(ref, int) and 0 < ref <= len(errors):
-        return errors[ref - 1]
     line = error.get("line")
     where = f"{filename}:{line}" if isinstance(line, int) else filename
+    if isinstance(ref, int) and 0 < ref <= len(errors):
+        original = errors[ref - 1]
+        if isinstance(original, PlaitError):
+            return original
+        # not plait's (a TypeError of a bad keyword, say): one line naming the program's
+        return ProgramError(f"{where}: {type(original).__name__}: {original}")
     kind, message = str(error.get("type", "Error")), str(error.get("message", ""))
     return ProgramError(f"{where}: {kind}: {message}" if message else f"{where}: {kind}")
 

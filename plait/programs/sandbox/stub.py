@@ -238,6 +238,34 @@ class Payload(Mapping[str, Any]):
             ) from None
 
 
+class Pi:
+    """``π`` (also ``pi``): the payload and the shell in one name, as program texts
+    written for pi-style runtimes use them: ``π.target`` reads the payload's
+    ``target``, ``pi.bash(command=...)`` (and ``pi.call``) call the tools capability."""
+
+    __slots__ = ("_payload", "_tools")
+
+    _TOOLS = ("bash", "call")
+
+    def __init__(self, payload: Payload, tools: Any) -> None:
+        object.__setattr__(self, "_payload", payload)
+        object.__setattr__(self, "_tools", tools)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._TOOLS:
+            return getattr(self._tools, name)
+        try:
+            return self._payload[name]
+        except KeyError:
+            raise AttributeError(
+                f"π has no {name!r}: the payload has {', '.join(self._payload) or 'nothing'}"
+                ", and π.bash and π.call run tools"
+            ) from None
+
+    def __repr__(self) -> str:
+        return "<π>"
+
+
 _REFUSED_EVENTS = (
     "os.system",
     "os.exec",
@@ -412,6 +440,7 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
         for name, methods in job["capabilities"].items()
     }
     names["payload"] = Payload(job.get("input"))
+    names["π"] = names["pi"] = Pi(names["payload"], names.get("tools"))
     try:
         result = loop.run_until_complete(_run(client, code, names))
         done: dict[str, Any] = {"op": "done", "ok": True, "value": result}
