@@ -11,7 +11,8 @@ serving process gives it (tools, model, programs, the agents service) comes from
 :class:`~plait.runs.RunServices`.
 
 A program actor (started with ``program=REF``) runs that program once per message
-instead (:mod:`plait.agents.program_actor`).
+instead (:mod:`plait.agents.program_actor`); an exec actor (``runner="pi"``) has its
+model write one program per message, and runs it (:mod:`plait.agents.exec_actor`).
 
 Exactly once on the mesh. The turn's mesh writes, publishes and tells are held until it
 answers, then committed in one transaction with the conversation, the actor's state,
@@ -57,6 +58,7 @@ from plait.actors import (
 )
 from plait.actors.directory import MAIL_KIND
 from plait.agents.config import AgentActorConfig, agent_name
+from plait.agents.exec_actor import EXEC, handle_exec
 from plait.agents.message import RESUME, AgentMessage
 from plait.agents.program_actor import handle_program
 from plait.agents.store import (
@@ -177,6 +179,12 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
             await _indeterminate(ctx, mail, name, cfg, services, message, crashed)
             return
         log.warning("agent %s: message %s was interrupted; its turn runs again", name, mail.id)
+    if cfg.runner == "pi":  # the model writes one program, which runs: effects outside
+        marker = InFlight(host=ctx.host, attempt=mail.attempt, effects=[EXEC])
+        await ctx.mesh.put(inflight_key(name, mail.id), marker.model_dump())
+        trusted = not is_outside_content(message, cfg)
+        await handle_exec(ctx, mail, name, cfg, message, services, trusted=trusted)
+        return
     await ctx.mesh.put(
         inflight_key(name, mail.id), InFlight(host=ctx.host, attempt=mail.attempt).model_dump()
     )

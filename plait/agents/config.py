@@ -30,6 +30,17 @@ OnIndeterminate = Literal["retry", "skip", "escalate"]
 """
 
 
+Runner = Literal["model", "pi"]
+"""What handles an agent actor's messages.
+
+- ``"model"``: a model turn per message: the profile's instructions, the conversation,
+  the profile's tools and the capability tools, until the model answers.
+- ``"pi"``: per message, the model writes exactly one program and runs it with the
+  ``exec`` tool; the program runs sandboxed with the actor's capabilities
+  (:mod:`plait.agents.exec_actor`).
+"""
+
+
 def agent_actor_id(name: str) -> str:
     """The actor id of the agent actor running profile ``name``."""
     return f"{AGENT_PREFIX}{name}"
@@ -73,6 +84,9 @@ class AgentActorConfig(BaseModel):
             message runs it once instead of a model turn (a program actor, see
             :mod:`plait.agents.program_actor`); None: a model turn per message.
         input: what such a program's payload holds besides ``message``.
+        runner: see :data:`Runner`.
+        instructions: the actor's own instructions (its system prompt), in place of
+            its profile's.
         untrusted_topics: topics (or prefixes like ``hooks.*``) that carry outside
             content (a webhook, a feed): a turn handling one of their events runs
             untrusted and loses its pre-approved tools, and so do the turns after it
@@ -92,6 +106,8 @@ class AgentActorConfig(BaseModel):
     approval_wait_s: float = Field(default=3600.0, ge=0)
     program: str | None = Field(default=None, min_length=1)
     input: dict[str, Any] = Field(default_factory=dict)
+    runner: Runner = "model"
+    instructions: str | None = None
     untrusted_topics: list[str] = Field(default_factory=list)
 
 
@@ -101,6 +117,7 @@ __all__ = [
     "AgentActorConfig",
     "AgentBudget",
     "OnIndeterminate",
+    "Runner",
     "agent_actor_id",
     "agent_name",
 ]

@@ -26,14 +26,52 @@ from __future__ import annotations
 
 import json
 
-from plait.actors import ActorContext, Mail
+from plait.actors import ActorContext, Mail, mail_data, mailbox_of
+from plait.actors.directory import MAIL_KIND
 from plait.agents.config import AgentActorConfig
 from plait.agents.message import AgentMessage
 from plait.agents.store import settle_turn
+from plait.decisions import Notify
 from plait.errors import VersionConflict
-from plait.profiles import DEFAULT_ASSISTANT, get_profile
-from plait.programs import grant_all, run_program
+from plait.profiles import DEFAULT_ASSISTANT, AgentProfile, get_profile
+from plait.programs import Grants, grant_all, run_program
 from plait.runs import RunServices
+
+
+def actor_grants(
+    ctx: ActorContext,
+    mail: Mail,
+    message: AgentMessage,
+    services: RunServices,
+    profile: AgentProfile,
+    *,
+    trusted: bool,
+) -> Grants:
+    """The capabilities a program an actor runs for ``mail`` gets: every one, its tools
+    gated by ``profile``, ``mesh.self()`` naming the actor. A decision it raises without
+    an id is raised once per message and call (a message delivered again after a crash
+    finds it raised), and wakes the actor when it closes."""
+    mesh = ctx.mesh
+    actor_id = ctx.id
+
+    def wake(decision_id: str) -> Notify:
+        body = {"text": f"Decision {decision_id}, which you raised, has closed."}
+        return Notify(
+            topic=mailbox_of(mesh, actor_id), kind=MAIL_KIND, data=mail_data(actor_id, body)
+        )
+
+    return grant_all(
+        mesh,
+        tools=services.tools,
+        profile=profile,
+        by=actor_id,
+        me={"id": actor_id, "run": None, "node": None},
+        agents=services.agents,
+        trusted=trusted,
+        programs=services.programs,
+        raise_scope=(actor_id, message.identity(mail.id)),
+        wake=wake,
+    )
 
 
 async def handle_program(
@@ -52,16 +90,7 @@ async def handle_program(
     mesh = ctx.mesh
     prompt = message.prompt
     profile = await get_profile(mesh, cfg.profile or DEFAULT_ASSISTANT.name)
-    grants = grant_all(
-        mesh,
-        tools=services.tools,
-        profile=profile,
-        by=ctx.id,
-        me={"id": ctx.id, "run": None, "node": None},
-        agents=services.agents,
-        trusted=trusted,
-        programs=services.programs,
-    )
+    grants = actor_grants(ctx, mail, message, services, profile, trusted=trusted)
     outcome = "answered"
     try:
         result = await run_program(
@@ -83,4 +112,4 @@ async def handle_program(
     )
 
 
-__all__ = ["handle_program"]
+__all__ = ["actor_grants", "handle_program"]

@@ -138,15 +138,25 @@ class Agents:
         each message runs ``REF`` (promoted, if a saved program) with ``input`` as its
         payload, and its tools are gated by ``profile`` (default ``assistant``).
 
+        With ``runner="pi"`` (and ``instructions=``) each message is one model turn
+        that writes one program and runs it (:mod:`plait.agents.exec_actor`); its tools
+        are gated by ``profile`` (default ``assistant``).
+
         Raises:
+            ConfigError: both ``program`` and ``runner="pi"``.
             AgentNotFound: no such profile.
             ValidationError: a setting is not one of :class:`AgentActorConfig`.
             ProgramNotFound: ``program`` names no program.
             ProgramNotPromoted: ``program`` is a saved version not promoted.
         """
         cfg = AgentActorConfig(profile=profile, max_concurrency=max_concurrency, **config)
-        if cfg.program is not None:
-            if self.programs.find(cfg.program) is None:
+        if cfg.program is not None and cfg.runner != "model":
+            raise ConfigError(
+                f"agent actor {name!r}: program= runs a program per message, runner= a "
+                "model per message: give one of them"
+            )
+        if cfg.program is not None or cfg.runner == "pi":
+            if cfg.program is not None and self.programs.find(cfg.program) is None:
                 await resolve_saved(cfg.program, self.mesh, require_promoted=True)
             await get_profile(self.mesh, profile or DEFAULT_ASSISTANT.name)
         else:
@@ -300,7 +310,20 @@ class Agents:
     # -- the agents capability ----------------------------------------------------------
 
     async def create(self, name: str, **options: Any) -> dict[str, Any]:
-        """Start agent actor ``name`` (options as :meth:`start`); its record as a dict."""
+        """Start agent actor ``name`` (options as :meth:`start`); its record as a dict.
+
+        ``residency="durable"`` may be given (every agent actor is durable: its mailbox,
+        conversation and state live in the mesh); no other residency is offered.
+
+        Raises:
+            ConfigError: another ``residency``.
+        """
+        residency = options.pop("residency", "durable")
+        if residency != "durable":
+            raise ConfigError(
+                f"agents.create(residency={residency!r}): agent actors are durable only "
+                "(residency='durable')"
+            )
         record = await self.start(name, **options)
         return record.model_dump(mode="json")
 

@@ -260,6 +260,8 @@ async def settle_turn(
     tainted: bool = False,
     kept: int | None = None,
     drop_inflight: bool = False,
+    tools: list[str] | None = None,
+    spent: tuple[int, float] = (0, 0.0),
 ) -> None:
     """Settle ``mail`` with a turn summary and no conversation: count the turn in the
     state, write its summary, clear its backlog marker and ack it, in one transaction.
@@ -276,6 +278,9 @@ async def settle_turn(
         kept: how many turn summaries to keep (the oldest beyond them is deleted);
             None keeps every one.
         drop_inflight: also delete the message's in-flight marker.
+        tools: the tools the turn called.
+        spent: the tokens and dollars the turn's model call spent (counted in the
+            day's figures).
 
     Raises:
         VersionConflict: on a key other than this actor's state or the new summary
@@ -284,12 +289,19 @@ async def settle_turn(
     mesh = ctx.mesh
     while True:
         state, version = await read_state(mesh, name)
+        if spent != (0, 0.0):
+            state = state.for_today()
+            state.tokens += spent[0]
+            state.dollars += spent[1]
         state.turns += 1
         summary = TurnSummary(
             seq=state.turns,
             message=mail.id,
             prompt=prompt,
             text=text,
+            tools=list(tools or []),
+            tokens=spent[0],
+            dollars=spent[1],
             outcome=outcome,
             tainted=tainted,
             at=time.time(),

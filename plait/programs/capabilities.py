@@ -20,9 +20,9 @@ import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from plait.decisions import Agent, Decision, DecisionAsker, DecisionId, DecisionKind
+from plait.decisions import Agent, Decision, DecisionAsker, DecisionId, DecisionKind, Notify
 from plait.errors import CapabilityMissing, ConfigError, ToolError, ToolNotPermitted
-from plait.ids import RUN_ID_PREFIX
+from plait.ids import RUN_ID_PREFIX, derived_id, new_decision_id
 from plait.mesh import Mesh
 from plait.profiles import AgentProfile
 from plait.programs.budget import CallBudget, SharedBudget
@@ -192,18 +192,38 @@ class MeshCapability:
         return dict(self.__me)
 
 
+Wake = Callable[[str], Notify]
+"""The event that wakes whoever raised decision ``id`` once it closes (an actor's mail)."""
+
+
 class DecisionsCapability:
     """Raise a decision and wait for it; never answer one (only a person does).
 
     ``raise`` is a Python keyword: call ``decisions.raise_(...)``, or ``getattr(decisions,
     "raise")``, or ``tools.call("decisions.raise", {...})`` as the seed programs do.
+
+    Given a ``scope`` (an actor and the message it handles), a raise without an ``id``
+    gets one derived from the scope and the raise's place among the run's raises: the
+    message delivered again after a crash raises the same decision, not a second one.
+    Given a ``wake``, each decision raised publishes that event when it closes, so the
+    actor that raised it runs again once a person answers.
     """
 
-    __slots__ = ("__board", "__by")
+    __slots__ = ("__board", "__by", "__raised", "__scope", "__wake")
 
-    def __init__(self, board: DecisionAsker, by: str) -> None:
+    def __init__(
+        self,
+        board: DecisionAsker,
+        by: str,
+        *,
+        scope: tuple[str, ...] | None = None,
+        wake: Wake | None = None,
+    ) -> None:
         self.__board = board
         self.__by = Agent(by)
+        self.__scope = scope
+        self.__wake = wake
+        self.__raised = 0
 
     async def raise_(
         self,
@@ -213,9 +233,18 @@ class DecisionsCapability:
         id: str | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Raise a decision (``input``: confirm, choice or text); a stable ``id`` raises once."""
+        """Raise a decision (``input``: confirm, choice or text); a stable ``id`` raises once,
+        and so does a raise without one in an actor's message (see the class)."""
+        if not id:
+            self.__raised += 1
+            id = (
+                derived_id("dec_", *self.__scope, "raise", str(self.__raised))
+                if self.__scope is not None
+                else new_decision_id()
+            )
+        notify = self.__wake(id) if self.__wake is not None else None
         decision = await self.__board.raise_(
-            title, input, options, id=DecisionId(id) if id else None, data=data, by=self.__by
+            title, input, options, id=DecisionId(id), data=data, notify=notify, by=self.__by
         )
         return decision_view(decision)
 
@@ -502,6 +531,7 @@ __all__ = [
     "Payload",
     "Taint",
     "ToolsCapability",
+    "Wake",
     "capability_schedule_key",
     "decision_view",
     "service_owned",

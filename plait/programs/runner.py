@@ -36,6 +36,7 @@ from plait.programs.capabilities import (
     Payload,
     Taint,
     ToolsCapability,
+    Wake,
 )
 from plait.programs.registry import DEFAULT_CATALOG, CallableProgram, ProgramCatalog
 from plait.programs.sandbox import run_sandboxed
@@ -130,6 +131,8 @@ def grant_all(
     by: str = "program",
     agents: AgentsPort | None = None,
     programs: ProgramCatalog | None = None,
+    raise_scope: tuple[str, ...] | None = None,
+    wake: Wake | None = None,
 ) -> Grants:
     """Every capability there is to give over ``mesh`` (mesh and decisions need one).
 
@@ -147,8 +150,16 @@ def grant_all(
         by: the principal name decisions are raised by.
         agents: the agent actors' service; None grants an agents capability that refuses.
         programs: the catalog refs are looked up in (default: :data:`DEFAULT_CATALOG`).
+        raise_scope: what a decision raised without an id derives its id from (an
+            actor and its message), so a message run again raises it once.
+        wake: the event each decision raised publishes when it closes (the raising
+            actor's mail).
     """
-    decisions = DecisionsCapability(DecisionAsker(mesh), by) if mesh is not None else None
+    decisions = (
+        DecisionsCapability(DecisionAsker(mesh), by, scope=raise_scope, wake=wake)
+        if mesh is not None
+        else None
+    )
     taint = Taint(not trusted)  # one for the run: what one capability reads taints them all
     return Grants(
         mesh=MeshCapability(mesh, me or {"id": None, "run": None, "node": None}, taint=taint)
