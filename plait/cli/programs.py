@@ -14,8 +14,9 @@ from plait.agents import Agents
 from plait.cli._common import CreatingMeshOption, MeshOption, ReadingMeshOption, fail, print_json
 from plait.cli._common import run as run_async
 from plait.cli._output import console, data, rows, say, styled
-from plait.cli.runs import human
+from plait.cli.runs import ModelOption, human, refuse_bad_model
 from plait.mesh import Mesh, open_mesh
+from plait.models import load_model
 from plait.profiles import get_profile
 from plait.programs import (
     DEFAULT_CATALOG,
@@ -165,15 +166,19 @@ def run_cmd(
     ] = False,
     agent: AgentOption = "assistant",
     approve_tools: ApproveOption = False,
+    model: ModelOption = None,
     as_json: JsonOption = False,
     mesh: MeshOption = None,
 ) -> None:
-    """Run a program in this process and print its result."""
+    """Run a program in this process and print its result (``agents.run`` turns are
+    answered by --model, else PLAIT_MODEL, else the agent profile's model)."""
     value = _json_arg(input, "--input")
+    if model is not None:
+        refuse_bad_model(model)
 
     async def main() -> Any:
         async with open_mesh(mesh) as m:
-            grants = await _grants(m, agent, approve_tools)
+            grants = await _grants(m, agent, approve_tools, model)
             return await run_program(name, value, grants, require_promoted=require_promoted)
 
     _print_result(run_async(main), as_json)
@@ -187,11 +192,16 @@ def exec_cmd(
     ] = None,
     agent: AgentOption = "assistant",
     approve_tools: ApproveOption = False,
+    model: ModelOption = None,
     as_json: JsonOption = False,
     mesh: ReadingMeshOption = None,
 ) -> None:
-    """Run a program file in this process (top-level await and return allowed)."""
+    """Run a program file in this process (top-level await and return allowed;
+    ``agents.run`` turns are answered by --model, else PLAIT_MODEL, else the agent
+    profile's model)."""
     text = file.read_text(encoding="utf-8")
+    if model is not None:
+        refuse_bad_model(model)
     values: dict[str, str] = {}
     for item in payload or []:
         key, sep, value = item.partition("=")
@@ -201,13 +211,13 @@ def exec_cmd(
 
     async def main() -> Any:
         async with open_mesh(mesh) as m:
-            grants = await _grants(m, agent, approve_tools)
+            grants = await _grants(m, agent, approve_tools, model)
             return await run_source(text, values, grants, filename=str(file))
 
     _print_result(run_async(main), as_json)
 
 
-async def _grants(mesh: Mesh, agent: str, approve_tools: bool) -> Any:
+async def _grants(mesh: Mesh, agent: str, approve_tools: bool, model: str | None) -> Any:
     profile = await get_profile(mesh, agent)
 
     async def approve(tool: str, args: dict[str, Any]) -> bool:
@@ -219,7 +229,7 @@ async def _grants(mesh: Mesh, agent: str, approve_tools: bool) -> Any:
         profile=profile,
         approve=approve,
         by=by,
-        agents=Agents(mesh, programs=DEFAULT_CATALOG),
+        agents=Agents(mesh, model=load_model(model) if model else None, programs=DEFAULT_CATALOG),
         programs=DEFAULT_CATALOG,
     )
 

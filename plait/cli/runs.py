@@ -45,6 +45,7 @@ from plait.cli.graph import graph_app
 from plait.cli.run_progress import progress_printer as _progress_printer
 from plait.decisions import Human
 from plait.errors import ConfigError, NotPermitted
+from plait.graphs.nodes import kind_of
 from plait.graphs.store import get_graph
 from plait.ids import RunId
 from plait.mesh import Mesh, open_mesh
@@ -220,13 +221,15 @@ def run_graph_cmd(
         async with open_mesh(mesh) as m:
             stored = await get_graph(m, agent, name, version)
             spec = model or (await get_profile(m, stored.agent)).model
-            if spec is None:
+            calls_model = any(kind_of(node).calls_model for node in stored.spec.nodes)
+            if spec is None and calls_model:
                 fail(
                     f"agent {stored.agent!r} has no model: pass --model (e.g. "
                     "openai:gpt-4o-mini or scripted:path.yaml) or set PLAIT_MODEL",
                     2,
                 )
-            refuse_bad_model(spec)
+            if spec is not None:
+                refuse_bad_model(spec)
             runs = Runs(m)
             rec = await runs.start(
                 agent, name, input, version=version, model=model, input_untrusted=input_untrusted

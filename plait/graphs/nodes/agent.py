@@ -123,6 +123,7 @@ def _carries_history(node: AgentNode) -> bool:
 
 KIND = NodeKind(
     type="agent",
+    calls_model=True,
     spec=AgentNode,
     execute=_execute,
     shape=("[", "]"),

@@ -277,6 +277,7 @@ class NodeKind(Generic[N]):
         sink: reaching it ends its path, and its output is the run's.
         no_next: why it takes no ``next`` (None: it may).
         no_edges: why it takes no outgoing edge, with ``{link}`` (None: it may).
+        calls_model: a visit may call a model (a subgraph's child graph may: it counts).
     """
 
     type: str
@@ -302,6 +303,7 @@ class NodeKind(Generic[N]):
     sink: bool = False
     no_next: str | None = None
     no_edges: str | None = None
+    calls_model: bool = False
 
 
 def strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

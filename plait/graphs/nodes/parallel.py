@@ -184,6 +184,7 @@ def _reads_input(node: ParallelNode) -> bool:
 
 KIND = NodeKind(
     type="parallel",
+    calls_model=True,
     spec=ParallelNode,
     execute=_execute,
     shape=("[/", "\\]"),

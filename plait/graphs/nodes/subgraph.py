@@ -68,6 +68,7 @@ def _templates(node: SubgraphNode) -> Iterator[TemplateField]:
 
 KIND = NodeKind(
     type="subgraph",
+    calls_model=True,
     spec=SubgraphNode,
     execute=_execute,
     shape=("[[", "]]"),

@@ -105,6 +105,7 @@ def _carries_history(node: VerifierNode) -> bool:
 
 KIND = NodeKind(
     type="verifier",
+    calls_model=True,
     spec=VerifierNode,
     execute=_execute,
     shape=("{", "}"),
