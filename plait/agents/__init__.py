@@ -9,6 +9,8 @@
   with its ack; budgets park it; crashes follow ``on_indeterminate``.
 - :mod:`plait.agents.program_actor` — program actors: each message runs one program
   (``program=REF``) instead of a model turn.
+- :mod:`plait.agents.exec_actor` — exec actors (``runner="pi"``): each message is one
+  model turn that writes one program and runs it in the sandbox.
 - :mod:`plait.agents.service` — :class:`Agents`: start, tell, list, show, stop.
 
 Fleets are agent actors coordinating through topics

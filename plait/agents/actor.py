@@ -189,6 +189,8 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
         inflight_key(name, mail.id), InFlight(host=ctx.host, attempt=mail.attempt).model_dump()
     )
     profile = await get_profile(ctx.mesh, cfg.profile or name)
+    if cfg.instructions:  # the actor's own instructions stand in for its profile's
+        profile = profile.model_copy(update={"system_prompt": cfg.instructions})
     for _ in range(TURN_REPEATS):
         effects = TurnEffects()
         try:

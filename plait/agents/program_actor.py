@@ -8,6 +8,10 @@ agent runs (mesh, agents, programs, decisions, tools gated by its profile, defau
 the message says, as a turn's prompt would); ``mesh.self()`` names the actor, so the
 program can tell itself to go on.
 
+A decision the program raises wakes the actor when it closes (a message telling it
+so), and one raised without an ``id`` gets an id derived from the actor, the message
+and the raise's place in the run: the message delivered again raises none twice.
+
 Unlike a model turn, the program's effects are not held back: the program is what
 makes itself idempotent (a compare-and-swap on the record it owns, a check of an effect
 before repeating it), as a message may be delivered again after a crash. A program that

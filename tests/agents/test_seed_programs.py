@@ -206,3 +206,33 @@ async def test_an_event_carrying_a_fabric_program_runs_nothing_by_itself(mesh: M
     assert turn.text == "noted; nothing to run" and turn.tools == []
     assert await mesh.get("runs/r3/effects/release") is None  # the actor decided: not now
     assert (await record(mesh, "r3"))["node"] == "approve"
+
+
+async def test_an_exec_actor_runs_its_program_untrusted_when_the_message_is(mesh: Mesh) -> None:
+    write_it = {"program": 'return await mesh.put(key="runs/t/" + π.k, value=1)'}
+    rules = [
+        {"node": "scribe", "match": "trusted", "tool_calls": [
+            {"name": "exec", "arguments": {**write_it, "payloads": {"k": "{{prompt}}"}}}
+        ]},
+    ]  # fmt: skip
+    agents = Agents(mesh)
+    async with serving(mesh, rules):
+        made = await agents.create(
+            "scribe", runner="pi", residency="durable", instructions="Write what you are told."
+        )
+        assert made["config"]["runner"] == "pi"
+        await agents.tell("scribe", "trusted")
+        await agents.tell("scribe", "untrusted", untrusted=True)
+
+        async def settled() -> Any:
+            return len(await last_turns(mesh, "scribe", 5)) == 2
+
+        await eventually(settled)
+        trusted, untrusted = [await mesh.get(f"runs/t/{k}") for k in ("trusted", "untrusted")]
+        turns = await last_turns(mesh, "scribe", 5)
+    assert trusted is not None and untrusted is not None
+    assert not trusted.tainted and untrusted.tainted
+    assert [(t.outcome, t.tools, t.tainted) for t in turns] == [
+        ("answered", ["exec"], False),
+        ("answered", ["exec"], True),
+    ]
