@@ -202,7 +202,7 @@ async def test_an_untrusted_program_passes_the_taint_to_the_agents_it_uses(mesh:
     await tainted.agents.tell("reader", "list")
     bodies = [e.value["body"] for e in (await agents.show("reader")).messages]
     assert bodies == [{"text": "list"}, {"text": "list", "untrusted": True}]
-    assert (await clean.agents.run("list", agent="reader"))["status"] == "done"
+    assert (await clean.agents.run("list", agent="reader"))["status"] == "completed"
     # Its one-off turn loses the pre-approval: the gated call waits for a person.
     assert (await tainted.agents.run("list", agent="reader"))["status"] == "waiting"
 
