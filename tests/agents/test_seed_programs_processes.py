@@ -1,9 +1,10 @@
 """The fabric seed's programs through the CLI and real processes, as the example's
 README runs them: ``plait exec`` on the in-session graph (its model from PLAIT_MODEL or
 ``--model``), and the resumable graph started with ``plait exec``, its exec actor served
-by ``plait worker`` processes SIGKILLed between nodes, right after the decision is
-raised, and while a wake waits on it. The graph ends done, each node's effect lands
-once, and exactly one decision is raised."""
+by ``plait worker`` processes SIGKILLed between nodes, between the raise of the decision
+and the store of its id (a trigger on the SQLite file holds the store back until the
+kill), and while a wake waits on the decision. The graph ends done, each node's effect
+lands once, and exactly one decision is raised."""
 
 from __future__ import annotations
 
@@ -95,9 +96,12 @@ class Worker:
         )  # fmt: skip
         self.started += 1
 
-    def restart(self) -> None:
+    def kill(self) -> None:
         assert self.proc is not None
         self.proc.sigkill()
+
+    def restart(self) -> None:
+        self.kill()
         self.start()
 
     def stop(self) -> None:
@@ -114,6 +118,20 @@ async def until(check: Any, what: str, timeout_s: float = 60.0) -> Any:
             return found
         await anyio.sleep(0.01)
     raise AssertionError(f"not {what} within {timeout_s}s")
+
+
+def store_blocked(db: Path, blocked: bool) -> None:
+    """Make the SQLite mesh at ``db`` refuse (or again accept) a write of the graph
+    record holding a ``decisionId``: the raise lands, the store of its id does not."""
+    with sqlite3.connect(db) as conn:
+        if blocked:
+            conn.execute(
+                "CREATE TRIGGER block_store BEFORE UPDATE ON kv WHEN NEW.key = 'runs/r1/graph' "
+                "AND instr(NEW.value, CAST('decisionId' AS BLOB)) > 0 "
+                "BEGIN SELECT RAISE(ABORT, 'the store is blocked'); END"
+            )
+        else:
+            conn.execute("DROP TRIGGER block_store")
 
 
 def waiting_on_a_decision(db: Path) -> bool:
@@ -143,6 +161,8 @@ async def test_the_resumable_graph_survives_sigkills_with_one_decision_and_effec
         "actor": "agent:graph-r1",
         "topic": "graph.r1",
     }
+    db = tmp_path / "mesh.db"
+    store_blocked(db, True)
     worker = Worker(cli, tmp_path, f"scripted:{seed / 'model.json'}")
 
     async def graph(mesh: Mesh) -> dict[str, Any]:
@@ -157,13 +177,17 @@ async def test_the_resumable_graph_survives_sigkills_with_one_decision_and_effec
             for node in ("fetch", "test"):  # between nodes: each result recorded
                 await until(lambda n=node: _has(graph(mesh), n), f"past {node}")
                 worker.restart()
-            # right after the raise (the store of its id may or may not have landed)
+            # between the raise and the store: the store cannot land until the worker
+            # is killed (the trigger refuses it), so the kill comes after the raise
             await until(desk.list, "asked")
-            worker.restart()
+            assert "decisionId" not in await graph(mesh)
+            worker.kill()
+            store_blocked(db, False)
+            worker.start()
             asking = await until(lambda: _decision_id(graph(mesh)), "asking")
             # during the wait: a wake while the decision is open waits on it
             cli("agents", "tell", "graph-r1", "Continue runs/r1/graph.")
-            await until(lambda: _sync(waiting_on_a_decision(tmp_path / "mesh.db")), "waiting on it")
+            await until(lambda: _sync(waiting_on_a_decision(db)), "waiting on it")
             worker.restart()
             answered = cli("decisions", "answer", asking, "--option", "yes").stdout
             assert "answered" in answered
