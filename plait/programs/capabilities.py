@@ -79,11 +79,12 @@ def snake_keywords(where: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         TypeError: a keyword is given in both spellings.
     """
     out: dict[str, Any] = {}
+    given: dict[str, str] = {}
     for name, value in kwargs.items():
         snake = _CAMEL.sub(lambda m: "_" + m.group(1).lower(), name)
         if snake in out:
-            raise TypeError(f"{where}: {snake!r} is given twice (as {name!r} too)")
-        out[snake] = value
+            raise TypeError(f"{where}: {snake} is given twice, as {given[snake]} and {name}")
+        out[snake], given[snake] = value, name
     return out
 
 

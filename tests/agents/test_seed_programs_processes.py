@@ -62,6 +62,14 @@ def test_plait_exec_runs_the_in_session_graph_with_the_model_it_is_given(tmp_pat
     }
     bad = cli("exec", program, "--model", "nosuch:x", ok=False)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+    twice = tmp_path / "twice.py"
+    twice.write_text('await mesh.put(key="runs/x", value=1, ifVersion=0, if_version=0)\n')
+    failed = cli("exec", str(twice), ok=False)
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == (
+        f"error: {twice}:1: TypeError: mesh.put: if_version is given twice, "
+        "as ifVersion and if_version"
+    )
 
 
 def test_a_graph_of_program_nodes_needs_no_model(tmp_path: Path) -> None:

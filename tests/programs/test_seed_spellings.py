@@ -50,7 +50,10 @@ return [got["value"], got["version"], (await mesh.self())["id"]]
 """
     assert await run(mesh, text, me={"id": "agent:me"}) == [2, 2, "agent:me"]
     twice = 'await mesh.put(key="runs/x/j", value=1, ifVersion=0, if_version=0)'
-    with pytest.raises(ProgramError, match=r"^p.py:1: TypeError: mesh.put: 'if_version' is given"):
+    with pytest.raises(
+        ProgramError,
+        match=r"^p.py:1: TypeError: mesh.put: if_version is given twice, as ifVersion and if_ver",
+    ):
         await run(mesh, twice)
     assert snake_keywords("f", {"timeoutMs": 1, "requirePromoted": True, "id": "x"}) == {
         "timeout_ms": 1,
