@@ -206,12 +206,31 @@ def start_cmd(
             help="Topics (or prefixes) of outside content: their events' turns run untrusted.",
         ),
     ] = None,
+    runner: Annotated[
+        str | None,
+        typer.Option(
+            "--runner",
+            metavar="model|pi",
+            help="model: a model turn per message (default); pi: the model writes one "
+            "program per message, which runs sandboxed with the actor's capabilities.",
+        ),
+    ] = None,
+    instructions: Annotated[
+        str | None,
+        typer.Option("--instructions", help="The actor's instructions, in place of its profile's."),
+    ] = None,
     as_json: JsonOption = False,
     mesh: MeshOption = None,
 ) -> None:
     """Run the agent profile as the durable actor agent:NAME (a worker serves it)."""
     text_arg(name, "NAME")
     config: dict[str, Any] = {}
+    if runner is not None:
+        if runner not in ("model", "pi"):
+            fail("--runner is one of model, pi", code=2)
+        config["runner"] = runner
+    if instructions is not None:
+        config["instructions"] = instructions
     if untrusted_topics is not None:
         config["untrusted_topics"] = _names(untrusted_topics)
     if window is not None:

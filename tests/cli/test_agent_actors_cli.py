@@ -120,3 +120,17 @@ def test_reset_is_a_persons_and_lets_the_conversation_go(
     monkeypatch.setenv("PLAIT_TOOL_PROCESS", "1")  # what a tool's process runs under
     code, _, err = invoke("agents", "reset", "w1", *mesh_args)
     assert code == 1 and "only a person may" in err
+
+
+def test_an_exec_actor_starts_with_its_runner_and_instructions(mesh_args: list[str]) -> None:
+    code, out, err = invoke(
+        "agents", "start", "graph-r1", "--runner", "pi", "--instructions", "Run one node.",
+        "--topics", "graph.r1", "--json", *mesh_args,
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["id"] == "agent:graph-r1"
+    code, out, _ = invoke("mesh", "get", "actors/agent:graph-r1", "--json", *mesh_args)
+    config = json.loads(out)["value"]["config"]
+    assert config["runner"] == "pi" and config["instructions"] == "Run one node."
+    code, _, err = invoke("agents", "start", "x", "--runner", "llm", *mesh_args)
+    assert code == 2 and "model, pi" in err
