@@ -21,6 +21,7 @@ from plait.agents import Agents
 from plait.cli._output import say
 from plait.cli._ray import ensure_hosts
 from plait.cluster.kinds import SERVING_KINDS
+from plait.mcp import offered_tools
 from plait.mesh import Mesh
 from plait.programs import DEFAULT_CATALOG
 from plait.runs import RunRecord, serve
@@ -63,14 +64,19 @@ async def serving_run(
     say(f"{NO_WORKER} (this command serves run {rec.run_id} only, until it settles)", stderr=True)
     # Leases only its run's partition, and releases it to a worker that starts.
     leased = functools.partial(LeasedRuntime, family=owner_id(rec.run_id))
-    async with serve(
-        mesh,
-        runtime=leased,
-        only_run=rec.run_id,
-        agents=Agents,
-        programs=DEFAULT_CATALOG,
-        kinds=SERVING_KINDS,
-    ) as serving:
+    registry = default_registry()
+    async with (
+        offered_tools(mesh, registry),
+        serve(
+            mesh,
+            runtime=leased,
+            tools=registry,
+            only_run=rec.run_id,
+            agents=Agents,
+            programs=DEFAULT_CATALOG,
+            kinds=SERVING_KINDS,
+        ) as serving,
+    ):
         yield serving.runtime
 
 

@@ -145,8 +145,11 @@ def serves_run(run_id: str, actor_id: str) -> bool:
 
 
 def missing_tools(needed: Iterable[str], offered: Iterable[str]) -> list[str]:
-    """The tools of ``needed`` not in ``offered``, sorted."""
-    return sorted(set(needed) - set(offered))
+    """The tools of ``needed`` not in ``offered``, sorted; a needed ``SOURCE.*`` (an MCP
+    server's every tool) is offered by any tool of that source."""
+    have = set(offered)
+    sources = {n.partition(".")[0] for n in have if "." in n}
+    return sorted(n for n in set(needed) - have if not (n.endswith(".*") and n[:-2] in sources))
 
 
 __all__ = [
