@@ -114,7 +114,14 @@ class ServerTools:
         out = [t for t in (self._tool(m) for m in listed) if t is not None]
         have = {t.name for t in out}
         caps = kept.initialized.capabilities if kept.initialized else None
-        if caps is not None and caps.resources and f"{self.server.name}.read_resource" not in have:
+        wanted = self.server.tools
+        if (
+            caps is not None
+            and caps.resources
+            and (wanted is None or "read_resource" in wanted)
+            and f"{self.server.name}.read_resource" not in have
+            and await _has_resources(session)
+        ):
             out.append(
                 self._helper(
                     "read_resource",
@@ -123,7 +130,13 @@ class ServerTools:
                     self._read_resource,
                 )
             )
-        if caps is not None and caps.prompts and f"{self.server.name}.get_prompt" not in have:
+        if (
+            caps is not None
+            and caps.prompts
+            and (wanted is None or "get_prompt" in wanted)
+            and f"{self.server.name}.get_prompt" not in have
+            and (await session.list_prompts()).prompts
+        ):
             out.append(
                 self._helper(
                     "get_prompt",
@@ -236,6 +249,12 @@ class ServerTools:
             why = "" if kept.live else f" (the server is not reachable: {kept.error})"
             raise ToolError(f"tool {name!r} timed out after {timeout:g}s{why}") from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _has_resources(session: ClientSession) -> bool:
+    if (await session.list_resources()).resources:
+        return True
+    return bool((await session.list_resource_templates()).resource_templates)
 
 
 class McpClients:
