@@ -37,7 +37,7 @@ from mcp.shared.exceptions import MCPError
 from plait.errors import ConfigError, ToolError, ToolInDoubt
 from plait.mcp.declaration import McpServer, Safety, list_servers
 from plait.mcp.results import prompt_value, resource_value, tool_value
-from plait.mcp.session import KeptSession
+from plait.mcp.session import KeptSession, Progress
 from plait.mesh import Mesh
 from plait.tools import Tool, ToolContext, ToolRegistry
 
@@ -48,6 +48,9 @@ MAX_WORKSPACE_SESSIONS = 8
 
 RETRIES = 3
 """How many times a retry-safe call is made when its server keeps dying under it."""
+
+_LOST = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+"""What a call on a session whose server is gone may raise besides ``Connection closed``."""
 
 _SCHEMA_URI = {"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]}
 _SCHEMA_PROMPT = {
@@ -196,7 +199,12 @@ class ServerTools:
 
         async def handler(args: dict[str, Any], ctx: ToolContext) -> Any:
             async def one(session: ClientSession) -> Any:
-                result = await session.call_tool(remote, args)
+                kept = await self._kept(self._workspace_of(ctx))
+
+                async def report(progress: float, total: float | None, message: str | None) -> None:
+                    kept.progress = Progress(name, progress, total, message)
+
+                result = await session.call_tool(remote, args, progress_callback=report)
                 if not isinstance(result, types.CallToolResult):
                     raise ToolError(
                         f"tool {name!r}: the server answered with {type(result).__name__}"
@@ -206,6 +214,9 @@ class ServerTools:
             return await self._call(name, ctx, retry_safe, one)
 
         return handler
+
+    def _workspace_of(self, ctx: ToolContext) -> Path:
+        return ctx.cwd.resolve() if self.server.per_workspace else self._cwd
 
     @staticmethod
     async def _read_resource(session: ClientSession, args: dict[str, Any]) -> Any:
@@ -223,16 +234,15 @@ class ServerTools:
         one: Callable[[ClientSession], Awaitable[Any]],
     ) -> Any:
         timeout = min(ctx.timeout_s, self.server.timeout_s or math.inf)
-        workspace = ctx.cwd.resolve() if self.server.per_workspace else self._cwd
-        kept = await self._kept(workspace)
+        kept = await self._kept(self._workspace_of(ctx))
         try:
             with anyio.fail_after(timeout):
                 for attempt in range(1, RETRIES + 1):
                     session = await kept.session()
                     try:
                         return await one(session)
-                    except MCPError as exc:
-                        if exc.error.code != types.CONNECTION_CLOSED:
+                    except (MCPError, *_LOST) as exc:
+                        if isinstance(exc, MCPError) and exc.error.code != types.CONNECTION_CLOSED:
                             raise ToolError(f"tool {name!r} failed: {exc.error.message}") from exc
                         kept.mark_dead(session)
                         if not retry_safe:

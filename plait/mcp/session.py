@@ -21,7 +21,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 import anyio
 from anyio.abc import TaskStatus
@@ -49,6 +49,15 @@ OPEN_TIMEOUT_S = 60.0
 """How long opening a session (starting the server, the handshake) may take."""
 
 
+class Progress(NamedTuple):
+    """The last progress notification of a call in flight."""
+
+    tool: str
+    done: float
+    total: float | None
+    message: str | None
+
+
 class KeptSession:
     """A session to ``server`` for ``workspace``, kept open by :meth:`keep`.
 
@@ -58,6 +67,7 @@ class KeptSession:
         opened: how many sessions were opened so far (more than one: it was restarted).
         error: why the last try to open failed, or why the last session ended.
         initialized: what the server said of itself on the last open.
+        progress: the last progress a call on it reported (None before any).
     """
 
     def __init__(self, server: McpServer, workspace: Path) -> None:
@@ -66,6 +76,7 @@ class KeptSession:
         self.opened = 0
         self.error: str | None = None
         self.initialized: InitializeResult | None = None
+        self.progress: Progress | None = None
         self._session: ClientSession | None = None
         self._dead = anyio.Event()
         self._changed = anyio.Event()
@@ -120,6 +131,7 @@ class KeptSession:
     def mark_dead(self, session: ClientSession) -> None:
         """Say that ``session`` lost its server (a call found the connection closed)."""
         if session is self._session:
+            self._session = None  # callers wait for the next one from now on
             self._dead.set()
 
     def _notify(self) -> None:
@@ -210,4 +222,4 @@ def _with_stderr(exc: Exception, errlog: IO[str]) -> Exception:
     return RuntimeError(f"{_reason(exc)}; its stderr: {tail}") if tail else exc
 
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "PING_S", "KeptSession", "http_headers"]
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "PING_S", "KeptSession", "Progress", "http_headers"]
