@@ -1,6 +1,7 @@
 """What an MCP answer becomes in plait: a tool's output value, bounded.
 
-A tool result's ``structuredContent`` is the value itself; otherwise text blocks become
+A tool result's ``structuredContent`` is the value itself (unless it is larger than
+:data:`MAX_TEXT_CHARS` as JSON: then its text blocks are, cut); otherwise text blocks become
 one string, and a mix of blocks a list describing each (an image or audio block by its
 type and size, never its bytes, so a run record stays small). Every text is cut at
 :data:`MAX_TEXT_CHARS` and says so, as the built-in tools' results are.
@@ -8,6 +9,7 @@ type and size, never its bytes, so a run record stays small). Every text is cut 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mcp import types
@@ -33,8 +35,10 @@ def tool_value(name: str, result: types.CallToolResult) -> Any:
     """
     if result.is_error:
         raise ToolError(f"tool {name!r} failed: {_text_of(result.content) or 'no detail given'}")
-    if result.structured_content is not None:
-        return result.structured_content
+    structured = result.structured_content
+    if structured is not None and len(json.dumps(structured, default=str)) <= MAX_TEXT_CHARS:
+        return structured
+    # Too large a structured value falls back to the text blocks, which are cut.
     return _blocks(result.content)
 
 
