@@ -57,9 +57,9 @@ async def test_edge_cases(mesh: Mesh, tmp_path: Path, monkeypatch: pytest.Monkey
         # still serving; a small structured result is the value itself
         assert await registry.call("edge.big", {"chars": 3}, ctx) == {"result": "xxx"}
 
-        with pytest.raises(ToolError, match="tool 'edge.fail' failed: Error executing tool fail"):
+        with pytest.raises(ToolError, match=r"tool 'edge\.fail' failed: Error executing tool fail"):
             await registry.call("edge.fail", {"why": "no good"}, ctx)
-        with pytest.raises(ToolArgumentsInvalid, match="args.chars"):
+        with pytest.raises(ToolArgumentsInvalid, match=r"args\.chars"):
             await registry.call("edge.big", {"chars": "many"}, ctx)
 
         assert await registry.call("edge.env", {"name": "EDGE_WANTED"}, ctx) == "given"
