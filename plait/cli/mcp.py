@@ -191,4 +191,36 @@ def _where(server: McpServer) -> str:
     return server.url if server.url else " ".join(server.command or ())
 
 
+@mcp_app.command("serve")
+def serve_cmd(
+    http: Annotated[
+        bool,
+        typer.Option("--http", help="Serve streamable HTTP at /mcp (default: stdio)."),
+    ] = False,
+    host: Annotated[str, typer.Option("--host", help="With --http: the address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="With --http: the port.")] = 8765,
+    mesh: MeshOption = None,
+) -> None:
+    """Offer this mesh's graphs to MCP clients: run_<agent>_<graph>, get_run, list_runs,
+    tell_agent. Over HTTP every request needs a plait API token (`plait tokens create`).
+
+    Runs are served by workers (`plait worker`). A run waiting on a person returns its
+    decision id; only a person answers it, with `plait decisions answer` or the console.
+    """
+    try:
+        from plait.mcp.server import serve_http, serve_stdio
+    except ImportError as exc:
+        fail(f"plait mcp serve needs the MCP SDK ({exc}): pip install 'plait[mcp]'", 2)
+
+    async def main() -> None:
+        async with open_mesh(mesh) as m:
+            if http:
+                say(f"serving MCP at http://{host}:{port}/mcp (token required)", stderr=True)
+                await serve_http(m, host=host, port=port)
+            else:
+                await serve_stdio(m)
+
+    run(main)
+
+
 __all__ = ["mcp_app"]
