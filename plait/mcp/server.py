@@ -32,8 +32,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from plait.agents import Agents
 from plait.api.tokens import authenticate
 from plait.errors import RunNotFound
-from plait.ids import RunId
 from plait.graphs.store import list_graphs
+from plait.ids import RunId
 from plait.mesh import Mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.heartbeats import NO_WORKER, workers
