@@ -3,7 +3,8 @@
 ``add NAME -- COMMAND ARGS...`` declares a stdio server, ``add NAME --url URL`` a
 streamable-HTTP one; a header or bearer token is given as the name of the environment
 variable holding it in the serving process, never as its value. Profiles and graph nodes
-then name ``NAME.TOOL`` or ``NAME.*``.
+then name ``NAME.TOOL`` or ``NAME.*``. Declaring or removing one is a person's act: a
+process a tool started is refused, since a declaration is a command workers run.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run
 from plait.cli._output import say
+from plait.cli.runs import human
 from plait.errors import ConfigError
 from plait.mcp import McpServer, declare, get_server, list_servers, put_server, remove_server
 from plait.mesh import open_mesh
@@ -96,6 +98,7 @@ def add_cmd(
     In a stdio command, {workspace} stands for the calling run's workspace: the server
     then runs once per workspace (a filesystem server confined to each run's).
     """
+    human()  # a declaration is a command workers start: a person's act, never a tool's
     command = list(ctx.args)
     if command and command[0] == "--":
         command = command[1:]
@@ -177,6 +180,7 @@ def remove_cmd(
     name: Annotated[str, typer.Argument(metavar="NAME")], mesh: MeshOption = None
 ) -> None:
     """Remove the declaration of MCP server NAME (workers drop it when they restart)."""
+    human()
 
     async def main() -> bool:
         async with open_mesh(mesh) as m:

@@ -89,3 +89,13 @@ def test_a_declaration_names_exactly_one_transport() -> None:
         declare(name="both", command=["x"], url="https://x/")
     assert declare(name="ws", command=["srv", "{workspace}"]).per_workspace
     assert not declare(name="plain", command=["srv", "."]).per_workspace
+
+
+def test_a_process_a_tool_started_may_not_declare_a_server(
+    mesh_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLAIT_TOOL_PROCESS", "1")
+    code, _, err = invoke("mcp", "add", "evil", *mesh_args, "--", "sh", "-c", "true")
+    assert code == 1 and "person" in err
+    monkeypatch.delenv("PLAIT_TOOL_PROCESS")
+    assert invoke("mcp", "list", "--json", *mesh_args)[1].strip() == "[]"
