@@ -20,9 +20,14 @@ def big(chars: int) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-async def hang() -> str:
-    """Never answers."""
-    await anyio.sleep_forever()
+async def hang(marker: str = "") -> str:
+    """Never answers; when cancelled, writes ``marker`` (a file path) if given."""
+    try:
+        await anyio.sleep_forever()
+    finally:
+        if marker:
+            with open(marker, "w") as out:
+                out.write("cancelled")
     return "never"
 
 

@@ -10,6 +10,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from plait.errors import ToolArgumentsInvalid, ToolError
@@ -20,6 +21,7 @@ from plait.mesh import Mesh, open_mesh
 from plait.runs import serve
 from plait.runs.heartbeats import live_heartbeats, missing_tools
 from plait.tools import ToolContext, ToolRegistry
+from tests.runs.helpers import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -52,8 +54,13 @@ async def test_edge_cases(mesh: Mesh, tmp_path: Path, monkeypatch: pytest.Monkey
         )
 
         # The per-call time budget: the node's, when smaller than the declaration's.
+        marker = tmp_path / "cancelled"
         with pytest.raises(ToolError, match=r"tool 'edge.hang' timed out after 0.5s"):
-            await registry.call("edge.hang", {}, ToolContext(cwd=tmp_path, timeout_s=0.5))
+            await registry.call(
+                "edge.hang", {"marker": str(marker)}, ToolContext(cwd=tmp_path, timeout_s=0.5)
+            )
+        # the server was told the call is cancelled, and stopped working on it
+        await eventually(lambda: anyio.to_thread.run_sync(marker.exists))
         # still serving; a small structured result is the value itself
         assert await registry.call("edge.big", {"chars": 3}, ctx) == {"result": "xxx"}
 
