@@ -239,3 +239,42 @@ async def test_the_git_server_reads_a_repository(mesh: Mesh, tmp_path: Path) -> 
         )
     assert run.status == "done", run.error
     assert "draft.md" in str(run.output)
+
+
+async def test_a_prompt_is_a_nodes_template_source_and_a_resource_its_tainted_input(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    registry, serving = await offered(mesh, tmp_path, everything={"command": everything()})
+    graph = {
+        "name": "from-mcp",
+        "agent": "assistant",
+        "entry": "template",
+        "nodes": [
+            {"id": "template", "type": "tool", "tool": "everything.get_prompt",
+             "args": {"name": "args-prompt", "arguments": {"city": "Paris"}}, "next": "doc"},
+            {"id": "doc", "type": "tool", "tool": "everything.read_resource",
+             "args": {"uri": "demo://resource/static/document/architecture.md"}, "next": "work"},
+            {"id": "work", "type": "agent",
+             "prompt": "{{template.messages[0].content}} Notes: {{doc}}"},
+        ],
+    }  # fmt: skip
+    model = ScriptedModel(
+        [
+            {"node": "work", "round": 1,
+             "tool_calls": [{"name": "everything__toggle-simulated-logging", "arguments": {}}]},
+            {"node": "work", "round": 2, "text": "{{tool_result}}"},
+        ]
+    )  # fmt: skip
+    profile = AgentProfile(
+        name="assistant",
+        tools=["everything.*"],
+        pre_approved=["everything.toggle-simulated-logging"],
+    )
+    async with serving:
+        run = await run_graph(graph, tools=registry, model=model, profiles={"assistant": profile})
+    prompt = model.calls[0].messages[-1].content
+    assert "Paris" in prompt and "Architecture" in prompt
+    # The resource is outside content: the node reading it lost its pre-approval.
+    assert run.status == "waiting_approval", run.error
+    assert run.waiting is not None
+    assert (run.waiting.node, run.waiting.tool) == ("work", "everything.toggle-simulated-logging")
