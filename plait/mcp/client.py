@@ -97,10 +97,16 @@ class ServerTools:
             return found
         kept = self._sessions[workspace] = KeptSession(self.server, workspace)
         await self._tg.start(kept.keep)
-        while len(self._sessions) > MAX_WORKSPACE_SESSIONS:
-            _, old = self._sessions.popitem(last=False)
-            old.close()
+        # Close the least recently used sessions past the limit, but never one with a
+        # call in flight (closing it would leave that call in doubt) nor the process's own.
+        idle = [w for w, k in self._sessions.items() if k.in_flight == 0 and w != self._cwd]
+        for old in idle[: max(0, len(self._sessions) - MAX_WORKSPACE_SESSIONS)]:
+            self._sessions.pop(old).close()
         return kept
+
+    def sessions(self) -> list[KeptSession]:
+        """Its kept sessions, least recently used first."""
+        return list(self._sessions.values())
 
     async def list_tools(self, kept: KeptSession) -> list[Tool]:
         """The plait tools of the server's tools, as its session lists them."""
@@ -235,6 +241,7 @@ class ServerTools:
     ) -> Any:
         timeout = min(ctx.timeout_s, self.server.timeout_s or math.inf)
         kept = await self._kept(self._workspace_of(ctx))
+        kept.in_flight += 1
         try:
             with anyio.fail_after(timeout):
                 for attempt in range(1, RETRIES + 1):
@@ -258,6 +265,8 @@ class ServerTools:
         except TimeoutError:
             why = "" if kept.live else f" (the server is not reachable: {kept.error})"
             raise ToolError(f"tool {name!r} timed out after {timeout:g}s{why}") from None
+        finally:
+            kept.in_flight -= 1
         raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -301,7 +310,7 @@ class McpClients:
     def sessions(self, name: str) -> list[KeptSession]:
         """The kept sessions of server ``name`` (for status and tests)."""
         found = self.servers.get(name)
-        return list(found._sessions.values()) if found else []
+        return found.sessions() if found else []
 
 
 @contextlib.asynccontextmanager

@@ -68,6 +68,7 @@ class KeptSession:
         error: why the last try to open failed, or why the last session ended.
         initialized: what the server said of itself on the last open.
         progress: the last progress a call on it reported (None before any).
+        in_flight: how many calls on it are under way.
     """
 
     def __init__(self, server: McpServer, workspace: Path) -> None:
@@ -77,6 +78,7 @@ class KeptSession:
         self.error: str | None = None
         self.initialized: InitializeResult | None = None
         self.progress: Progress | None = None
+        self.in_flight = 0
         self._session: ClientSession | None = None
         self._dead = anyio.Event()
         self._changed = anyio.Event()
