@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,11 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from plait.mcp import declare, put_server
+from plait.mcp.client import mcp_tools
+from plait.mesh import open_mesh
 from plait.profiles import AgentProfile
+from plait.tools import ToolContext, ToolRegistry
 from tests.runs.helpers import Cli, poll
 
 pytestmark = pytest.mark.anyio
@@ -84,8 +88,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@asynccontextmanager
-async def over_http(cli: Cli) -> AsyncIterator[ClientSession]:
+@contextmanager
+def http_server(cli: Cli) -> Iterator[tuple[str, str]]:
+    """``plait mcp serve --http`` on a free port: its URL and a service token."""
     token = cli("tokens", "create", "--service", "desktop").stdout.strip()
     port = free_port()
     server = subprocess.Popen(
@@ -104,6 +109,15 @@ async def over_http(cli: Cli) -> AsyncIterator[ClientSession]:
         assert poll(up) == 401  # no token: refused
         wrong = httpx2.post(url, json={}, headers={"Authorization": "Bearer plait_x_y"})
         assert wrong.status_code == 401
+        yield url, token
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+@asynccontextmanager
+async def over_http(cli: Cli) -> AsyncIterator[ClientSession]:
+    with http_server(cli) as (url, token):
         headers = {"Authorization": f"Bearer {token}"}
         async with (
             create_mcp_http_client(headers=headers) as client,
@@ -112,9 +126,6 @@ async def over_http(cli: Cli) -> AsyncIterator[ClientSession]:
         ):
             await session.initialize()
             yield session
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def structured(result: Any) -> dict[str, Any]:
@@ -153,3 +164,24 @@ async def test_an_mcp_client_runs_a_graph_to_its_human_node_and_reads_it_after_a
         assert done["output"] == "shipped"
         missing = structured(await session.call_tool("get_run", {"run_id": "grun_nope"}))
         assert missing["error"] == "no run 'grun_nope'"
+
+
+async def test_plait_reaches_a_streamable_http_server_with_a_bearer_token_from_the_environment(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with http_server(cli) as (url, token):
+        async with open_mesh(cli.mesh_url) as mesh:
+            await put_server(mesh, declare(name="remote", url=url, bearer_env="REMOTE_TOKEN"))
+            monkeypatch.delenv("REMOTE_TOKEN", raising=False)
+            registry = ToolRegistry()
+            async with mcp_tools(mesh, registry, cwd=cli.cwd) as clients:
+                (kept,) = clients.sessions("remote")
+                assert "REMOTE_TOKEN" in (kept.error or "") and registry.names() == []
+            monkeypatch.setenv("REMOTE_TOKEN", token)
+            async with mcp_tools(mesh, registry, cwd=cli.cwd):
+                assert {"remote.get_run", "remote.list_runs"} <= set(registry.names())
+                assert registry.get("remote.list_runs").read_only
+                listed = await registry.call(
+                    "remote.list_runs", {}, ToolContext(cwd=cli.cwd, timeout_s=60)
+                )
+    assert listed == {"runs": []}
