@@ -141,6 +141,7 @@ def tool(
     read_only: bool = False,
     external: bool = False,
     requires_approval: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[ToolHandler], Tool]:
     """Build a :class:`Tool` from an async function.
 
@@ -152,6 +153,7 @@ def tool(
         read_only: see :class:`Tool`.
         external: see :class:`Tool`.
         requires_approval: see :class:`Tool`.
+        idempotent: see :class:`Tool`.
 
     Returns:
         A decorator turning ``async def f(args, ctx)`` into a :class:`Tool`.
@@ -167,6 +169,7 @@ def tool(
             read_only=read_only,
             external=external,
             requires_approval=requires_approval,
+            idempotent=idempotent,
         )
 
     return build
