@@ -32,7 +32,8 @@ same call may succeed if simply tried again.
     ├── ToolError
     │   ├── ToolNotFound (LookupError)
     │   ├── ToolArgumentsInvalid (ValueError)
-    │   └── ToolNotPermitted (PermissionError) not the agent's, or not read-only where required
+    │   ├── ToolNotPermitted (PermissionError) not the agent's, or not read-only where required
+    │   └── ToolInDoubt                       the call may or may not have acted (retryable)
     ├── ActorError
     │   ├── ActorNotFound (LookupError)
     │   └── PartitionCountMismatch
@@ -296,6 +297,16 @@ class ToolArgumentsInvalid(ToolError, ValueError):
 
 class ToolNotPermitted(ToolError, PermissionError):
     """The caller may not use this tool (not the agent's, or not read-only where needed)."""
+
+
+class ToolInDoubt(ToolError):
+    """A tool's server died mid-call: whether the call acted is unknown.
+
+    It ends the visit the way a crash does, so the node's ``on_indeterminate`` decides
+    (a person is asked, or the node runs again) rather than the model or a retry.
+    """
+
+    retryable = True
 
 
 # -- actors -------------------------------------------------------------------------

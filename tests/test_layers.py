@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent / "plait"
 
 LAYERS = [
     "cli",
+    "mcp",
     "cluster",
     "api",
     "agents",
@@ -48,6 +49,7 @@ LAYERS = [
 
 LAYER_ROLES = {
     "cli": "the `plait` command (thin: parse, call, print)",
+    "mcp": "MCP servers as tool sources (declared, kept, gated); `plait mcp serve`",
     "cluster": "Ray hosts: the host set of a cluster, scaling, what each host serves",
     "api": "HTTP API and web console (`plait serve`) over the services below",
     "agents": "agent actors: instructions + model + tools, one turn per message; topics",
@@ -58,7 +60,7 @@ LAYER_ROLES = {
     "decisions": "human decisions: raise, wait, answer, cancel, expire; principals",
     "actors": "the ActorRuntime contract, the actor directory, runtimes local and ray",
     "models": "model adapters: scripted, openai-compatible, anthropic",
-    "tools": "tool registry: schemas, approval gates, trust, workspaces; MCP clients",
+    "tools": "tool registry: schemas, approval gates, trust, workspaces",
     "profiles": "agent profiles: the small record graphs and tools gate by",
     "mesh": "versioned key-value store with CAS, durable topics, delayed publish",
 }

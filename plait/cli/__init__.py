@@ -28,6 +28,7 @@ from plait.cli.agents import agents_app
 from plait.cli.cluster import cluster_app
 from plait.cli.decisions import decisions_app
 from plait.cli.graph import graph_app
+from plait.cli.mcp import mcp_app
 from plait.cli.mesh import mesh_app
 from plait.cli.programs import exec_cmd, programs_app
 from plait.cli.serve import serve_cmd
@@ -99,6 +100,7 @@ app.add_typer(agents_app, name="agents")
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(programs_app, name="programs")
+app.add_typer(mcp_app, name="mcp")
 app.command("exec")(exec_cmd)
 app.command("worker")(worker_cmd)
 app.command("serve")(serve_cmd)

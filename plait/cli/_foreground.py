@@ -21,6 +21,7 @@ from plait.agents import Agents
 from plait.cli._output import say
 from plait.cli._ray import ensure_hosts
 from plait.cluster.kinds import SERVING_KINDS
+from plait.mcp import list_servers, offered_tools
 from plait.mesh import Mesh
 from plait.programs import DEFAULT_CATALOG
 from plait.runs import RunRecord, serve
@@ -63,14 +64,19 @@ async def serving_run(
     say(f"{NO_WORKER} (this command serves run {rec.run_id} only, until it settles)", stderr=True)
     # Leases only its run's partition, and releases it to a worker that starts.
     leased = functools.partial(LeasedRuntime, family=owner_id(rec.run_id))
-    async with serve(
-        mesh,
-        runtime=leased,
-        only_run=rec.run_id,
-        agents=Agents,
-        programs=DEFAULT_CATALOG,
-        kinds=SERVING_KINDS,
-    ) as serving:
+    registry = default_registry()
+    async with (
+        offered_tools(mesh, registry),
+        serve(
+            mesh,
+            runtime=leased,
+            tools=registry,
+            only_run=rec.run_id,
+            agents=Agents,
+            programs=DEFAULT_CATALOG,
+            kinds=SERVING_KINDS,
+        ) as serving,
+    ):
         yield serving.runtime
 
 
@@ -78,7 +84,9 @@ async def tools_nobody_offers(mesh: Mesh, rec: RunRecord) -> list[str]:
     """The tools ``rec``'s graph names that no live worker offers all of (with none, that
     this process does not offer): while any is missing, no node of the run runs."""
     needed = await graph_needs(mesh, rec)
-    offers = [w.tools for w in await workers(mesh)] or [default_registry().names()]
+    # With no worker this process serves, with the declared MCP servers' tools too.
+    local = default_registry().names() + [f"{s.name}.*" for s in await list_servers(mesh)]
+    offers = [w.tools for w in await workers(mesh)] or [local]
     return min((missing_tools(needed, offered) for offered in offers), key=len)
 
 
@@ -89,11 +97,15 @@ def env_tools() -> list[str]:
 
 async def known_tools(mesh: Mesh) -> tuple[ToolRegistry, set[str]]:
     """The tools a graph may name: this process's (built-in and of ``PLAIT_TOOLS``), and
-    the names of all of them with those a live worker offers."""
+    the names of all of them with those a live worker offers and ``SERVER.*`` of each
+    declared MCP server (see :func:`plait.tools.names_match`)."""
     registry = serving_registry(env_tools())
     offered = set(registry.names())
     for beat in await live_heartbeats(mesh):
         offered.update(beat.tools)
+    # A declared MCP server's tools are known by its name (SERVER.*) before any worker
+    # has listed them.
+    offered.update(f"{server.name}.*" for server in await list_servers(mesh))
     return registry, offered
 
 

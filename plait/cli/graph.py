@@ -43,6 +43,7 @@ from plait.graphs.store import (
 from plait.graphs.validate import ValidationReport, validate_graph
 from plait.mesh import Mesh, open_mesh
 from plait.profiles import list_profiles
+from plait.tools import names_match
 
 graph_app = typer.Typer(help="Validate, import and inspect graphs.", no_args_is_help=True)
 
@@ -78,7 +79,7 @@ async def _check(mesh: Mesh, file: Path) -> ValidationReport:
 
     checks: dict[str, Any] = {
         "agents": agents,
-        "tool_is_known": known.__contains__,
+        "tool_is_known": lambda tool: names_match(tool, known),
         "tool_schema": tool_schema,
     }
     if built is not None:

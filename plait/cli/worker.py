@@ -17,6 +17,7 @@ from plait.cli._ray import AddressOption, NamespaceOption, ray_worker
 from plait.cluster import RunsSpec
 from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError
+from plait.mcp import offered_tools
 from plait.mesh import open_mesh
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG
@@ -126,7 +127,7 @@ def worker_cmd(
     async def main() -> None:
         registry = serving_registry(refs)
         tune_gc_for_serving()
-        async with open_mesh(mesh) as m:
+        async with open_mesh(mesh) as m, offered_tools(m, registry):
 
             def held(serving: set[int], count: int) -> None:
                 err_console.print(

@@ -17,14 +17,14 @@ from typing import Any
 import anyio
 import jsonschema
 
-from plait.errors import ModelError, ModelTimeout, ToolError, ToolNotPermitted
+from plait.errors import ModelError, ModelTimeout, ToolError, ToolInDoubt, ToolNotPermitted
 from plait.graphs.budget import VisitBudget
 from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
 from plait.models import CallContext, Message, Model, Usage, cost_of
 from plait.profiles import AgentProfile
 from plait.programs import CallBudget
-from plait.tools import check_allowed, gate
+from plait.tools import check_allowed, gate, names_match
 
 
 class ToolRejected(Exception):
@@ -86,7 +86,7 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
         BudgetExhausted: the next model or tool call would pass the visit's budget.
     """
     env, out = turn.env, TurnResult(messages=list(messages), usage=_NO_USAGE)
-    specs = env.tools.specs([n for n in turn.tools if n in env.tools]) if turn.tools else []
+    specs = env.tools.specs(env.tools.expand(turn.tools)) if turn.tools else []
     trusted, budget = turn.trusted, turn.budget
     for _ in range(turn.max_rounds):
         await budget.begin_model_call()
@@ -142,8 +142,9 @@ async def _call_tool(
 ) -> tuple[str, bool, Waiting | None]:
     """Run one tool call for the model; errors go back to the model as text."""
     env = turn.env
+    name = env.tools.canonical(name)  # a sourced tool is told to models as SOURCE__NAME
     try:
-        if name not in turn.tools:
+        if not names_match(name, turn.tools):
             raise ToolNotPermitted(f"tool {name!r} is not available to this node")
         tool = check_allowed(
             name, turn.profile, registry=env.tools, read_only_only=turn.read_only_only
@@ -164,6 +165,8 @@ async def _call_tool(
     ctx = env.tool_context(key, turn.profile)
     try:
         result = await env.tools.call(name, args, ctx)
+    except ToolInDoubt:
+        raise  # not the model's to judge: the node's on_indeterminate decides
     except ToolError as exc:
         return f"error: {exc}", tool.external, None
     return as_text(result), tool.external, None

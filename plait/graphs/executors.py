@@ -23,6 +23,7 @@ from plait.errors import (
     TemplateError,
     ToolArgumentsInvalid,
     ToolError,
+    ToolInDoubt,
     ToolNotFound,
 )
 from plait.graphs.agent_loop import ToolRejected
@@ -60,6 +61,8 @@ async def execute(
         result = await g.kinds[node.id].execute(env, state, v, _context(state, v, plan))
     except ToolRejected as exc:
         result = budget.charge(NodeResult(error=str(exc), detail="tool_execution_failed"))
+    except ToolInDoubt:
+        raise  # as a crash mid-node: the wake is delivered again, on_indeterminate decides
     except PlaitError as exc:
         failed = NodeResult(error=str(exc), detail=_detail_of(exc), retryable=exc.retryable)
         result = budget.charge(failed)

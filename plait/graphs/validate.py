@@ -27,6 +27,7 @@ from plait.graphs.template import (
     unclosed_references,
 )
 from plait.profiles import AgentProfile
+from plait.tools import names_match
 
 _NODE = TypeAdapter[Node](Node)
 _ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -408,7 +409,7 @@ class _Checker:
         for where, tool in ((f"{path}{at}", t) for at, t in kind_of(node).tools(node)):
             if known is not None and not known(tool):
                 self.problems.append(f"{where}: unknown tool {_q(tool)}")
-            elif profile is not None and tool not in profile.tools:
+            elif profile is not None and not names_match(tool, profile.tools):
                 self.problems.append(f"{where}: agent {_q(runner)} does not have tool {_q(tool)}")
         if node.verify is not None and known is not None and not known(node.verify):
             self.problems.append(f"{path}.verify: unknown tool {_q(node.verify)}")

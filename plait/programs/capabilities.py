@@ -43,6 +43,7 @@ PROTECTED_PREFIXES = (  # each service's MESH_KEYS; tests/agents/test_service_ke
     "cluster/",  # partition leases, epochs and members
     "runindex/",  # run listings
     "runlive/",  # the live-run index
+    "mcp/",  # MCP server declarations: a command a worker starts
     "sessions/",  # in-session run keys
     "runs/" + RUN_ID_PREFIX,  # durable run records and logs
 )

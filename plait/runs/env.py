@@ -148,13 +148,13 @@ class RunEnvironment:
     def on_indeterminate(self, graph: CompiledGraph, rec: RunRecord, crashed: Attempt) -> str:
         """What to do with a visit found claimed but not committed: the node's
         ``on_indeterminate``, else its kind's default, told whether the tools it names
-        are all read-only (a read-only tool is just retried)."""
+        are all safe to call again (read-only or idempotent: such a tool is just retried)."""
         node = node_of(graph, rec, crashed.node)
         if node.on_indeterminate is not None:
             return node.on_indeterminate
         named = graph.tools_named(node.id)
         read_only = bool(named) and all(
-            t in self.tools and self.tools.get(t).read_only for t in named
+            t in self.tools and self.tools.get(t).retry_safe for t in named
         )
         return graph.kind(node.id).on_indeterminate(node, read_only)
 

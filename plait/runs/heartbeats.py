@@ -145,8 +145,16 @@ def serves_run(run_id: str, actor_id: str) -> bool:
 
 
 def missing_tools(needed: Iterable[str], offered: Iterable[str]) -> list[str]:
-    """The tools of ``needed`` not in ``offered``, sorted."""
-    return sorted(set(needed) - set(offered))
+    """The tools of ``needed`` not in ``offered``, sorted; a needed ``SOURCE.*`` (an MCP
+    server's every tool) is offered by any tool of that source, and any tool of a source
+    by an offered ``SOURCE.*``."""
+    have = set(offered)
+    sources = {n.partition(".")[0] for n in have if "." in n}
+    return sorted(
+        n
+        for n in set(needed) - have
+        if not (n.endswith(".*") and n[:-2] in sources) and f"{n.partition('.')[0]}.*" not in have
+    )
 
 
 __all__ = [

@@ -24,6 +24,8 @@ from plait.tools.registry import (
     ToolContext,
     ToolHandler,
     ToolRegistry,
+    model_name,
+    names_match,
     tool,
 )
 from plait.tools.spec import ToolSpec
@@ -44,6 +46,8 @@ __all__ = [
     "gate",
     "http_get",
     "load_tools",
+    "model_name",
+    "names_match",
     "read_file",
     "runs_trusted",
     "serving_registry",

@@ -15,7 +15,7 @@ from typing import Literal
 
 from plait.errors import ToolNotPermitted
 from plait.profiles import AgentProfile
-from plait.tools.registry import Tool, ToolRegistry
+from plait.tools.registry import Tool, ToolRegistry, names_match
 
 GateDecision = Literal["allow", "needs_approval"]
 """The outcome of :func:`gate`.
@@ -35,14 +35,15 @@ def gate(tool: Tool, *, trusted: bool, pre_approved: Collection[str]) -> GateDec
     Args:
         tool: the tool to be called.
         trusted: whether the calling node runs trusted.
-        pre_approved: the tool names the agent has pre-approved.
+        pre_approved: the tool names the agent has pre-approved (``SOURCE.*`` covers
+            every tool of a source).
 
     Returns:
         ``"allow"`` or ``"needs_approval"``.
     """
     if not tool.requires_approval:
         return "allow"
-    if trusted and tool.name in pre_approved:
+    if trusted and names_match(tool.name, pre_approved):
         return "allow"
     return "needs_approval"
 
@@ -57,7 +58,8 @@ def check_allowed(
     """Check that ``profile``'s agent may call ``tool_name`` and return the tool.
 
     Args:
-        tool_name: the tool to be called.
+        tool_name: the tool to be called; the profile lists it, or its source's
+            ``SOURCE.*`` (an MCP server's every tool).
         profile: the agent on whose behalf it is called.
         registry: where the tool is looked up.
         read_only_only: only read-only tools are allowed (parallel workers, which may
@@ -68,7 +70,7 @@ def check_allowed(
             are allowed and this one is not.
         ToolNotFound: the agent lists the tool but no such tool is registered.
     """
-    if tool_name not in profile.tools:
+    if not names_match(tool_name, profile.tools):
         have = ", ".join(profile.tools) or "none"
         raise ToolNotPermitted(
             f"agent {profile.name!r} does not have tool {tool_name!r} (it has: {have})"

@@ -39,6 +39,11 @@ TIMEOUT_GRACE_S = 1.0
 limit itself (``bash``) gets to report it before being cancelled."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SOURCED_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}\.[A-Za-z0-9_-]{1,64}$")
+
+SOURCE_SEPARATOR = "__"
+"""What stands for the ``.`` of a sourced tool name (``files.read_file``) in the name a
+model is told (``files__read_file``): model providers accept no dots."""
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
@@ -70,7 +75,9 @@ class Tool:
     """A tool: what a model is told of it, its safety flags and its handler.
 
     Attributes:
-        name: letters, digits, ``_`` and ``-``, at most 64 (what model providers accept).
+        name: letters, digits, ``_`` and ``-``, at most 64 (what model providers accept);
+            or ``SOURCE.NAME`` for a tool a source offers (an MCP server's), told to
+            models as ``SOURCE__NAME``.
         description: what the tool does, for the model.
         parameters: a JSON schema of the arguments object.
         handler: the async function that does the work.
@@ -79,6 +86,8 @@ class Tool:
             reads such output runs untrusted (see :mod:`plait.tools.trust`).
         requires_approval: a person must approve each call unless the agent has it
             pre-approved and the node runs trusted (see :func:`plait.tools.gate`).
+        idempotent: calling it again with the same arguments does no more than once:
+            a call left in doubt by a crash is retried, as a read-only one is.
     """
 
     name: str
@@ -88,20 +97,40 @@ class Tool:
     read_only: bool = False
     external: bool = False
     requires_approval: bool = False
+    idempotent: bool = False
     _spec: ToolSpec = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        told = model_name(self.name)
+        if not (_NAME.match(self.name) or _SOURCED_NAME.match(self.name)) or len(told) > 64:
             raise ConfigError(
                 f"invalid tool name {self.name!r}: use 1-64 letters, digits, '_' or '-'"
             )
         _validator_for(self.name, self.parameters)
-        spec = ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        spec = ToolSpec(name=told, description=self.description, parameters=self.parameters)
         object.__setattr__(self, "_spec", spec)  # built once: models get it on every turn
 
     def spec(self) -> ToolSpec:
         """What a model is told of this tool (one shared object: do not change it)."""
         return self._spec
+
+    @property
+    def retry_safe(self) -> bool:
+        """Whether a call left in doubt may simply be made again (read-only or idempotent)."""
+        return self.read_only or self.idempotent
+
+
+def model_name(name: str) -> str:
+    """The name a model is told for tool ``name`` (``files.read_file`` → ``files__read_file``)."""
+    return name.replace(".", SOURCE_SEPARATOR, 1)
+
+
+def names_match(name: str, patterns: Iterable[str]) -> bool:
+    """Whether tool ``name`` is among ``patterns``: listed itself, or its source's
+    ``SOURCE.*`` is (``files.*`` covers ``files.read_file``)."""
+    source, dot, _ = name.partition(".")
+    wildcard = f"{source}.*" if dot else None
+    return any(p == name or p == wildcard for p in patterns)
 
 
 def tool(
@@ -112,6 +141,7 @@ def tool(
     read_only: bool = False,
     external: bool = False,
     requires_approval: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[ToolHandler], Tool]:
     """Build a :class:`Tool` from an async function.
 
@@ -123,6 +153,7 @@ def tool(
         read_only: see :class:`Tool`.
         external: see :class:`Tool`.
         requires_approval: see :class:`Tool`.
+        idempotent: see :class:`Tool`.
 
     Returns:
         A decorator turning ``async def f(args, ctx)`` into a :class:`Tool`.
@@ -138,6 +169,7 @@ def tool(
             read_only=read_only,
             external=external,
             requires_approval=requires_approval,
+            idempotent=idempotent,
         )
 
     return build
@@ -179,15 +211,50 @@ class ToolRegistry:
         try:
             return self._tools[name]
         except KeyError:
+            told = self._told_as(name)
+            if told is not None:
+                return told
             known = ", ".join(sorted(self._tools)) or "none"
             raise ToolNotFound(f"unknown tool {name!r} (known tools: {known})") from None
+
+    def _told_as(self, name: str) -> Tool | None:
+        """The sourced tool a model named as ``SOURCE__NAME``, if there is one."""
+        source, sep, rest = name.partition(SOURCE_SEPARATOR)
+        return self._tools.get(f"{source}.{rest}") if sep else None
+
+    def canonical(self, name: str) -> str:
+        """The registered name of the tool a model called ``name`` (``files__read_file``
+        is ``files.read_file``); ``name`` itself when it names no such tool."""
+        if name in self._tools:
+            return name
+        found = self._told_as(name)
+        return found.name if found is not None else name
 
     def names(self) -> list[str]:
         """The registered tool names, sorted."""
         return sorted(self._tools)
 
+    def expand(self, patterns: Iterable[str]) -> list[str]:
+        """The registered tools ``patterns`` name, in order, each once: a ``SOURCE.*``
+        stands for every registered tool of that source; a name not registered is left
+        out."""
+        out: dict[str, None] = {}
+        for pattern in patterns:
+            if pattern.endswith(".*"):
+                prefix = pattern[:-1]
+                out.update((n, None) for n in self.names() if n.startswith(prefix))
+            elif pattern in self._tools:
+                out[pattern] = None
+        return list(out)
+
+    def unregister(self, names: Iterable[str]) -> None:
+        """Remove the tools called ``names`` (those not registered are ignored)."""
+        for name in names:
+            self._tools.pop(name, None)
+            self._validators.pop(name, None)
+
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._tools or (isinstance(name, str) and self._told_as(name) is not None)
 
     def __iter__(self) -> Iterator[Tool]:
         return iter([self._tools[n] for n in self.names()])
@@ -211,7 +278,7 @@ class ToolRegistry:
             ToolArgumentsInvalid: the arguments break the schema; the message lists
                 every violation with its path (``args.max_bytes: -1 is less than ...``).
         """
-        self.get(name)
+        name = self.get(name).name
         if not isinstance(args, dict):
             raise ToolArgumentsInvalid(
                 f"invalid arguments for tool {name!r}:\n"
@@ -272,10 +339,13 @@ def _path(error: ValidationError) -> str:
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "SOURCE_SEPARATOR",
     "TIMEOUT_GRACE_S",
     "Tool",
     "ToolContext",
     "ToolHandler",
     "ToolRegistry",
+    "model_name",
+    "names_match",
     "tool",
 ]

@@ -24,7 +24,8 @@ GRAPH = {
     "entry": "look",
     "nodes": [
         {"id": "look", "type": "tool", "tool": "peek", "next": "pay"},
-        {"id": "pay", "type": "tool", "tool": "charge", "next": "think"},
+        {"id": "pay", "type": "tool", "tool": "charge", "next": "put"},
+        {"id": "put", "type": "tool", "tool": "files.put", "next": "think"},
         {"id": "think", "type": "agent", "prompt": "go", "next": "careful"},
         {"id": "careful", "type": "agent", "prompt": "go", "on_indeterminate": "escalate"},
     ],
@@ -42,8 +43,13 @@ def environment() -> RunEnvironment:
     async def charge(args: dict[str, Any], ctx: ToolContext) -> str:
         return "charged"
 
+    @tool("files.put", idempotent=True)
+    async def put(args: dict[str, Any], ctx: ToolContext) -> str:
+        return "put (twice is as once)"
+
     registry.register(peek)
     registry.register(charge)
+    registry.register(put)
     mesh = MemoryMesh()
     return RunEnvironment(
         mesh, RunStore(mesh), DecisionAsker(mesh), tools=registry, model=None, cwd=Path.cwd()
@@ -52,7 +58,13 @@ def environment() -> RunEnvironment:
 
 @pytest.mark.parametrize(
     ("node", "policy"),
-    [("look", "retry"), ("pay", "escalate"), ("think", "retry"), ("careful", "escalate")],
+    [
+        ("look", "retry"),
+        ("pay", "escalate"),
+        ("put", "retry"),  # idempotent (an MCP tool's idempotentHint): retried
+        ("think", "retry"),
+        ("careful", "escalate"),
+    ],
 )
 def test_a_crashed_visit_gets_its_nodes_policy_or_its_kinds_default(node: str, policy: str) -> None:
     spec = compile_graph(GraphSpec.model_validate(GRAPH))
