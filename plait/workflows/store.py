@@ -61,10 +61,12 @@ async def start_workflow(
     *args: Any,
     run_id: RunId | None = None,
     workspace: str | os.PathLike[str] | None = None,
+    model: str | None = None,
     **kwargs: Any,
 ) -> RunRecord:
     """Start a durable run of ``wf`` with these arguments (importing it first if its
-    code is new); any process serving the mesh that can import it runs it."""
+    code is new); any process serving the mesh that can import it runs it. ``model``
+    answers its agent turns (see :func:`plait.runs.start.start_run`)."""
     stored = await import_workflow(mesh, wf)
     return await Runs(mesh).start(
         wf.agent,
@@ -73,6 +75,7 @@ async def start_workflow(
         version=stored.version,
         run_id=run_id,
         workspace=workspace,
+        model=model,
     )
 
 

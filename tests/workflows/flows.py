@@ -45,3 +45,6 @@ async def fan(ctx: plait.Context, n: int, limit: int) -> list[str]:
     stamp, ident = ctx.now(), ctx.uuid()
     assert stamp > 0 and len(ident) == 32
     return [o["stdout"].strip() for o in outs]
+
+
+PLAIN = "not a workflow"
