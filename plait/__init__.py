@@ -35,9 +35,9 @@ from plait.graphs import (
 )
 from plait.mesh import Entry, Mesh, open_mesh
 from plait.models import Model, ScriptedModel, load_model
-from plait.programs import ProgramCatalog, gather, program
+from plait.programs import ProgramCatalog, program
 from plait.runs import OwnerServices, RunRecord, Runs, RunServices, serve
-from plait.workflows import Context, Workflow, step, workflow
+from plait.workflows import Context, Workflow, gather, step, workflow
 
 # Earlier names of the public API, kept for callers written against them.
 RunHost = OwnerServices  # old-name alias

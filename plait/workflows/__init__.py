@@ -14,12 +14,14 @@ journal holds (:mod:`plait.workflows.replay`).
     plait/workflows/replay.py     one visit: positions, replay, the batch, step policies
     plait/workflows/context.py    Context: what the code calls, each call a step
     plait/workflows/workflow.py   @workflow, @step, a visit, the in-session run
+    plait/workflows/gather.py     plait.gather: journaled steps answer in place
     plait/workflows/store.py      import, start, journal, stale runs
 """
 
 from __future__ import annotations
 
 from plait.workflows.context import Answered, Context
+from plait.workflows.gather import gather
 from plait.workflows.journal import Entry, read_journal
 from plait.workflows.replay import StepPolicy
 from plait.workflows.store import (
@@ -49,6 +51,7 @@ __all__ = [
     "Step",
     "StepPolicy",
     "Workflow",
+    "gather",
     "import_workflow",
     "journal",
     "load_workflow",

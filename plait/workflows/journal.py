@@ -93,10 +93,11 @@ class JournalCache:
         self._kept: Lru = Lru(size)
 
     async def journal(
-        self, mesh: Mesh | None, run_id: str, node: str, ref: str | None
+        self, mesh: Mesh | None, run_id: str, node: str, ref: str | None, last: Any = None
     ) -> dict[int, Entry]:
-        """The journal of ``run_id`` whose last committed batch is at ``ref``; in
-        session (no ``mesh``) what this process journaled itself."""
+        """The journal of ``run_id`` whose last committed batch is at ``ref`` (its
+        value ``last``, if the caller has it); in session (no ``mesh``) what this
+        process journaled itself."""
         kept: _Kept | None = self._kept.get(run_id)
         if mesh is None:
             if kept is None:
@@ -106,9 +107,10 @@ class JournalCache:
             return kept.journal
         if kept is not None and kept.pending and ref is not None:
             # This process wrote the batch the record now names: check it is the one.
-            payload = await read_payload(mesh, ref)
-            value = payload.get("value") if isinstance(payload, dict) else None
-            found = entries_of(value)
+            if last is None:
+                payload = await read_payload(mesh, ref)
+                last = payload.get("value") if isinstance(payload, dict) else None
+            found = entries_of(last)
             if found is not None and [e.pos for e in found] == [e.pos for e in kept.pending]:
                 for e in found:
                     kept.journal[e.pos] = e

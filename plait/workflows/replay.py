@@ -7,11 +7,12 @@ recorded result (or raises the recorded error) without running, once its name an
 arguments are checked against the entry (:class:`~plait.errors.NonDeterminism` if they
 differ). A new step runs.
 
-Durably, the steps started before any new one finished form the visit's batch: once one
-has finished, a new step waits for the next visit, and the visit ends when none is in
-flight. Its entries are the visit's output, committed by the run's owner in one
-transaction before anything that follows them can run. In session, nothing waits: each
-new step runs and is journaled in memory.
+Durably, a new step's result is not handed back: the step waits for the next visit,
+which replays it. So the visit's batch is every new step the code can start without a
+new result (the branches of a gather, within its limit), and the visit ends once they
+all finished and the code started no more. Its entries are the visit's output,
+committed by the run's owner in one transaction before anything that depends on them
+runs. In session, nothing waits: each new step runs and is journaled in memory.
 
 A new step whose ``on_indeterminate`` is ``verify`` or ``escalate`` is first marked as
 started (one mesh write): a visit that finds the mark of a step it must run again knows
@@ -24,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -71,7 +72,7 @@ class Replay:
         env: the run's environment (its ports answer decisions).
         key: the node key the visit runs as.
         mesh: the mesh started marks go to (None in session: none are written).
-        durable: new steps wait for the next visit once one has finished.
+        durable: a new step's result waits for the next visit (see the module).
     """
 
     run_id: str
@@ -86,7 +87,7 @@ class Replay:
     tainted: bool = False
     next_pos: int = 0
     in_flight: int = 0
-    finished: bool = False
+    started: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def allocate(self) -> int:
@@ -105,6 +106,14 @@ class Replay:
             raise exc
         self.tainted = self.tainted or found.tainted
         return found
+
+    def replayed(self, pos: int, name: str, args: Any) -> Replayed | None:
+        """The journaled result of the step at ``pos``, checked against ``name`` and
+        ``args`` (NonDeterminism if it differs); None if the step is new."""
+        if not self.journal:
+            return None
+        found = self._check(pos, name, digest(args))
+        return None if found is None else Replayed(found)
 
     def recorded(self, name: str, args: Any, compute: Callable[[], Any]) -> Any:
         """A value the function may not recompute on replay (a clock, a random draw, an
@@ -152,9 +161,10 @@ class Replay:
             if found.error is not None:
                 raise StepFailed(name, pos, found.error)
             return found.value
-        if self.durable and (self.finished or self.waiting or self.fatal):
-            await _forever()  # after this visit's batch commits
+        if self.durable and self.fatal:
+            await _forever()  # the visit ends without this batch
         self.in_flight += 1
+        self.started += 1
         entry = Entry(pos=pos, name=name, args=key)
         parked: Waiting | None = None
         fatal: PlaitError | None = None
@@ -175,18 +185,17 @@ class Replay:
             if parked is None and fatal is None:
                 entry.tainted = bool(taints and taints())
                 self.tainted = self.tainted or entry.tainted
-                self.finished = True
                 self._journal(entry)
         finally:
             self.in_flight -= 1
             self.changed.set()
-        if parked is not None:
-            if not self.durable:
-                raise WorkflowParked(parked.ask, parked.options)
+        if self.durable:
+            # Nothing after a new step runs before its entry commits: the code sees
+            # the result when the next visit replays it.
             await _forever()
+        if parked is not None:
+            raise WorkflowParked(parked.ask, parked.options)
         if fatal is not None:
-            if self.durable:
-                await _forever()
             raise fatal
         if entry.error is not None:
             raise StepFailed(name, pos, entry.error)
@@ -251,19 +260,48 @@ class Replay:
         return answer
 
     async def until_settled(self, task: asyncio.Task[Any]) -> None:
-        """Wait until the function returned, or this visit's batch is complete (or it
-        parked, or a step failed in a way only a new visit may mend)."""
+        """Wait until the function returned, or this visit's batch is complete: every
+        new step it started has finished (each waits for the next visit), and the code
+        has had its turns to start more (the branches of a gather), starting none."""
         while not task.done():
-            if self.in_flight == 0 and (self.finished or self.waiting or self.fatal):
-                break
+            if self.in_flight == 0 and (self.new or self.waiting or self.fatal):
+                seen = self.started
+                for _ in range(3):  # let the code run on to where it waits
+                    await asyncio.sleep(0)
+                if self.in_flight == 0 and self.started == seen:
+                    break
+                continue
             self.changed.clear()
             waiter = asyncio.ensure_future(self.changed.wait())
             try:
                 await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 waiter.cancel()
-            for _ in range(3):  # let the code run on to where it waits
-                await asyncio.sleep(0)
+
+
+class Replayed:
+    """A journaled step, awaited without running: its recorded result (or error) at
+    once, with no task and no turn of the loop (a replay of a thousand steps does a
+    thousand of these)."""
+
+    __slots__ = ("entry",)
+
+    def __init__(self, entry: Entry) -> None:
+        self.entry = entry
+
+    def result(self) -> Any:
+        """The recorded value; StepFailed if the step raised."""
+        entry = self.entry
+        if entry.error is not None:
+            raise StepFailed(entry.name, entry.pos, entry.error)
+        return entry.value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.result()
+        yield  # a generator, so that ``await`` takes it
+
+    def close(self) -> None:
+        """Nothing to close (as a coroutine that was never awaited)."""
 
 
 async def _forever() -> None:
@@ -277,4 +315,13 @@ def timer_ask(seconds: float) -> str:
     return f"Timer: the workflow sleeps until {at}. Answer it to end it early."
 
 
-__all__ = ["INSIDE_STEP", "Parked", "Replay", "StepPolicy", "Verify", "started_key", "timer_ask"]
+__all__ = [
+    "INSIDE_STEP",
+    "Parked",
+    "Replay",
+    "Replayed",
+    "StepPolicy",
+    "Verify",
+    "started_key",
+    "timer_ask",
+]

@@ -42,7 +42,17 @@ def load_workflow(ref: str) -> Workflow[Any, Any]:
 
 async def import_workflow(mesh: Mesh, wf: Workflow[Any, Any]) -> StoredGraph:
     """Store ``wf`` as its graph: the stored version if its code is unchanged, else a
-    new version (runs in flight stay pinned to theirs)."""
+    new version (runs in flight stay pinned to theirs). Once per mesh object and
+    workflow: a stored version never changes."""
+    known = wf.imported.get(mesh)
+    if known is not None:
+        return known
+    stored = await _import(mesh, wf)
+    wf.imported[mesh] = stored
+    return stored
+
+
+async def _import(mesh: Mesh, wf: Workflow[Any, Any]) -> StoredGraph:
     version = 1
     try:
         latest = await get_graph(mesh, wf.agent, wf.name)

@@ -16,6 +16,7 @@ import hashlib
 import inspect
 import os
 import textwrap
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
@@ -28,6 +29,8 @@ from plait.graphs.ports import Answer, ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.spec import Budget, GraphSpec
 from plait.graphs.state import RunState, Waiting
+from plait.graphs.store import StoredGraph
+from plait.mesh import Mesh
 from plait.models import Model
 from plait.profiles import AgentProfile
 from plait.programs import Grants, SharedBudget, grant_all
@@ -87,6 +90,8 @@ class Workflow(Generic[P, R]):
         )
         self._params = [p for p in inspect.signature(fn).parameters.values()][1:]
         self._journals = JournalCache()
+        self.imported: weakref.WeakKeyDictionary[Mesh, StoredGraph] = weakref.WeakKeyDictionary()
+        """The version stored in each mesh this process imported it into."""
         functools.update_wrapper(self, fn)
 
     def spec(self, version: int = 1) -> GraphSpec:
@@ -124,7 +129,7 @@ class Workflow(Generic[P, R]):
         """See :class:`plait.graphs.nodes.workflow.WorkflowDriver`."""
         out = state.outputs.get(v.key)
         journal = await self._journals.journal(
-            env.mesh, state.run_id, v.key, out.ref if out is not None else None
+            env.mesh, state.run_id, v.key, out.ref if out is not None else None, v.values.get(v.key)
         )
         durable = env.mesh is not None
         replay = Replay(state.run_id, journal, env, key=v.key, mesh=env.mesh, durable=durable)

@@ -14,12 +14,14 @@ graph is checked); what it names must answer :class:`WorkflowDriver`.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from plait.errors import ConfigError, ProgramNotFound
 from plait.graphs.nodes.base import (
     Checks,
+    GraphView,
     IndeterminatePolicy,
     NodeBase,
     NodeKind,
@@ -76,16 +78,19 @@ def driver_of(ref: str) -> WorkflowDriver:
     """
     try:
         module_name, qualname = check_import_ref(ref)
-        target: Any = importlib.import_module(module_name)
+        # Looked up each visit (a module's workflow may be replaced, as in a deploy or a
+        # test): from sys.modules, imported only the first time.
+        target: Any = sys.modules.get(module_name) or importlib.import_module(module_name)
     except (ImportError, ProgramNotFound) as exc:
         raise ConfigError(f"workflow {ref!r} cannot be imported: {exc}") from None
     for part in qualname.split("."):
         target = getattr(target, part, None)
         if target is None:
             raise ConfigError(f"workflow {ref!r}: {module_name} has no {qualname}")
-    if not isinstance(target, WorkflowDriver):
+    if not callable(getattr(target, "visit", None)):
         raise ConfigError(f"{ref!r} is not a workflow (decorate it with @plait.workflow)")
-    return target
+    driver: WorkflowDriver = target
+    return driver
 
 
 async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -> NodeResult:
@@ -98,6 +103,12 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
 def _templates(node: WorkflowNode) -> Iterator[TemplateField]:
     for path, text in strings(node.input, ".input"):
         yield path, text, False
+
+
+def _reads(node: WorkflowNode, graph: GraphView) -> Iterator[str]:
+    # Its own last output (the last batch of its journal): a warm process hands it
+    # over from its cache, and what it carries (taint) the next visit carries too.
+    yield node.id
 
 
 def _validate(node: WorkflowNode, path: str, checks: Checks) -> None:
@@ -125,6 +136,7 @@ KIND = NodeKind(
     templates=_templates,
     validate=_validate,
     next_nodes=_next_nodes,
+    reads=_reads,
     on_indeterminate=_on_indeterminate,
     reads_input=lambda node: True,
 )
