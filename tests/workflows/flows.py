@@ -47,4 +47,34 @@ async def fan(ctx: plait.Context, n: int, limit: int) -> list[str]:
     return [o["stdout"].strip() for o in outs]
 
 
+@plait.step(on_indeterminate="escalate")
+async def deploy(ctx: plait.Context, what: str) -> str:
+    """An effect nobody can check: interrupted, a person decides whether to redo it."""
+    return f"deployed {what}"
+
+
+@plait.workflow
+async def careful(ctx: plait.Context, what: str) -> str:
+    """One escalating step."""
+    return await deploy(ctx, what)
+
+
+@plait.step
+async def count(ctx: plait.Context, i: int) -> int:
+    """A cheap step."""
+    return i
+
+
+@plait.workflow(name="long", budget=3)
+async def long(ctx: plait.Context, n: int) -> int:
+    """``n`` steps one after another, within a budget of three visits."""
+    return sum([await count(ctx, i) for i in range(n)])
+
+
+@plait.workflow
+async def asks(ctx: plait.Context) -> str:
+    """One question."""
+    return (await ctx.decisions.ask("Proceed?", options=["yes", "no"])).text
+
+
 PLAIN = "not a workflow"
