@@ -181,12 +181,45 @@ class MeshReads(_Part):
         return ctx._call("mesh.scan", {"prefix": prefix}, lambda: ctx._mesh().scan(prefix))
 
 
+class Runs(_Part):
+    """Child runs the workflow starts and awaits: the run parks, holding no process,
+    until the child ends, and the child's output is the step's result."""
+
+    def graph(
+        self, agent: str, name: str, input: Any = None, *, version: int | None = None
+    ) -> Coroutine[Any, Any, Any]:
+        """Run stored graph ``agent``/``name`` (newest or ``version``) as a child run."""
+        ctx = self._ctx
+
+        async def run(pos: int) -> Any:
+            return await ctx._child(pos, agent, name, version, input, None)
+
+        args = {"agent": agent, "name": name, "version": version, "input": input}
+        return ctx._call_at("runs.graph", args, run)
+
+    def workflow(self, wf: Any, *args: Any, **kwargs: Any) -> Coroutine[Any, Any, Any]:
+        """Run workflow ``wf`` (a ``@plait.workflow``) with these arguments as a child run
+        (in session: in this process)."""
+        ctx = self._ctx
+        input = wf.bind(*args, **kwargs)
+
+        async def run(pos: int) -> Any:
+            return await ctx._child(pos, wf.agent, wf.name, None, input, wf)
+
+        return ctx._call_at("runs.workflow", {"workflow": wf.ref, "input": input}, run)
+
+
+Child = Callable[[int, str, str, "int | None", Any, Any], Awaitable[Any]]
+"""Runs a child (position, agent, name, version, input, workflow or None): its output."""
+
+
 class Context:
     """A workflow's way to the world: every call through it is a journaled step.
 
     Attributes:
         run_id: the run.
         tools, agents, programs, decisions, mesh: the capabilities, as steps.
+        runs: child runs (a graph or another workflow), as steps.
     """
 
     def __init__(
@@ -196,17 +229,20 @@ class Context:
         *,
         registry: ToolRegistry | None = None,
         wait_decision: Callable[[str], Awaitable[dict[str, Any]]] | None = None,
+        child: Child | None = None,
     ) -> None:
         self._replay = replay
         self._grants = grants
         self._registry = registry
         self._wait = wait_decision
+        self._children = child
         self.run_id = replay.run_id
         self.tools = Tools(self)
         self.agents = Agents(self)
         self.programs = Programs(self)
         self.decisions = Decisions(self)
         self.mesh = MeshReads(self)
+        self.runs = Runs(self)
 
     # -- the values the code may not recompute on replay ------------------------------
 
@@ -318,6 +354,13 @@ class Context:
             return "retry"
         return "escalate"
 
+    async def _child(
+        self, pos: int, agent: str, name: str, version: int | None, input: Any, wf: Any
+    ) -> Any:
+        if self._children is None:
+            raise CapabilityMissing("this workflow was given no way to start child runs")
+        return await self._children(pos, agent, name, version, input, wf)
+
     async def _wait_decision(self, decision_id: str) -> dict[str, Any]:
         if self._wait is None:
             raise CapabilityMissing("this workflow runs without a mesh: no decisions to wait on")
@@ -335,5 +378,6 @@ __all__ = [
     "Decisions",
     "MeshReads",
     "Programs",
+    "Runs",
     "Tools",
 ]

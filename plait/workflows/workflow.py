@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from plait.decisions import DecisionAsker
-from plait.errors import ConfigError, NonDeterminism
+from plait.errors import CapabilityMissing, ConfigError, GraphError, NonDeterminism
 from plait.graphs.nodes.base import Visit
 from plait.graphs.nodes.workflow import STEP
 from plait.graphs.ports import Answer, ExecEnv
@@ -35,7 +35,7 @@ from plait.models import Model
 from plait.profiles import AgentProfile
 from plait.programs import Grants, SharedBudget, grant_all
 from plait.tools import ToolRegistry, default_registry
-from plait.workflows.context import Context
+from plait.workflows.context import Child, Context
 from plait.workflows.journal import Entry, JournalCache, batch
 from plait.workflows.replay import INSIDE_STEP, Parked, Replay, StepPolicy
 
@@ -134,7 +134,13 @@ class Workflow(Generic[P, R]):
         durable = env.mesh is not None
         replay = Replay(state.run_id, journal, env, key=v.key, mesh=env.mesh, durable=durable)
         grants = _Lazy(env, v, trusted=v.trusted and not any(e.tainted for e in journal.values()))
-        ctx = Context(replay, grants.get, registry=env.tools, wait_decision=_waiter(env, v.key))
+        ctx = Context(
+            replay,
+            grants.get,
+            registry=env.tools,
+            wait_decision=_waiter(env, v.key),
+            child=_children(env, v.key),
+        )
         kwargs = input if isinstance(input, Mapping) else {}
         result = await self._settle(replay, ctx, dict(kwargs))
         if durable and replay.new:
@@ -208,7 +214,7 @@ class Workflow(Generic[P, R]):
         spec = model if model is not None else os.environ.get("PLAIT_MODEL")
         loaded = load_model(spec) if isinstance(spec, str) else spec
         registry = tools if tools is not None else default_registry()
-        held = MemoryMesh()  # where the agent turns read their profiles
+        held = MemoryMesh()  # where agent turns read their profiles, and ctx.mesh writes
         for profile in (profiles or {}).values():
             await put_profile(held, profile)
         env = ExecEnv(
@@ -221,7 +227,7 @@ class Workflow(Generic[P, R]):
             cwd=cwd or Path.cwd(),
             agents=Agents(held, model=loaded, tools=registry),
         )
-        value, steps = await run_session(self, dict(input or {}), env)
+        value, steps = await run_session(self, dict(input or {}), env, mesh=held)
         return value, steps
 
     def __call__(self, ctx: Context, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
@@ -232,8 +238,9 @@ class Workflow(Generic[P, R]):
 class _Lazy:
     """The visit's capabilities, built on first use (most replays need none)."""
 
-    def __init__(self, env: ExecEnv, v: Visit, *, trusted: bool) -> None:
+    def __init__(self, env: ExecEnv, v: Visit, *, trusted: bool, mesh: Mesh | None = None) -> None:
         self.env, self.v, self.trusted = env, v, trusted
+        self.mesh = mesh if mesh is not None else env.mesh
         self.grants: Grants | None = None
 
     def get(self) -> Grants:
@@ -250,7 +257,7 @@ class _Lazy:
                 return verdict
 
             self.grants = grant_all(
-                env.mesh,
+                self.mesh,
                 tools=env.tools,
                 profile=profile,
                 context=env.tool_context(v.key, profile),
@@ -283,6 +290,35 @@ def _waiter(env: ExecEnv, key: str) -> Callable[[str], Awaitable[dict[str, Any]]
         return {"status": decision.status, "value": decision.value, "by": by}
 
     return wait
+
+
+def _children(env: ExecEnv, key: str, mesh: Mesh | None = None) -> Child:
+    """Child runs of a visit: durably through the run's subgraph runner (the child's
+    id derives from the run, the node and the step's position, so a visit run again
+    finds it), in session a workflow in this process."""
+
+    async def run(pos: int, agent: str, name: str, version: int | None, input: Any, wf: Any) -> Any:
+        runner = env.subgraphs
+        if runner is None or env.mesh is None:
+            if wf is None:
+                raise CapabilityMissing("in session, a workflow starts no graph runs")
+            value, _ = await run_session(wf, input, env, mesh=mesh)
+            return value
+        if wf is not None:
+            from plait.workflows.store import import_workflow
+
+            version = (await import_workflow(env.mesh, wf)).version
+        out = await runner(agent, name, version, input, key, pos + 1, False)
+        if isinstance(out, Waiting):
+            out.node = key
+            raise Parked(out)
+        if isinstance(out, NodeResult):
+            if out.error is not None:
+                raise GraphError(out.error)
+            return out.value
+        return out
+
+    return run
 
 
 def workflow(
@@ -420,9 +456,12 @@ async def run_session(
     wf: Workflow[Any, Any],
     input: Mapping[str, Any],
     env: ExecEnv | None = None,
+    *,
+    mesh: Mesh | None = None,
 ) -> tuple[Any, list[Entry]]:
     """Run ``wf`` in this process with ``env`` (default: the built-in tools, answers
-    none); its return value and the steps it ran, in position order.
+    none; ``mesh``, if given, is what ``ctx.mesh`` reads and writes); its return value
+    and the steps it ran, in position order.
 
     Raises:
         WorkflowParked: a question had no answer up front.
@@ -432,8 +471,8 @@ async def run_session(
     env = env or ExecEnv(agent=wf.agent)
     run_id = env.run_id or new_run_id()
     replay = Replay(run_id, {}, env, key=NODE, mesh=None, durable=False)
-    grants = _Lazy(env, Visit(NODE, wf.spec().nodes[0], 1, {}, _NoGraph()), trusted=True)
-    ctx = Context(replay, grants.get, registry=env.tools)
+    grants = _Lazy(env, Visit(NODE, wf.spec().nodes[0], 1, {}, _NoGraph()), trusted=True, mesh=mesh)
+    ctx = Context(replay, grants.get, registry=env.tools, child=_children(env, NODE, mesh))
     fn: Any = wf.fn
     value = await fn(ctx, **input)
     return value, sorted(replay.new, key=lambda e: e.pos)

@@ -77,4 +77,15 @@ async def asks(ctx: plait.Context) -> str:
     return (await ctx.decisions.ask("Proceed?", options=["yes", "no"])).text
 
 
+@plait.workflow
+async def parent(ctx: plait.Context) -> str:
+    """Runs ``asks`` as a child run and awaits it, then draws, stamps and writes."""
+    got = await ctx.runs.workflow(asks)
+    draw, ident = ctx.random(), ctx.uuid()
+    put = await ctx.mesh.put(f"notes/{ident}", {"got": got, "draw": draw})
+    read = await ctx.mesh.get(f"notes/{ident}")
+    assert read is not None and read["version"] == put["version"]
+    return "parent got " + str(read["value"]["got"])
+
+
 PLAIN = "not a workflow"
