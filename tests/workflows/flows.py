@@ -88,4 +88,12 @@ async def parent(ctx: plait.Context) -> str:
     return "parent got " + str(read["value"]["got"])
 
 
+@plait.workflow
+async def relay(ctx: plait.Context) -> str:
+    """Fetch outside content, then publish it."""
+    page = await ctx.tools.call("fetch", {})
+    await ctx.tools.call("publish", {"text": page}, on_indeterminate="retry")
+    return str(page)
+
+
 PLAIN = "not a workflow"
