@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from plait.errors import WorkflowError
 from plait.mesh import Mesh
 from plait.runs.log import read_log, read_payload
 from plait.runs.store import Lru
@@ -117,6 +118,13 @@ class JournalCache:
                 kept.ref, kept.pending = ref, []
                 return kept.journal
         journal = await read_journal(mesh, run_id, node) if ref is not None else {}
+        if ref is not None and not journal:
+            # The record names a batch its log does not hold (a fork, or a log cut
+            # short): running the steps again from nothing could repeat their effects.
+            raise WorkflowError(
+                f"workflow run {run_id}: its record names journaled steps ({ref}) that "
+                "its log does not hold (a fork of a workflow run is not supported)"
+            )
         self._kept[run_id] = _Kept(journal, ref)
         return journal
 

@@ -80,3 +80,17 @@ async def test_a_parked_workflow_is_a_small_record_and_cancels(mesh: Mesh, tmp_p
     assert rec.status == "cancelled"
     [decision] = await DecisionAnswerer(mesh).list()
     assert decision.status == "cancelled"
+
+
+async def test_a_fork_is_refused_rather_than_run_again_from_nothing(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    async with serve(mesh, beat=False):
+        runs = Runs(mesh)
+        rec = await start_workflow(mesh, flows.long, 2, workspace=tmp_path)
+        rec = await runs.wait(rec.run_id, timeout=scaled(30))
+        assert rec.status == "done"
+        fork = await runs.fork(rec.run_id, "workflow:1", by=ME)
+        fork = await runs.wait(fork.run_id, timeout=scaled(30))
+    assert fork.status == "failed"
+    assert fork.error is not None and "a fork of a workflow run is not supported" in fork.error
