@@ -64,6 +64,9 @@ def test_import_start_journal_and_stale(mesh_url: str) -> None:
     assert code == 0, out
     assert [s["name"] for s in json.loads(out)] == ["tools.bash"] * 3 + ["now", "uuid"]
 
+    code, out = _plait("graph", "inspect", done["run_id"], "--mesh", mesh_url)
+    assert code == 0 and "workflow" in out, out
+
     code, out = _plait("workflow", "runs", "--stale", "--mesh", mesh_url, "--json")
     assert code == 0 and json.loads(out) == []
 
