@@ -7,14 +7,15 @@ import importlib
 import os
 from typing import Any
 
-from plait.errors import ConfigError, GraphNotFound, ProgramNotFound
+from plait.errors import ConfigError, ProgramNotFound
 from plait.graphs.nodes.workflow import pinned
-from plait.graphs.store import StoredGraph, get_graph, import_graph
+from plait.graphs.store import get_graph
 from plait.ids import RunId
 from plait.mesh import Mesh
 from plait.programs.registry import check_import_ref
 from plait.runs import RunRecord, Runs
 from plait.runs.store import read_record
+from plait.workflows.imported import import_workflow
 from plait.workflows.journal import Entry, read_journal
 from plait.workflows.workflow import NODE, Workflow
 
@@ -38,31 +39,6 @@ def load_workflow(ref: str) -> Workflow[Any, Any]:
     if not isinstance(target, Workflow):
         raise ConfigError(f"{ref!r} is not a workflow (decorate it with @plait.workflow)")
     return target
-
-
-async def import_workflow(mesh: Mesh, wf: Workflow[Any, Any]) -> StoredGraph:
-    """Store ``wf`` as its graph: the stored version if its code is unchanged, else a
-    new version (runs in flight stay pinned to theirs). Once per mesh object and
-    workflow: a stored version never changes."""
-    known = wf.imported.get(mesh)
-    if known is not None:
-        return known
-    stored = await _import(mesh, wf)
-    wf.imported[mesh] = stored
-    return stored
-
-
-async def _import(mesh: Mesh, wf: Workflow[Any, Any]) -> StoredGraph:
-    version = 1
-    try:
-        latest = await get_graph(mesh, wf.agent, wf.name)
-    except GraphNotFound:
-        latest = None
-    if latest is not None:
-        if pinned(latest.spec.nodes[0]) == (wf.ref, wf.source_sha256):
-            return latest
-        version = latest.version + 1
-    return await import_graph(mesh, wf.spec(version))
 
 
 async def start_workflow(

@@ -36,6 +36,7 @@ from plait.profiles import AgentProfile
 from plait.programs import Grants, SharedBudget, grant_all
 from plait.tools import ToolRegistry, default_registry
 from plait.workflows.context import Child, Context
+from plait.workflows.imported import import_workflow
 from plait.workflows.journal import Entry, JournalCache, batch
 from plait.workflows.replay import INSIDE_STEP, Parked, Replay, StepPolicy
 
@@ -305,8 +306,6 @@ def _children(env: ExecEnv, key: str, mesh: Mesh | None = None) -> Child:
             value, _ = await run_session(wf, input, env, mesh=mesh)
             return value
         if wf is not None:
-            from plait.workflows.store import import_workflow
-
             version = (await import_workflow(env.mesh, wf)).version
         out = await runner(agent, name, version, input, key, pos + 1, False)
         if isinstance(out, Waiting):
