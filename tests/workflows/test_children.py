@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from plait.decisions import Human
+from plait.errors import WorkflowParked
 from plait.mesh import Mesh
 from plait.runs import Runs, serve
 from plait.workflows import journal, start_workflow
@@ -42,3 +43,10 @@ async def test_in_session_the_child_runs_here() -> None:
     value, steps = await flows.parent.session(answers={"Proceed?": "yes"})
     assert value == "parent got yes"
     assert [s.name for s in steps] == ["runs.workflow", "random", "uuid", "mesh.put", "mesh.get"]
+
+
+async def test_in_session_a_question_nobody_answered_says_so() -> None:
+    with pytest.raises(WorkflowParked, match="Proceed"):
+        await flows.asks.session()
+    value, _ = await flows.asks.session(answers={"*": "no"})
+    assert value == "no"
