@@ -19,7 +19,7 @@ from typing import Any
 from plait.errors import CapabilityMissing, ConfigError
 from plait.programs import Grants
 from plait.tools import ToolRegistry
-from plait.workflows.replay import INSIDE_STEP, Replay, StepPolicy, Verify, timer_ask
+from plait.workflows.replay import INSIDE_STEP, Replay, Replayed, StepPolicy, Verify, timer_ask
 
 MAX_SLEEP_S = 366 * 24 * 3600.0
 
@@ -230,9 +230,11 @@ class Context:
         registry: ToolRegistry | None = None,
         wait_decision: Callable[[str], Awaitable[dict[str, Any]]] | None = None,
         child: Child | None = None,
+        peek: Callable[[], Grants | None] | None = None,
     ) -> None:
         self._replay = replay
         self._grants = grants
+        self._peek = peek or grants  # the capabilities if built (none: nothing tainted)
         self._registry = registry
         self._wait = wait_decision
         self._children = child
@@ -320,20 +322,36 @@ class Context:
         """The step ``name`` at the next position: ``run`` is given that position."""
         if INSIDE_STEP.get():
             return _plain(lambda: run(-1))
-        replay = self._replay
-        pos = replay.allocate()
-        known = replay.replayed(pos, name, args)
+        pos, known = self._take(name, args)
         if known is not None:
             return known  # type: ignore[return-value]
-        grants = self._grants
-        return replay.step(
+        return self._run_at(pos, name, args, lambda: run(pos), policy=policy, verify=verify)
+
+    def _take(self, name: str, args: Any) -> tuple[int, Replayed | None]:
+        """The next position, and the journaled step there (checked), if any."""
+        pos = self._replay.allocate()
+        return pos, self._replay.replayed(pos, name, args)
+
+    def _run_at(
+        self,
+        pos: int,
+        name: str,
+        args: Any,
+        run: Callable[[], Awaitable[Any]],
+        *,
+        policy: StepPolicy = "retry",
+        verify: Verify | None = None,
+    ) -> Coroutine[Any, Any, Any]:
+        """The new step ``name`` at ``pos`` (see :meth:`_take`), run by ``run``."""
+        peek = self._peek
+        return self._replay.step(
             pos,
             name,
             args,
-            lambda: run(pos),
+            run,
             policy=policy,
             verify=verify,
-            taints=lambda: grants().taint.tainted,
+            taints=lambda: (held := peek()) is not None and held.taint.tainted,
         )
 
     def _grants_tools(self) -> Any:

@@ -262,21 +262,17 @@ class Replay:
     async def until_settled(self, task: asyncio.Task[Any]) -> None:
         """Wait until the function returned, or this visit's batch is complete: every
         new step it started has finished (each waits for the next visit), and the code
-        has had its turns to start more (the branches of a gather), starting none."""
+        has had a turn to start more (the branches of a gather), starting none."""
+        task.add_done_callback(lambda _: self.changed.set())
         while not task.done():
             if self.in_flight == 0 and (self.new or self.waiting or self.fatal):
                 seen = self.started
-                for _ in range(3):  # let the code run on to where it waits
-                    await asyncio.sleep(0)
+                await asyncio.sleep(0)  # a turn for the code to run on to where it waits
                 if self.in_flight == 0 and self.started == seen:
                     break
                 continue
             self.changed.clear()
-            waiter = asyncio.ensure_future(self.changed.wait())
-            try:
-                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                waiter.cancel()
+            await self.changed.wait()
 
 
 class Replayed:

@@ -141,6 +141,7 @@ class Workflow(Generic[P, R]):
             registry=env.tools,
             wait_decision=_waiter(env, v.key),
             child=_children(env, v.key),
+            peek=lambda: grants.grants,
         )
         kwargs = input if isinstance(input, Mapping) else {}
         result = await self._settle(replay, ctx, dict(kwargs))
@@ -376,6 +377,10 @@ class Step(Generic[P, R]):
         """The step as an awaitable, its position taken now."""
         if INSIDE_STEP.get():
             return _inner(self.fn(ctx, *args, **kwargs))
+        record = {"args": list(args), "kwargs": kwargs}
+        pos, known = ctx._take(self.name, record)
+        if known is not None:
+            return known  # type: ignore[return-value]  # a replay: nothing more to build
 
         async def run() -> Any:
             token = INSIDE_STEP.set(True)
@@ -386,13 +391,7 @@ class Step(Generic[P, R]):
 
         check = self.verify
         verify = (lambda: check(ctx, *args, **kwargs)) if check is not None else None
-        return ctx._call(
-            self.name,
-            {"args": list(args), "kwargs": kwargs},
-            run,
-            policy=self.on_indeterminate,
-            verify=verify,
-        )
+        return ctx._run_at(pos, self.name, record, run, policy=self.on_indeterminate, verify=verify)
 
 
 async def _inner(call: Awaitable[R]) -> R:
@@ -471,7 +470,13 @@ async def run_session(
     run_id = env.run_id or new_run_id()
     replay = Replay(run_id, {}, env, key=NODE, mesh=None, durable=False)
     grants = _Lazy(env, Visit(NODE, wf.spec().nodes[0], 1, {}, _NoGraph()), trusted=True, mesh=mesh)
-    ctx = Context(replay, grants.get, registry=env.tools, child=_children(env, NODE, mesh))
+    ctx = Context(
+        replay,
+        grants.get,
+        registry=env.tools,
+        child=_children(env, NODE, mesh),
+        peek=lambda: grants.grants,
+    )
     fn: Any = wf.fn
     value = await fn(ctx, **input)
     return value, sorted(replay.new, key=lambda e: e.pos)
