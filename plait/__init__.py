@@ -6,6 +6,8 @@
 - :class:`Runs` — durable runs; :func:`serve` builds a process that serves them, with
   the :class:`ProgramCatalog` it runs programs from and the :class:`RunServices` it
   hands its actors.
+- :func:`workflow` / :func:`step` / :class:`Context` — an async function run as a
+  durable workflow, journaled step by step.
 - :class:`DecisionAsker` / :class:`DecisionAnswerer` — decisions: the first raises and
   waits (models, node code), the second also answers and cancels (people).
 
@@ -33,8 +35,9 @@ from plait.graphs import (
 )
 from plait.mesh import Entry, Mesh, open_mesh
 from plait.models import Model, ScriptedModel, load_model
-from plait.programs import ProgramCatalog, gather, program
+from plait.programs import ProgramCatalog, program
 from plait.runs import OwnerServices, RunRecord, Runs, RunServices, serve
+from plait.workflows import Context, Workflow, gather, step, workflow
 
 # Earlier names of the public API, kept for callers written against them.
 RunHost = OwnerServices  # old-name alias
@@ -43,6 +46,7 @@ DecisionDesk = DecisionAnswerer  # old-name alias
 
 __all__ = [
     "Agent",
+    "Context",
     "Decision",
     "DecisionAnswerer",
     "DecisionAsker",
@@ -65,6 +69,7 @@ __all__ = [
     "Runs",
     "ScriptedModel",
     "VersionConflict",
+    "Workflow",
     "gather",
     "load_graph",
     "load_model",
@@ -73,5 +78,7 @@ __all__ = [
     "resume_graph",
     "run_graph",
     "serve",
+    "step",
     "validate_graph",
+    "workflow",
 ]

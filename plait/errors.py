@@ -48,7 +48,11 @@ same call may succeed if simply tried again.
     │   ├── RunNotRetryable                   retry of a run that did not fail on a node
     │   ├── VisitNotFound (LookupError)       fork at a visit the run never committed
     │   ├── BudgetExhausted                   a call inside a visit would pass the budget
-    │   └── AuditChainBroken                  an audit event was edited, dropped or reordered
+    │   ├── AuditChainBroken                  an audit event was edited, dropped or reordered
+    │   └── WorkflowError                     a workflow cannot go on
+    │       ├── NonDeterminism                a replay asked for another step than journaled
+    │       ├── StepFailed                    a journaled step raised (replayed as raised)
+    │       └── WorkflowParked                in-session: a question has no answer
     ├── DecisionError
     │   ├── DecisionNotFound (LookupError)
     │   ├── DecisionClosed                    already answered, cancelled or expired
@@ -430,6 +434,57 @@ class AuditChainBroken(RunError):
 
 
 # -- programs -----------------------------------------------------------------------
+
+
+class WorkflowError(RunError):
+    """A workflow (:mod:`plait.workflows`) cannot go on."""
+
+
+class NonDeterminism(WorkflowError):
+    """A workflow's replay asked, at a journaled position, for another step than the
+    one its journal holds: the code changed in a way its running runs cannot follow.
+
+    Attributes:
+        position: the step's position in the run (0 first).
+        recorded: the journaled step (``name(args digest)``).
+        requested: the step the replay asked for.
+    """
+
+    def __init__(self, run_id: str, position: int, recorded: str, requested: str) -> None:
+        self.run_id, self.position = run_id, position
+        self.recorded, self.requested = recorded, requested
+        super().__init__(
+            f"workflow run {run_id} is not deterministic at step {position}: the journal "
+            f"holds {recorded}, the code now asks for {requested} (guard the change with "
+            "ctx.patched(name), or let old runs finish on the old code)"
+        )
+
+
+class StepFailed(WorkflowError):
+    """A workflow step raised; the journal keeps its error, so a replay raises it again.
+
+    Attributes:
+        step: the step's name.
+        position: its position in the run.
+        error: ``Type: message`` of what it raised.
+    """
+
+    def __init__(self, step: str, position: int, error: str) -> None:
+        self.step, self.position, self.error = step, position, error
+        super().__init__(f"step {position} ({step}) failed: {error}")
+
+
+class WorkflowParked(WorkflowError):
+    """An in-session workflow asked a question nobody answered up front.
+
+    Attributes:
+        ask: the question.
+        options: its options (None: free text).
+    """
+
+    def __init__(self, ask: str, options: list[str] | None) -> None:
+        self.ask, self.options = ask, options
+        super().__init__(f"the workflow waits on an answer to {ask!r}: pass answers={{...}}")
 
 
 class ProgramError(PlaitError):

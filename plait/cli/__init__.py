@@ -34,6 +34,7 @@ from plait.cli.programs import exec_cmd, programs_app
 from plait.cli.serve import serve_cmd
 from plait.cli.tokens import tokens_app
 from plait.cli.worker import worker_cmd
+from plait.cli.workflow import workflow_app
 
 _option_type = TyperOption.display_type_rich
 _METAVARS = {
@@ -101,6 +102,7 @@ app.add_typer(tokens_app, name="tokens")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(programs_app, name="programs")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(workflow_app, name="workflow")
 app.command("exec")(exec_cmd)
 app.command("worker")(worker_cmd)
 app.command("serve")(serve_cmd)

@@ -122,6 +122,7 @@ def test_type_aliases_and_kind_are_accepted() -> None:
         "fan_in",
         "subgraph",
         "program",
+        "workflow",
     }
 
 

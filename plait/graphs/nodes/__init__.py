@@ -24,6 +24,7 @@ from plait.graphs.nodes import (
     subgraph,
     tool,
     verifier,
+    workflow,
 )
 from plait.graphs.nodes.base import NodeBase, NodeKind
 
@@ -41,6 +42,7 @@ KINDS: Mapping[str, NodeKind[Any]] = {
         fan_in.KIND,
         subgraph.KIND,
         program.KIND,
+        workflow.KIND,
     )
 }
 """Every node kind by its canonical type, in the order the file format documents them."""
