@@ -9,6 +9,7 @@ import typer
 from plait.cli._common import MeshOption, fail, print_json, run
 from plait.cli._output import (
     JsonFlag,
+    JsonOption,
     Output,
     OutputOption,
     as_text,
@@ -16,10 +17,10 @@ from plait.cli._output import (
     rows,
     say,
     styled,
+    utc_time,
 )
-from plait.cli.graph import graph_app
+from plait.cli._graph_app import graph_app
 from plait.cli.run_progress import verifier_critique
-from plait.cli.runs import JsonOption, utc_time
 from plait.errors import AuditChainBroken
 from plait.graphs.trajectory import TrajectoryStep
 from plait.ids import RunId
