@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _installed
 from typing import Annotated, Any
 
 import typer
@@ -60,7 +58,9 @@ COMMANDS = {
         "Read and write keys of the mesh.",
         also=("plait.cli.topics",),
     ),
-    "graph": LazyCommand("plait.cli._graph_app", "graph_app", "Validate, import and inspect graphs."),
+    "graph": LazyCommand(
+        "plait.cli._graph_app", "graph_app", "Validate, import and inspect graphs."
+    ),
     "decisions": LazyCommand(
         "plait.cli.decisions", "decisions_app", "List and answer human decisions."
     ),
@@ -119,6 +119,10 @@ app = typer.Typer(
 
 def _version(shown: bool) -> None:
     if shown:
+        # Imported here: importlib.metadata costs more than the rest of `plait --version`.
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as _installed
+
         try:
             number = _installed("plait")
         except PackageNotFoundError:

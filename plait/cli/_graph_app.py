@@ -25,7 +25,9 @@ GRAPH_COMMANDS = {
         "Check FILE and list every problem with its path (exit 1 if there is any).",
     ),
     "import": LazyCommand(
-        _GRAPH, "import_", "Validate FILE and store it as its agent's graph, at the version it names."
+        _GRAPH,
+        "import_",
+        "Validate FILE and store it as its agent's graph, at the version it names.",
     ),
     "list": LazyCommand(
         _GRAPH, "list_", "List stored graphs with their newest version and every version."
@@ -73,7 +75,9 @@ GRAPH_COMMANDS = {
     "fork": LazyCommand(
         _RERUN, "fork_cmd", "Start a new run from the state after a committed visit of RUN."
     ),
-    "runs": LazyCommand(_VIEWS, "runs_cmd", "List runs, newest first, including parked ones."),
+    "runs": LazyCommand(
+        "plait.cli.run_list", "runs_cmd", "List runs, newest first, including parked ones."
+    ),
     "inspect": LazyCommand(
         _VIEWS,
         "inspect_cmd",

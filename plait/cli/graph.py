@@ -45,7 +45,6 @@ from plait.graphs.validate import ValidationReport, validate_graph
 from plait.mesh import Mesh, open_mesh
 from plait.profiles import list_profiles
 
-
 FileArgument = Annotated[
     Path,
     typer.Argument(

@@ -34,6 +34,7 @@ from plait.cli._foreground import (
     tools_nobody_offers,
     warn_if_unserved,
 )
+from plait.cli._graph_app import graph_app
 from plait.cli._output import (
     JsonOption,
     clean,
@@ -42,7 +43,6 @@ from plait.cli._output import (
     utc_time,
 )
 from plait.cli._ray import ray_mesh
-from plait.cli._graph_app import graph_app
 from plait.cli.run_progress import progress_printer as _progress_printer
 from plait.decisions import Human
 from plait.errors import ConfigError, NotPermitted

@@ -61,6 +61,7 @@ def __getattr__(name: str) -> _typing.Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
+
 __all__ = [
     "Budget",
     "Edge",
