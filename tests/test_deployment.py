@@ -126,7 +126,8 @@ def test_every_services_command_exists_in_the_package(
             else:
                 assert program == "redis-server"
                 continue
-            command = group.commands[name]  # type: ignore[attr-defined]
+            command = group.get_command(group.make_context(program, []), name)  # type: ignore[attr-defined]
+            assert command is not None, argv
             command.make_context(name, list(rest))  # parses every option, or raises
             checked += 1
     assert checked == 4  # head, worker, and the plait service's ray start and worker
