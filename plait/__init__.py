@@ -37,7 +37,8 @@ if _typing.TYPE_CHECKING:
     )
     from plait.mesh import Entry, Mesh, open_mesh
     from plait.models import Model, ScriptedModel, load_model
-    from plait.programs import ProgramCatalog, gather, program
+    from plait.programs import ProgramCatalog, program
+    from plait.programs.gather import gather
     from plait.runs import OwnerServices, RunRecord, Runs, RunServices, serve
 
     # Earlier names of the public API, kept for callers written against them.

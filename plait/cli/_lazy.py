@@ -96,7 +96,7 @@ def lazy_group(commands: Mapping[str, LazyCommand]) -> type[LazyGroup]:
     return type("LazyGroup", (LazyGroup,), {"lazy": dict(commands)})
 
 
-def every_command(group: click.Group, ctx: Any = None) -> dict[str, click.Command]:
+def every_command(group: TyperGroup, ctx: Any = None) -> dict[str, click.Command]:
     """Every command of ``group`` by name, lazy ones imported (for tests and tools)."""
     context = ctx or click.Context(group)
     found = {}
