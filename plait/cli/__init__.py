@@ -18,7 +18,10 @@ To add a command group ``plait NAME``:
 2. add ``"NAME": LazyCommand("plait.cli.NAME", "NAME_app", "One line.")`` to
    :data:`COMMANDS` (``also=(...)`` lists further modules that add commands to the group);
    a top-level command is a function: ``LazyCommand("plait.cli.NAME", "NAME_cmd", ...)``;
-3. a command added to ``plait graph`` goes into ``GRAPH_COMMANDS`` the same way.
+3. a command added to ``plait graph`` is a function decorated with
+   ``@graph_app.command("verb")`` (``graph_app`` from ``plait.cli._graph_app``, light to
+   import) and an entry ``"verb": LazyCommand("plait.cli.MODULE", "verb_cmd", "One
+   line.")`` in ``GRAPH_COMMANDS``.
 
 tests/cli/test_lazy_commands.py checks that each table's help is the command's own and
 that every command the modules define is in a table. Nothing here imports a command
