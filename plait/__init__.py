@@ -6,8 +6,6 @@
 - :class:`Runs` — durable runs; :func:`serve` builds a process that serves them, with
   the :class:`ProgramCatalog` it runs programs from and the :class:`RunServices` it
   hands its actors.
-- :func:`workflow` / :func:`step` / :class:`Context` — an async function run as a
-  durable workflow, journaled step by step.
 - :class:`DecisionAsker` / :class:`DecisionAnswerer` — decisions: the first raises and
   waits (models, node code), the second also answers and cancels (people).
 
@@ -21,28 +19,92 @@ says what each word means):
 
 from __future__ import annotations
 
-from plait.actors import LocalRuntime
-from plait.decisions import Agent, Decision, DecisionAnswerer, DecisionAsker, Human
-from plait.errors import PlaitError, VersionConflict
-from plait.graphs import (
-    Graph,
-    GraphRun,
-    GraphSpec,
-    load_graph,
-    resume_graph,
-    run_graph,
-    validate_graph,
-)
-from plait.mesh import Entry, Mesh, open_mesh
-from plait.models import Model, ScriptedModel, load_model
-from plait.programs import ProgramCatalog, program
-from plait.runs import OwnerServices, RunRecord, Runs, RunServices, serve
-from plait.workflows import Context, Workflow, gather, step, workflow
+import importlib as _importlib
+import typing as _typing
 
-# Earlier names of the public API, kept for callers written against them.
-RunHost = OwnerServices  # old-name alias
-DecisionBoard = DecisionAsker  # old-name alias
-DecisionDesk = DecisionAnswerer  # old-name alias
+if _typing.TYPE_CHECKING:
+    from plait.actors import LocalRuntime
+    from plait.decisions import Agent, Decision, DecisionAnswerer, DecisionAsker, Human
+    from plait.errors import PlaitError, VersionConflict
+    from plait.graphs import (
+        Graph,
+        GraphRun,
+        GraphSpec,
+        load_graph,
+        resume_graph,
+        run_graph,
+        validate_graph,
+    )
+    from plait.mesh import Entry, Mesh, open_mesh
+    from plait.models import Model, ScriptedModel, load_model
+    from plait.programs import ProgramCatalog, program
+    from plait.runs import OwnerServices, RunRecord, Runs, RunServices, serve
+    from plait.workflows.context import Context
+    from plait.workflows.gather import gather
+    from plait.workflows.workflow import Workflow, step, workflow
+
+    # Earlier names of the public API, kept for callers written against them.
+    RunHost = OwnerServices  # old-name alias
+    DecisionBoard = DecisionAsker  # old-name alias
+    DecisionDesk = DecisionAnswerer  # old-name alias
+
+# Each public name is imported on first use, so `import plait` (and with it every
+# `plait.x` import, the CLI's among them) costs only what is used: the whole surface
+# pulls in pydantic, httpx, jsonschema and the graph engine.
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "LocalRuntime": ("plait.actors", "LocalRuntime"),
+    "Agent": ("plait.decisions", "Agent"),
+    "Decision": ("plait.decisions", "Decision"),
+    "DecisionAnswerer": ("plait.decisions", "DecisionAnswerer"),
+    "DecisionAsker": ("plait.decisions", "DecisionAsker"),
+    "Human": ("plait.decisions", "Human"),
+    "PlaitError": ("plait.errors", "PlaitError"),
+    "VersionConflict": ("plait.errors", "VersionConflict"),
+    "Graph": ("plait.graphs", "Graph"),
+    "GraphRun": ("plait.graphs", "GraphRun"),
+    "GraphSpec": ("plait.graphs", "GraphSpec"),
+    "load_graph": ("plait.graphs", "load_graph"),
+    "resume_graph": ("plait.graphs", "resume_graph"),
+    "run_graph": ("plait.graphs", "run_graph"),
+    "validate_graph": ("plait.graphs", "validate_graph"),
+    "Entry": ("plait.mesh", "Entry"),
+    "Mesh": ("plait.mesh", "Mesh"),
+    "open_mesh": ("plait.mesh", "open_mesh"),
+    "Model": ("plait.models", "Model"),
+    "ScriptedModel": ("plait.models", "ScriptedModel"),
+    "load_model": ("plait.models", "load_model"),
+    "ProgramCatalog": ("plait.programs", "ProgramCatalog"),
+    "gather": ("plait.workflows", "gather"),
+    "program": ("plait.programs", "program"),
+    "OwnerServices": ("plait.runs", "OwnerServices"),
+    "RunRecord": ("plait.runs", "RunRecord"),
+    "Runs": ("plait.runs", "Runs"),
+    "RunServices": ("plait.runs", "RunServices"),
+    "serve": ("plait.runs", "serve"),
+    "Context": ("plait.workflows", "Context"),
+    "Workflow": ("plait.workflows", "Workflow"),
+    "step": ("plait.workflows", "step"),
+    "workflow": ("plait.workflows", "workflow"),
+    # Earlier names of the public API, kept for callers written against them.
+    "RunHost": ("plait.runs", "OwnerServices"),  # old-name alias
+    "DecisionBoard": ("plait.decisions", "DecisionAsker"),  # old-name alias
+    "DecisionDesk": ("plait.decisions", "DecisionAnswerer"),  # old-name alias
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    try:
+        module, attribute = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'plait' has no attribute {name!r}") from None
+    value = getattr(_importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "Agent",

@@ -5,36 +5,93 @@ Each command parses its arguments, calls the services below (:class:`~plait.runs
 return: a table or text for a person, ``--json`` for a program. Run data (model
 replies, tool output, asks, answers) is printed as data, never as markup. Nothing
 below imports the CLI.
+
+Commands are imported when they are used (``plait --version`` imports none of them, so
+it does not pay for Ray, Redis or the graph engine): :data:`COMMANDS` names each top-level
+command's module and holds its one-line help, which ``plait --help`` lists; the ``graph``
+group does the same for its commands (``plait.cli._graph_app.GRAPH_COMMANDS``).
+To add a command group ``plait NAME``:
+
+1. write ``plait/cli/NAME.py`` with ``NAME_app = typer.Typer(help="One line.", ...)`` and
+   its commands (``@NAME_app.command("verb")``); heavy imports a single command needs
+   may go inside it;
+2. add ``"NAME": LazyCommand("plait.cli.NAME", "NAME_app", "One line.")`` to
+   :data:`COMMANDS` (``also=(...)`` lists further modules that add commands to the group);
+   a top-level command is a function: ``LazyCommand("plait.cli.NAME", "NAME_cmd", ...)``;
+3. a command added to ``plait graph`` is a function decorated with
+   ``@graph_app.command("verb")`` (``graph_app`` from ``plait.cli._graph_app``, light to
+   import) and an entry ``"verb": LazyCommand("plait.cli.MODULE", "verb_cmd", "One
+   line.")`` in ``GRAPH_COMMANDS``.
+
+tests/cli/test_lazy_commands.py checks that each table's help is the command's own and
+that every command the modules define is in a table. Nothing here imports a command
+module at import time.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _installed
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperArgument, TyperOption
 
-from plait.cli import agent_actors as _agent_actors  # noqa: F401  -- agents list|show|start...
-from plait.cli import rerun as _rerun  # noqa: F401  -- and retry and fork
-from plait.cli import run_views as _run_views  # noqa: F401  -- and runs, inspect, events
-from plait.cli import runs as _runs  # noqa: F401  -- registers the run commands on graph_app
-from plait.cli import schedules as _schedules  # noqa: F401  -- the schedule commands too
-from plait.cli import topics as _topics  # noqa: F401  -- mesh publish|tail on mesh_app
-from plait.cli.agents import agents_app
-from plait.cli.cluster import cluster_app
-from plait.cli.decisions import decisions_app
-from plait.cli.graph import graph_app
-from plait.cli.mcp import mcp_app
-from plait.cli.mesh import mesh_app
-from plait.cli.programs import exec_cmd, programs_app
-from plait.cli.serve import serve_cmd
-from plait.cli.tokens import tokens_app
-from plait.cli.worker import worker_cmd
-from plait.cli.workflow import workflow_app
+from plait.cli._lazy import LazyCommand, lazy_group
+
+COMMANDS = {
+    "exec": LazyCommand(
+        "plait.cli.programs",
+        "exec_cmd",
+        "Run a program file in this process (top-level await and return allowed).",
+    ),
+    "worker": LazyCommand(
+        "plait.cli.worker",
+        "worker_cmd",
+        "Serve every run on the mesh (a dead process's too) until SIGINT or SIGTERM.",
+    ),
+    "serve": LazyCommand(
+        "plait.cli.serve",
+        "serve_cmd",
+        "Serve the HTTP API and the web console (at /) until SIGINT or SIGTERM.",
+    ),
+    "mesh": LazyCommand(
+        "plait.cli.mesh",
+        "mesh_app",
+        "Read and write keys of the mesh.",
+        also=("plait.cli.topics",),
+    ),
+    "graph": LazyCommand(
+        "plait.cli._graph_app", "graph_app", "Validate, import and inspect graphs."
+    ),
+    "decisions": LazyCommand(
+        "plait.cli.decisions", "decisions_app", "List and answer human decisions."
+    ),
+    "agents": LazyCommand(
+        "plait.cli.agents",
+        "agents_app",
+        "Agent profiles: model, instructions and tools.",
+        also=("plait.cli.agent_actors",),
+    ),
+    "tokens": LazyCommand("plait.cli.tokens", "tokens_app", "Create, list and revoke API tokens."),
+    "cluster": LazyCommand("plait.cli.cluster", "cluster_app", "The processes serving a mesh."),
+    "programs": LazyCommand(
+        "plait.cli.programs",
+        "programs_app",
+        "Saved programs: save, list, show, diff, promote and run them.",
+    ),
+    "mcp": LazyCommand(
+        "plait.cli.mcp",
+        "mcp_app",
+        "MCP servers: tool sources agents use by name; plait offered as an MCP server.",
+    ),
+    "workflow": LazyCommand(
+        "plait.cli.workflow",
+        "workflow_app",
+        "Durable Python workflows (@plait.workflow): import, start, list, journal.",
+    ),
+}
+"""Every top-level ``plait`` command: where it is defined and its one-line help."""
 
 _option_type = TyperOption.display_type_rich
 _METAVARS = {
@@ -64,6 +121,7 @@ TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign,assignment]
 
 app = typer.Typer(
+    cls=lazy_group(COMMANDS),
     name="plait",
     help="plait: durable agent graphs over a mesh of actors.",
     no_args_is_help=True,
@@ -74,6 +132,10 @@ app = typer.Typer(
 
 def _version(shown: bool) -> None:
     if shown:
+        # Imported here: importlib.metadata costs more than the rest of `plait --version`.
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as _installed
+
         try:
             number = _installed("plait")
         except PackageNotFoundError:
@@ -94,20 +156,6 @@ def _root(
     """plait: durable agent graphs over a mesh of actors."""
 
 
-app.add_typer(mesh_app, name="mesh")
-app.add_typer(graph_app, name="graph")
-app.add_typer(decisions_app, name="decisions")
-app.add_typer(agents_app, name="agents")
-app.add_typer(tokens_app, name="tokens")
-app.add_typer(cluster_app, name="cluster")
-app.add_typer(programs_app, name="programs")
-app.add_typer(mcp_app, name="mcp")
-app.add_typer(workflow_app, name="workflow")
-app.command("exec")(exec_cmd)
-app.command("worker")(worker_cmd)
-app.command("serve")(serve_cmd)
-
-
 def main() -> None:
     """Entry point of the ``plait`` console script."""
     # As under `python -m`, the working directory's modules import (the function nodes
@@ -117,4 +165,4 @@ def main() -> None:
     app()
 
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main"]

@@ -23,6 +23,7 @@ from plait.cli._common import (
     run,
 )
 from plait.cli._foreground import known_tools
+from plait.cli._graph_app import graph_app
 from plait.cli._output import Output, OutputOption, mode, rows
 from plait.decisions import Agent, Human
 from plait.errors import GraphNotFound, GraphValidationError, NotPermitted
@@ -44,8 +45,6 @@ from plait.graphs.validate import ValidationReport, validate_graph
 from plait.mesh import Mesh, open_mesh
 from plait.profiles import list_profiles
 from plait.tools import names_match
-
-graph_app = typer.Typer(help="Validate, import and inspect graphs.", no_args_is_help=True)
 
 FileArgument = Annotated[
     Path,

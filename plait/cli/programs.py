@@ -196,9 +196,11 @@ def exec_cmd(
     as_json: JsonOption = False,
     mesh: ReadingMeshOption = None,
 ) -> None:
-    """Run a program file in this process (top-level await and return allowed;
-    ``agents.run`` turns are answered by --model, else PLAIT_MODEL, else the agent
-    profile's model)."""
+    """Run a program file in this process (top-level await and return allowed).
+
+    Its ``agents.run`` turns are answered by --model, else PLAIT_MODEL, else the agent
+    profile's model.
+    """
     text = file.read_text(encoding="utf-8")
     if model is not None:
         refuse_bad_model(model)

@@ -12,9 +12,9 @@ import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._foreground import warn_if_unserved
-from plait.cli._output import say, styled
-from plait.cli.graph import graph_app
-from plait.cli.runs import JsonOption, _follow, _report, exit_for, human
+from plait.cli._graph_app import graph_app
+from plait.cli._output import JsonOption, say, styled
+from plait.cli.runs import _follow, _report, exit_for, human
 from plait.errors import RunNotRetryable, VisitNotFound
 from plait.ids import RunId
 from plait.mesh import open_mesh

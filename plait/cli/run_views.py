@@ -1,4 +1,5 @@
-"""``plait graph runs|inspect|events``: the read-only run commands."""
+"""``plait graph inspect|events``: the read-only views of one run (``runs`` lists them:
+:mod:`plait.cli.run_list`)."""
 
 from __future__ import annotations
 
@@ -7,82 +8,23 @@ from typing import Annotated, Any
 import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run
+from plait.cli._graph_app import graph_app
 from plait.cli._output import (
     JsonFlag,
-    Output,
-    OutputOption,
+    JsonOption,
     as_text,
-    mode,
     rows,
     say,
     styled,
+    utc_time,
 )
-from plait.cli.graph import graph_app
 from plait.cli.run_progress import verifier_critique
-from plait.cli.runs import JsonOption, utc_time
 from plait.errors import AuditChainBroken
 from plait.graphs.trajectory import TrajectoryStep
 from plait.ids import RunId
 from plait.mesh import open_mesh
 from plait.runs import AuditEvent, RunRecord, Runs
 from plait.runs.audit import read_events
-from plait.runs.service import LISTING_STATUSES
-
-
-@graph_app.command("runs")
-def runs_cmd(
-    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's runs.")] = None,
-    status: Annotated[
-        str | None,
-        typer.Option(
-            "--status", help="Only runs in this status (running, waiting_human, done...)."
-        ),
-    ] = None,
-    as_json: JsonFlag = False,
-    output: OutputOption = None,
-    mesh: MeshOption = None,
-) -> None:
-    """List runs, newest first, including parked ones."""
-    if status is not None and status not in LISTING_STATUSES:
-        fail(f"unknown status {status!r}: expected one of {', '.join(LISTING_STATUSES)}", 2)
-    shown = mode(output, as_json)
-
-    async def main() -> None:
-        async with open_mesh(mesh) as m:
-            found = await Runs(m).list(agent=agent, status=status)
-        if shown is Output.json:
-            print_json(
-                [
-                    {
-                        "run_id": s.run_id,
-                        "agent": s.agent,
-                        "graph": s.graph,
-                        "version": s.version,
-                        "status": s.status,
-                        "created_at": s.created_at,
-                        "updated_at": s.updated_at,
-                    }
-                    for s in found
-                ]
-            )
-            return
-        rows(
-            ("run", "agent", "graph", "version", "status", "created", "updated"),
-            [
-                (
-                    s.run_id,
-                    s.agent,
-                    s.graph,
-                    s.version,
-                    s.status,
-                    utc_time(s.created_at),
-                    utc_time(s.updated_at),
-                )
-                for s in found
-            ],
-        )
-
-    run(main)
 
 
 @graph_app.command("inspect")
@@ -259,4 +201,4 @@ def _usage_text(usage: dict[str, float]) -> str:
     return f"{tokens}tok/${usage.get('dollars', 0.0):.4f}"
 
 
-__all__ = ["events_cmd", "inspect_cmd", "runs_cmd"]
+__all__ = ["events_cmd", "inspect_cmd"]

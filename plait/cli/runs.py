@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import re
 import time
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -35,13 +34,15 @@ from plait.cli._foreground import (
     tools_nobody_offers,
     warn_if_unserved,
 )
+from plait.cli._graph_app import graph_app
 from plait.cli._output import (
+    JsonOption,
     clean,
     say,
     styled,
+    utc_time,
 )
 from plait.cli._ray import ray_mesh
-from plait.cli.graph import graph_app
 from plait.cli.run_progress import progress_printer as _progress_printer
 from plait.decisions import Human
 from plait.errors import ConfigError, NotPermitted
@@ -53,7 +54,6 @@ from plait.models import check_model_spec
 from plait.profiles import get_profile
 from plait.runs import RunRecord, Runs
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 RuntimeOption = Annotated[
     str,
     typer.Option(
@@ -394,11 +394,6 @@ def cancel_cmd(
             say(f"run {rec.run_id} {rec.status}")
 
     run(main)
-
-
-def utc_time(ts: float) -> str:
-    """Epoch seconds as ``YYYY-MM-DD HH:MM:SS`` (UTC)."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}

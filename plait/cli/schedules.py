@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run
+from plait.cli._graph_app import graph_app
 from plait.cli._output import say
-from plait.cli.graph import graph_app
 from plait.cli.runs import ModelOption, human
 from plait.errors import ConfigError
 from plait.mesh import open_mesh

@@ -14,12 +14,53 @@ writes one in Python (:mod:`~plait.graphs.builder`). Durable runs
 
 from __future__ import annotations
 
-from plait.graphs.builder import Graph
-from plait.graphs.loader import load_graph, load_graph_file
-from plait.graphs.session import GraphRun, TrajectoryStep, resume_graph, run_graph
-from plait.graphs.spec import Budget, Edge, GraphSpec, Node, graph_json_schema
-from plait.graphs.state import RunState, RunStatus, Waiting
-from plait.graphs.validate import ValidationReport, validate_graph
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from plait.graphs.builder import Graph
+    from plait.graphs.loader import load_graph, load_graph_file
+    from plait.graphs.session import GraphRun, TrajectoryStep, resume_graph, run_graph
+    from plait.graphs.spec import Budget, Edge, GraphSpec, Node, graph_json_schema
+    from plait.graphs.state import RunState, RunStatus, Waiting
+    from plait.graphs.validate import ValidationReport, validate_graph
+
+# Each name is imported on first use (`import plait.graphs` alone stays cheap: the CLI and
+# the layers above import one submodule of it, not all of them).
+_EXPORTS: dict[str, tuple[str, str]] = {
+    "Graph": ("plait.graphs.builder", "Graph"),
+    "load_graph": ("plait.graphs.loader", "load_graph"),
+    "load_graph_file": ("plait.graphs.loader", "load_graph_file"),
+    "GraphRun": ("plait.graphs.session", "GraphRun"),
+    "TrajectoryStep": ("plait.graphs.session", "TrajectoryStep"),
+    "resume_graph": ("plait.graphs.session", "resume_graph"),
+    "run_graph": ("plait.graphs.session", "run_graph"),
+    "Budget": ("plait.graphs.spec", "Budget"),
+    "Edge": ("plait.graphs.spec", "Edge"),
+    "GraphSpec": ("plait.graphs.spec", "GraphSpec"),
+    "Node": ("plait.graphs.spec", "Node"),
+    "graph_json_schema": ("plait.graphs.spec", "graph_json_schema"),
+    "RunState": ("plait.graphs.state", "RunState"),
+    "RunStatus": ("plait.graphs.state", "RunStatus"),
+    "Waiting": ("plait.graphs.state", "Waiting"),
+    "ValidationReport": ("plait.graphs.validate", "ValidationReport"),
+    "validate_graph": ("plait.graphs.validate", "validate_graph"),
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    try:
+        module, attribute = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(_importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "Budget",

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-from pydantic import ValidationError
 
 from plait.actors import load_partitions
 from plait.decisions import DecisionAnswerer, Human, Principal, require_human
@@ -35,14 +34,15 @@ from plait.graphs import waits
 from plait.graphs.state import Waiting
 from plait.graphs.trajectory import StepDecision, StepUsage, ToolCall, TrajectoryStep
 from plait.ids import DecisionId, RunId
-from plait.mesh import Backoff, Mesh, skip_corrupt, skip_unreadable
+from plait.mesh import Backoff, Mesh
 from plait.runs.audit import AuditEvent, read_events
 from plait.runs.audit import verify as verify_chain
 from plait.runs.commit import RunCommit
+from plait.runs.listing import LISTING_STATUSES, list_runs
 from plait.runs.log import LogEntry, LogFollower, read_log, read_payload, split_ref
 from plait.runs.mesh_ports import history_part_key
 from plait.runs.progress import Progress
-from plait.runs.record import RunRecord, RunSummary, as_record, listing_status
+from plait.runs.record import RunRecord, RunSummary, as_record
 from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retry_run
 from plait.runs.retention import prune as prune_runs
 from plait.runs.start import OWNER_CONCURRENCY, on_mesh, start_run
@@ -56,17 +56,6 @@ _FOLLOW_MAX_S = 0.1
 
 BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
 """The limits a person may raise."""
-
-LISTING_STATUSES = (
-    "running",
-    "waiting_human",
-    "waiting_approval",
-    "waiting_child",
-    "done",
-    "failed",
-    "cancelled",
-)
-"""The statuses listings show and filter by (``ready`` is shown as ``running``)."""
 
 
 class Runs:
@@ -100,24 +89,7 @@ class Runs:
         Raises:
             ConfigError: ``status`` is not one of :data:`LISTING_STATUSES`.
         """
-        if status is not None and status not in LISTING_STATUSES:
-            raise ConfigError(
-                f"unknown run status {status!r}: expected one of {', '.join(LISTING_STATUSES)}"
-            )
-        found = []
-        async for entry in self.mesh.scan("runindex/", on_corrupt=skip_corrupt):
-            try:
-                summary = RunSummary.model_validate(entry.value)
-            except ValidationError as exc:
-                skip_unreadable(entry.key, f"not a run summary ({exc.error_count()} problems)")
-                continue
-            summary.status = listing_status(summary.status)  # type: ignore[assignment]
-            if agent and summary.agent != agent:
-                continue
-            if status and summary.status != status:
-                continue
-            found.append(summary)
-        return sorted(found, key=lambda s: s.created_at, reverse=True)
+        return await list_runs(self.mesh, agent=agent, status=status)
 
     async def wait(
         self,
