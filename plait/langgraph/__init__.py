@@ -20,6 +20,7 @@ from typing import Any
 
 from plait.langgraph._bridge import LoopThread
 from plait.langgraph.saver import PlaitSaver
+from plait.langgraph.store import PlaitStore
 from plait.mesh import Mesh, open_mesh
 
 
@@ -47,4 +48,4 @@ def open_saver(url: str, **options: Any) -> Iterator[PlaitSaver]:
         thread.stop()
 
 
-__all__ = ["PlaitSaver", "open_saver"]
+__all__ = ["PlaitSaver", "PlaitStore", "open_saver"]
