@@ -7,6 +7,7 @@ thread ``a`` never shares a key prefix with a thread ``a/b``::
     PREFIX/wr/THREAD/NS/CHECKPOINT/TASK/IDX  one pending write of a task
     PREFIX/head/THREAD/NS                    the newest checkpoint id of a namespace
     PREFIX/run/RUN/THREAD/NS/CHECKPOINT      index: the checkpoints a run wrote
+    PREFIX/bl/THREAD/NS/CHECKPOINT/...       chunks of values too large for one entry
 
 Names are percent-escaped (``/`` and ``%`` at least), so ``/`` only ever separates.
 
@@ -69,6 +70,14 @@ class Layout:
         if checkpoint_id is None:
             return f"{self.prefix}/wr/{esc(thread)}/{esc(ns)}/"
         return f"{self.prefix}/wr/{esc(thread)}/{esc(ns)}/{esc(checkpoint_id)}/"
+
+    def blob(self, thread: str, ns: str, checkpoint_id: str) -> str:
+        """The prefix of a checkpoint's chunks (see :mod:`plait.langgraph._chunks`)."""
+        return f"{self.prefix}/bl/{esc(thread)}/{esc(ns)}/{esc(checkpoint_id)}/"
+
+    def blobs(self, thread: str) -> str:
+        """The prefix of a thread's chunks."""
+        return f"{self.prefix}/bl/{esc(thread)}/"
 
     def head(self, thread: str, ns: str) -> str:
         """The key naming a namespace's newest checkpoint."""

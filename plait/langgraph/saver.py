@@ -36,6 +36,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from plait.errors import ConfigError, ThreadFenced, VersionConflict
 from plait.ids import new_id
 from plait.langgraph._bridge import LoopBridge
+from plait.langgraph._chunks import join, split
 from plait.langgraph._keys import (
     DEFAULT_PREFIX,
     Layout,
@@ -140,13 +141,15 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         ]
         writes.sort(key=lambda w: writes_sort_key(w["p"], w["t"], w["i"]))
         parent = value["p"]
+        blob = self.layout.blob(thread, ns, checkpoint_id)
         return CheckpointTuple(
             config=_config(thread, ns, checkpoint_id),
-            checkpoint=self.serde.loads_typed(tuple(value["c"])),
-            metadata=self.serde.loads_typed(tuple(value["m"])),
+            checkpoint=self.serde.loads_typed(await join(self.mesh, blob + "c", value["c"])),
+            metadata=self.serde.loads_typed(await join(self.mesh, blob + "m", value["m"])),
             parent_config=_config(thread, ns, parent) if parent else None,
             pending_writes=[
-                (w["t"], w["c"], self.serde.loads_typed(tuple(w["v"]))) for w in writes
+                (w["t"], w["c"], self.serde.loads_typed(await join(self.mesh, blob + "w", w["v"])))
+                for w in writes
             ],
         )
 
@@ -191,7 +194,9 @@ class PlaitSaver(BaseCheckpointSaver[str]):
             if before_id and checkpoint_id >= before_id:
                 continue
             if filter:
-                metadata = self.serde.loads_typed(tuple(entry.value["m"]))
+                thread, ns, _id = self.layout.parse_checkpoint(entry.key)
+                blob = self.layout.blob(thread, ns, checkpoint_id) + "m"
+                metadata = self.serde.loads_typed(await join(self.mesh, blob, entry.value["m"]))
                 if not all(metadata.get(k) == v for k, v in filter.items()):
                     continue
             found.append(await self._tuple(entry))
@@ -224,15 +229,21 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         full = get_checkpoint_metadata(config, metadata)
         run = full.get("run_id")
         run_id = str(run) if run is not None else None
+        blob = self.layout.blob(thread, ns, checkpoint_id)
+        stored_checkpoint, chunks = split(self.mesh, blob + "c", self.serde.dumps_typed(checkpoint))
+        stored_metadata, more = split(self.mesh, blob + "m", self.serde.dumps_typed(full))
+        chunks.update(more)
         value: dict[str, Any] = {
-            "c": list(self.serde.dumps_typed(checkpoint)),
-            "m": list(self.serde.dumps_typed(full)),
+            "c": stored_checkpoint,
+            "m": stored_metadata,
             "p": conf.get("checkpoint_id"),
             "r": run_id,
         }
         head_key = self.layout.head(thread, ns)
         for _ in range(_PUT_ATTEMPTS):
             tx = self.mesh.transact()
+            for chunk_key, chunk in chunks.items():
+                tx.put(chunk_key, chunk)
             tx.put(self.layout.checkpoint(thread, ns, checkpoint_id), value)
             if run_id is not None:
                 tx.put(self.layout.run(run_id, thread, ns, checkpoint_id), 1)
@@ -290,23 +301,21 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         thread = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
         checkpoint_id = conf["checkpoint_id"]
-        pending: dict[str, tuple[dict[str, Any], int | None]] = {}
+        blob = self.layout.blob(thread, ns, checkpoint_id) + "w"
+        pending: dict[str, tuple[dict[str, Any], int | None, dict[str, bytes]]] = {}
         for idx, (channel, value) in enumerate(writes):
             i = WRITES_IDX_MAP.get(channel, idx)
             key = self.layout.write(thread, ns, checkpoint_id, task_id, i)
-            stored = {
-                "t": task_id,
-                "c": channel,
-                "v": list(self.serde.dumps_typed(value)),
-                "p": task_path,
-                "i": i,
-            }
-            pending[key] = (stored, 0 if i >= 0 else None)
+            stored_value, chunks = split(self.mesh, blob, self.serde.dumps_typed(value))
+            stored = {"t": task_id, "c": channel, "v": stored_value, "p": task_path, "i": i}
+            pending[key] = (stored, 0 if i >= 0 else None, chunks)
         # Create-only puts keep what is stored; each conflict names one key that exists
         # already, which is dropped before the batch is tried again.
         while pending:
             tx = self.mesh.transact()
-            for key, (stored, if_version) in pending.items():
+            for key, (stored, if_version, chunks) in pending.items():
+                for chunk_key, chunk in chunks.items():
+                    tx.put(chunk_key, chunk)
                 tx.put(key, stored, if_version)
             try:
                 await tx.commit()
@@ -327,7 +336,11 @@ class PlaitSaver(BaseCheckpointSaver[str]):
             if entry.value.get("r") is not None:
                 _t, ns, checkpoint_id = self.layout.parse_checkpoint(entry.key)
                 tx.delete(self.layout.run(entry.value["r"], thread, ns, checkpoint_id))
-        for prefix in (self.layout.writes(thread), self.layout.heads(thread)):
+        for prefix in (
+            self.layout.writes(thread),
+            self.layout.heads(thread),
+            self.layout.blobs(thread),
+        ):
             async for entry in scan_all(self.mesh, prefix):
                 tx.delete(entry.key)
         if tx.ops:
@@ -367,8 +380,12 @@ class PlaitSaver(BaseCheckpointSaver[str]):
             tx.delete(entry.key)
             if not keep_run_index and entry.value.get("r") is not None:
                 tx.delete(self.layout.run(entry.value["r"], thread, ns, checkpoint_id))
-            async for write in scan_all(self.mesh, self.layout.writes(thread, ns, checkpoint_id)):
-                tx.delete(write.key)
+            for prefix in (
+                self.layout.writes(thread, ns, checkpoint_id),
+                self.layout.blob(thread, ns, checkpoint_id),
+            ):
+                async for doomed in scan_all(self.mesh, prefix):
+                    tx.delete(doomed.key)
         head_key = self.layout.head(thread, ns)
         head = await self.mesh.get(head_key)
         if newest is None:
@@ -389,11 +406,13 @@ class PlaitSaver(BaseCheckpointSaver[str]):
             tx.put(self.layout.checkpoint(target, ns, checkpoint_id), entry.value)
             if entry.value.get("r") is not None:
                 tx.put(self.layout.run(entry.value["r"], target, ns, checkpoint_id), 1)
-        src_writes, src_heads = self.layout.writes(source), self.layout.heads(source)
-        async for entry in scan_all(self.mesh, src_writes):
-            tx.put(self.layout.writes(target) + entry.key[len(src_writes) :], entry.value)
-        async for entry in scan_all(self.mesh, src_heads):
-            tx.put(self.layout.heads(target) + entry.key[len(src_heads) :], entry.value)
+        for src, dst in (
+            (self.layout.writes(source), self.layout.writes(target)),
+            (self.layout.heads(source), self.layout.heads(target)),
+            (self.layout.blobs(source), self.layout.blobs(target)),
+        ):
+            async for entry in scan_all(self.mesh, src):
+                tx.put(dst + entry.key[len(src) :], entry.value)
         if tx.ops:
             await tx.commit()
 
