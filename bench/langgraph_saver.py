@@ -6,6 +6,7 @@ Figures:
   each step's checkpoint is written before the next step), one thread at a time, on a
   fresh thread each run; PlaitSaver on a SQLite mesh against ``AsyncSqliteSaver``
   (``langgraph-checkpoint-sqlite``), slices interleaved.
+- ``graph_10_steps_sqlite_200``: the same, 200 threads at once in one event loop.
 - ``get_tuple_latest_3000``: the cost of ``aget_tuple`` of a thread's latest checkpoint
   when the thread holds 3,000 checkpoints (less is better; ratio = baseline / value).
 
@@ -57,17 +58,20 @@ def _chain() -> StateGraph[ChainState]:
     return graph
 
 
-def _runs_per_second(saver: BaseCheckpointSaver[Any]) -> Any:
+def _runs_per_second(saver: BaseCheckpointSaver[Any], at_once: int = 1) -> Any:
     graph = _chain().compile(checkpointer=saver)
+
+    async def one() -> None:
+        config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+        out = await graph.ainvoke({"trail": []}, config, durability="sync")
+        assert len(out["trail"]) == STEPS
 
     async def measure(seconds: float) -> float:
         n = 0
         started = time.perf_counter()
         while time.perf_counter() - started < seconds:
-            config = {"configurable": {"thread_id": uuid.uuid4().hex}}
-            out = await graph.ainvoke({"trail": []}, config, durability="sync")
-            assert len(out["trail"]) == STEPS
-            n += 1
+            await asyncio.gather(*(one() for _ in range(at_once)))
+            n += at_once
         return n / (time.perf_counter() - started)
 
     return measure
@@ -113,7 +117,12 @@ async def main(argv: list[str] | None = None) -> list[Figure]:
             await theirs.conn.execute("PRAGMA synchronous=NORMAL")
             ours = PlaitSaver(mesh)
             runs = await best_of(
-                [_runs_per_second(ours), _runs_per_second(theirs)], args.seconds * 2
+                [_runs_per_second(ours), _runs_per_second(theirs)], args.seconds * 4, rounds=10
+            )
+            many = await best_of(
+                [_runs_per_second(ours, 200), _runs_per_second(theirs, 200)],
+                args.seconds * 4,
+                rounds=2,
             )
             await _fill(ours, "long")
             await _fill(theirs, "long")
@@ -124,6 +133,8 @@ async def main(argv: list[str] | None = None) -> list[Figure]:
     figures: list[Figure] = [
         Figure(BENCH, "graph_10_steps_sqlite", runs[0], "runs/s", runs[1], 1.0,
                "AsyncSqliteSaver, same graph"),
+        Figure(BENCH, "graph_10_steps_sqlite_200", many[0], "runs/s", many[1], 1.0,
+               "AsyncSqliteSaver, 200 threads at once"),
         Cost(BENCH, "get_tuple_latest_3000", 1e6 / latest[0], "us", 1e6 / latest[1], 1.0,
              "AsyncSqliteSaver aget_tuple"),
     ]  # fmt: skip
