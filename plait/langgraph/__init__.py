@@ -18,6 +18,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+try:
+    import langgraph.checkpoint.base  # noqa: F401 -- only to say how to install it
+except ImportError as exc:  # pragma: no cover -- the extra is installed in the tests
+    raise ImportError("plait.langgraph needs LangGraph: pip install 'plait[langgraph]'") from exc
+
 from plait.langgraph._bridge import LoopThread
 from plait.langgraph.saver import PlaitSaver
 from plait.langgraph.store import PlaitStore
