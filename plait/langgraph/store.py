@@ -8,7 +8,8 @@ encodes (JSON-like data).
 Supported: ``put``/``get``/``delete``, ``search`` by namespace prefix with ``filter``
 (equality, nested dicts, ``$eq $ne $gt $gte $lt $lte``), ``limit``/``offset``,
 ``list_namespaces`` with prefix/suffix conditions (``*`` wildcards), ``max_depth``, and
-TTL (minutes; expired items are hidden, ``get`` refreshes a TTL when asked). Not
+TTL (minutes; an expired item is hidden, and deleted by the ``get`` or ``search`` that
+finds it; ``get`` refreshes a TTL when asked). Not
 supported: vector (semantic) search. A ``query`` is ignored, as ``InMemoryStore``
 ignores it without an index; search results come in (namespace, key) order, unscored.
 """
@@ -16,6 +17,7 @@ ignores it without an index; search results come in (namespace, key) order, unsc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import operator
 import time
 from collections.abc import Callable, Iterable
@@ -35,7 +37,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from plait.errors import ConfigError
+from plait.errors import ConfigError, VersionConflict
 from plait.langgraph._bridge import LoopBridge
 from plait.langgraph._keys import DEFAULT_PREFIX, esc, scan_all, unesc
 from plait.mesh import Entry, Mesh
@@ -115,7 +117,10 @@ class PlaitStore(BaseStore):
     async def _get(self, op: GetOp) -> Item | None:
         key = self._key(tuple(op.namespace), op.key)
         entry = await self.mesh.get(key)
-        if entry is None or _expired(entry):
+        if entry is None:
+            return None
+        if _expired(entry):
+            await self._forget(entry)
             return None
         value = entry.value
         if op.refresh_ttl and value.get("t") is not None:
@@ -144,6 +149,7 @@ class PlaitStore(BaseStore):
         matching: list[Item] = []
         async for entry in scan_all(self.mesh, prefix):
             if _expired(entry):
+                await self._forget(entry)
                 continue
             if op.filter and not all(
                 _matches(entry.value["v"].get(k), v) for k, v in op.filter.items()
@@ -175,6 +181,11 @@ class PlaitStore(BaseStore):
         if op.max_depth is not None:
             chosen = list({ns[: op.max_depth] for ns in chosen})
         return sorted(chosen)[op.offset : op.offset + op.limit]
+
+    async def _forget(self, entry: Entry) -> None:
+        """Delete an expired item, unless it was written again since it was read."""
+        with contextlib.suppress(VersionConflict):
+            await self.mesh.delete(entry.key, entry.version)
 
     def _item(self, entry: Entry) -> Item:
         namespace, key = self._parse(entry.key)

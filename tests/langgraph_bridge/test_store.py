@@ -106,6 +106,7 @@ async def test_items_with_a_ttl_expire_and_a_get_refreshes_them(mesh_url: str) -
             while await store.aget(("t",), "short", refresh_ttl=False) is not None:
                 await asyncio.sleep(0.01)
         assert [i.key for i in await store.asearch(("t",))] == ["forever", "long"]
+        assert await mesh.get(store._key(("t",), "short")) is None  # deleted once found
         assert await store.alist_namespaces() == [("t",)]
         key = store._key(("t",), "long")
         before = (await mesh.get(key)).value["x"]  # type: ignore[union-attr]
