@@ -74,3 +74,44 @@ def _uninterrupted_answer() -> dict[str, object]:
     graph.invoke(INPUT, config)
     out = graph.invoke(Command(resume="yes"), config)
     return {k: out[k] for k in ("results", "log", "approved")}
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_two_fenced_processes_resuming_one_thread_one_wins(
+    shared_mesh_url: str, mode: str, tmp_path: Path
+) -> None:
+    thread = f"fenced/{mode}"
+    argv = [sys.executable, str(CHILD), shared_mesh_url, thread]
+    with LoggedProcess([*argv, "start", mode], tmp_path / "start.log", cwd=ROOT) as first:
+        _wait_for_line(first, "interrupted", 60)
+        first.sigkill()
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    with (
+        LoggedProcess(
+            [*argv, "resume", mode, "worker-a", str(gate)], tmp_path / "a.log", cwd=ROOT
+        ) as a,
+        LoggedProcess(
+            [*argv, "resume", mode, "worker-b", str(gate)], tmp_path / "b.log", cwd=ROOT
+        ) as b,
+    ):
+        # both resumed from the same head and are inside the node before either writes
+        _wait_for_file(gate / "entered-worker-a", a, 60)
+        _wait_for_file(gate / "entered-worker-b", b, 60)
+        (gate / "release-worker-a").touch()
+        assert a.wait(60) == 0, a.text()[-3000:]
+        assert _wait_for_line(a, "done", 1)["approved"] == "yes"
+        (gate / "release-worker-b").touch()
+        assert b.wait(60) == 3, b.text()[-3000:]
+        fenced = _wait_for_line(b, "fenced", 1)
+    assert fenced["writer"] == "worker-a"
+    assert fenced["mine"] == "worker-b"
+    assert "another writer, 'worker-a'" in str(fenced["message"])
+
+
+def _wait_for_file(path: Path, process: LoggedProcess, timeout: float) -> None:
+    deadline = time.monotonic() + scaled(timeout)
+    while not path.exists():
+        assert process.alive(), process.text()[-3000:]
+        assert time.monotonic() < deadline, f"no {path.name} within {timeout}s"
+        time.sleep(0.05)  # polling for the child's marker until the deadline
