@@ -51,6 +51,10 @@ _PUT_ATTEMPTS = 50
 put landed between its read and its commit); each retry reads the head again."""
 
 
+_HEADS_KEPT = 10_000
+"""How many heads a saver remembers before it forgets them all (and reads them again)."""
+
+
 class PlaitSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpointer keeping threads in a plait mesh.
 
@@ -101,7 +105,10 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         self.fenced = fenced
         self.writer = writer or f"saver-{new_id()}"
         self._bridge = LoopBridge(loop)
-        self._seen: dict[tuple[str, str], int] = {}
+        self._heads: dict[tuple[str, str], tuple[int, str]] = {}
+        """The version and checkpoint id of each head this saver last read or wrote:
+        the expectation of its next put (fenced), or a guess that saves a read
+        (unfenced: a wrong guess costs one conflict and a read)."""
 
     # -- reads --------------------------------------------------------------------
 
@@ -124,8 +131,7 @@ class PlaitSaver(BaseCheckpointSaver[str]):
 
     async def _latest(self, thread: str, ns: str) -> Entry | None:
         head = await self.mesh.get(self.layout.head(thread, ns))
-        if self.fenced:
-            self._seen[(thread, ns)] = head.version if head else 0
+        self._remember(thread, ns, head.version if head else 0, head.value["id"] if head else "")
         if head is not None:
             entry = await self.mesh.get(self.layout.checkpoint(thread, ns, head.value["id"]))
             if entry is not None:
@@ -247,29 +253,37 @@ class PlaitSaver(BaseCheckpointSaver[str]):
             tx.put(self.layout.checkpoint(thread, ns, checkpoint_id), value)
             if run_id is not None:
                 tx.put(self.layout.run(run_id, thread, ns, checkpoint_id), 1)
-            if self.fenced:
-                expected = self._seen.get((thread, ns))
-                if expected is None:
-                    head = await self.mesh.get(head_key)
-                    expected = head.version if head else 0
-                tx.put(head_key, {"id": checkpoint_id, "w": self.writer}, expected)
-            else:
+            known = self._heads.get((thread, ns))
+            if known is None:
                 head = await self.mesh.get(head_key)
-                if head is None or head.value["id"] <= checkpoint_id:
-                    head_value = {"id": checkpoint_id, "w": self.writer}
-                    tx.put(head_key, head_value, head.version if head else 0)
+                known = (head.version, head.value["id"]) if head else (0, "")
+            expected, head_id = known
+            moves = self.fenced or head_id <= checkpoint_id
+            if moves:
+                tx.put(head_key, {"id": checkpoint_id, "w": self.writer}, expected)
             try:
                 result = await tx.commit()
             except VersionConflict as exc:
                 if exc.key != head_key:
                     raise
+                self._heads.pop((thread, ns), None)
                 if self.fenced:
                     raise await self._fenced(thread, ns, exc) from None
                 continue
-            if self.fenced:
-                self._seen[(thread, ns)] = result.entries[head_key].version
+            if moves:
+                version = result.entries[head_key].version
+                self._remember(thread, ns, version, checkpoint_id)
             return _config(thread, ns, checkpoint_id)
         raise VersionConflict(head_key, 0, 0)  # pragma: no cover -- 50 lost races in a row
+
+    def _remember(self, thread: str, ns: str, version: int, head_id: str) -> None:
+        if len(self._heads) >= _HEADS_KEPT:
+            self._heads.clear()
+        self._heads[(thread, ns)] = (version, head_id)
+
+    def _forget(self, thread: str) -> None:
+        for known in [k for k in self._heads if k[0] == thread]:
+            del self._heads[known]
 
     async def _fenced(self, thread: str, ns: str, exc: VersionConflict) -> ThreadFenced:
         head = await self.mesh.get(self.layout.head(thread, ns))
@@ -345,8 +359,7 @@ class PlaitSaver(BaseCheckpointSaver[str]):
                 tx.delete(entry.key)
         if tx.ops:
             await tx.commit()
-        for seen in [k for k in self._seen if k[0] == thread]:
-            del self._seen[seen]
+        self._forget(thread)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) that these runs wrote, in every
@@ -365,6 +378,8 @@ class PlaitSaver(BaseCheckpointSaver[str]):
             await self._drop_checkpoints(tx, thread, ns, ids, keep_run_index=True)
         if tx.ops:
             await tx.commit()
+        for thread, _ns in doomed:
+            self._forget(thread)
 
     async def _drop_checkpoints(
         self, tx: Any, thread: str, ns: str, ids: set[str], *, keep_run_index: bool = False
@@ -415,6 +430,7 @@ class PlaitSaver(BaseCheckpointSaver[str]):
                 tx.put(dst + entry.key[len(src) :], entry.value)
         if tx.ops:
             await tx.commit()
+        self._forget(target)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads: ``"keep_latest"`` keeps each namespace's newest checkpoint
@@ -437,6 +453,7 @@ class PlaitSaver(BaseCheckpointSaver[str]):
                 await self._drop_checkpoints(tx, thread, ns, ids - {max(ids)})
             if tx.ops:
                 await tx.commit()
+            self._forget(thread)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The next channel version: a zero-padded counter and a random tiebreak."""
