@@ -344,6 +344,9 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         await self._bridge.call(self._delete_thread(str(thread_id)))
 
     async def _delete_thread(self, thread: str) -> None:
+        # Reads every key it deletes (the mesh has no prefix delete yet); a delete by
+        # prefix of cp/, wr/, head/ and bl/ replaces the scans, the run index keys stay
+        # read from the checkpoints.
         tx = self.mesh.transact()
         async for entry in scan_all(self.mesh, self.layout.checkpoints(thread)):
             tx.delete(entry.key)
