@@ -12,6 +12,7 @@ same call may succeed if simply tried again.
     ├── ConfigError (ValueError)              bad URL, option or setting
     ├── MeshError
     │   ├── VersionConflict                   a CAS expectation did not hold
+    │   │   └── ThreadFenced                  another writer moved a LangGraph thread's head
     │   ├── MeshUnavailable (ConnectionError) the backend cannot be reached (retryable)
     │   ├── InvalidKey (ValueError)           empty or malformed key
     │   ├── ValueNotEncodable (TypeError)     msgpack cannot encode the value
@@ -103,6 +104,57 @@ class VersionConflict(MeshError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.key, self.expected, self.actual))
+
+
+class ThreadFenced(VersionConflict):
+    """A fenced LangGraph checkpointer found that another writer moved the thread's head
+    since this one read or wrote it; this writer's checkpoint was not written.
+
+    Attributes:
+        thread_id: the LangGraph thread.
+        checkpoint_ns: the namespace within it ("" for the root graph).
+        writer: the writer id recorded with the head now (the other writer).
+        mine: this saver's writer id.
+    """
+
+    def __init__(
+        self,
+        key: str,
+        expected: int,
+        actual: int,
+        thread_id: str,
+        checkpoint_ns: str,
+        writer: str,
+        mine: str,
+    ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.writer = writer
+        self.mine = mine
+        super().__init__(key, expected, actual)
+        ns = f" namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+        self.args = (
+            f"thread {thread_id!r}{ns} is written by another writer, {writer!r}: it moved "
+            f"the thread's head (version {expected} -> {actual}) since {mine!r} read it; "
+            "this checkpoint was not written (reload the thread to continue from its head)",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (
+                self.key,
+                self.expected,
+                self.actual,
+                self.thread_id,
+                self.checkpoint_ns,
+                self.writer,
+                self.mine,
+            ),
+        )
 
 
 class MeshUnavailable(MeshError, ConnectionError):

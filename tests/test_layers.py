@@ -44,6 +44,7 @@ LAYERS = [
     "models",
     "tools",
     "profiles",
+    "langgraph",
     "mesh",
 ]
 """The layers, highest first; each may import only the ones after it."""
@@ -64,6 +65,7 @@ LAYER_ROLES = {
     "models": "model adapters: scripted, openai-compatible, anthropic",
     "tools": "tool registry: schemas, approval gates, trust, workspaces",
     "profiles": "agent profiles: the small record graphs and tools gate by",
+    "langgraph": "LangGraph on the mesh: a checkpointer (PlaitSaver) and a store (PlaitStore)",
     "mesh": "versioned key-value store with CAS, durable topics, delayed publish",
 }
 """What each layer holds, one line each: the layer list of DESIGN.md is made from it."""

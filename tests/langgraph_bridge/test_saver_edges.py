@@ -1,0 +1,76 @@
+"""PlaitSaver's edges: heads that move when their checkpoint goes, a missing head, and
+bad input refused with one clear line."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.conformance")
+
+from langgraph.checkpoint.conformance.test_utils import (
+    generate_checkpoint,
+    generate_config,
+    generate_metadata,
+)
+
+from plait.errors import ConfigError
+from plait.langgraph import PlaitSaver
+from plait.mesh import Mesh, open_mesh
+
+pytestmark = pytest.mark.anyio
+
+
+async def _chain(saver: PlaitSaver, thread: str, runs: list[str]) -> list[str]:
+    ids: list[str] = []
+    for run in runs:
+        config = generate_config(thread)
+        if ids:
+            config["configurable"]["checkpoint_id"] = ids[-1]
+        checkpoint = generate_checkpoint()
+        await saver.aput(config, checkpoint, generate_metadata(run_id=run), {})
+        ids.append(checkpoint["id"])
+    return ids
+
+
+async def _latest_id(saver: PlaitSaver, thread: str) -> str | None:
+    found = await saver.aget_tuple(generate_config(thread))
+    return None if found is None else found.checkpoint["id"]
+
+
+async def test_deleting_the_head_runs_moves_the_head_back(mesh: Mesh) -> None:
+    saver = PlaitSaver(mesh)
+    ids = await _chain(saver, "t", ["r1", "r2", "r3"])
+    await saver.adelete_for_runs(["r3"])
+    assert await _latest_id(saver, "t") == ids[1]
+    head = await mesh.get(saver.layout.head("t", ""))
+    assert head is not None and head.value["id"] == ids[1]
+    await saver.adelete_for_runs(["r1", "r2"])
+    assert await _latest_id(saver, "t") is None
+    assert await mesh.get(saver.layout.head("t", "")) is None
+
+
+async def test_a_missing_head_falls_back_to_the_newest_checkpoint(mesh: Mesh) -> None:
+    saver = PlaitSaver(mesh)
+    ids = await _chain(saver, "t", ["r1", "r2"])
+    await mesh.delete(saver.layout.head("t", ""))
+    assert await _latest_id(saver, "t") == ids[1]
+
+
+async def test_prune_keeps_the_newest_and_its_head(mesh: Mesh) -> None:
+    saver = PlaitSaver(mesh)
+    ids = await _chain(saver, "t", ["r1", "r2", "r3"])
+    await saver.aprune(["t"])
+    assert [t.checkpoint["id"] async for t in saver.alist(generate_config("t"))] == [ids[2]]
+    assert await _latest_id(saver, "t") == ids[2]
+    with pytest.raises(ValueError, match="unknown prune strategy 'all'"):
+        await saver.aprune(["t"], strategy="all")
+
+
+def test_a_saver_needs_the_loop_of_its_mesh() -> None:
+    with pytest.raises(ConfigError, match="open_saver"):
+        PlaitSaver(open_mesh("memory://"))
+
+
+async def test_a_prefix_with_a_slash_is_refused(mesh: Mesh) -> None:
+    with pytest.raises(ConfigError, match="without '/'"):
+        PlaitSaver(mesh, prefix="a/b")
