@@ -158,6 +158,8 @@ class PgLink:
 
     Attributes:
         write: run ``fn(conn, *args)`` in a transaction, retried as the mesh retries.
+        move: the same for what only moves deliveries (committed without waiting for
+            the WAL flush: see :meth:`~plait.mesh.postgres.PostgresMesh._move`).
         read: run ``fn(conn, *args)`` outside a transaction.
         ack: acknowledge a delivery (the :class:`Delivery` callback).
         listening: whether the mesh's listener is connected now.
@@ -166,6 +168,7 @@ class PgLink:
     """
 
     write: Callable[..., Awaitable[Any]]
+    move: Callable[..., Awaitable[Any]]
     read: Callable[..., Awaitable[Any]]
     ack: Callable[[Delivery], Awaitable[None]]
     listening: Callable[[], bool]
@@ -244,7 +247,7 @@ class PgSubscription(Subscription):
 
     async def _claim(self) -> list[Claimed]:
         task = asyncio.ensure_future(
-            self._mesh.write(
+            self._mesh.move(
                 claim,
                 self._topics,
                 self._group,
@@ -273,7 +276,7 @@ class PgSubscription(Subscription):
             return
         self._trimmed_at = now
         for topic in self._topics:
-            await self._mesh.write(trim, topic)
+            await self._mesh.move(trim, topic)
 
     def _delivery(self, claimed: Claimed) -> Delivery:
         topic, seq, attempt, event_id, kind, data, at_ms, tainted = claimed

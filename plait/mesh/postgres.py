@@ -101,6 +101,10 @@ _OWN_OPTIONS = ("schema", "pool", "timeout")
 _log = logging.getLogger("plait.mesh")
 
 
+_BEGIN = "BEGIN"
+_BEGIN_MOVE = "BEGIN; SET LOCAL synchronous_commit = off"
+
+
 class _Uncommitted(Exception):
     """A transaction failed before its COMMIT was sent: nothing of it applied."""
 
@@ -297,13 +301,27 @@ class PostgresMesh(Mesh):
     async def _write(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """``fn(conn, *args)`` in one transaction, committed; retried while it provably
         did not apply (see the module docstring)."""
+        return await self._run_write(_BEGIN, fn, args)
+
+    async def _move(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """:meth:`_write` for what only moves deliveries (a claim, an ack, an extend, a
+        trim): committed without waiting for the WAL flush (``synchronous_commit =
+        off``). A server crash may forget the last such commits, which the contract
+        allows: a forgotten claim or ack is a redelivery, a forgotten trim leaves
+        events a later trim takes. WAL order keeps them ahead of any later commit
+        that waits, so no durable write ever depends on one that was lost."""
+        return await self._run_write(_BEGIN_MOVE, fn, args)
+
+    async def _run_write(
+        self, begin: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...]
+    ) -> T:
         pool = await self._ensure_pool()
         for attempt in range(_RETRIES):
             try:
                 async with asyncio.timeout(self.timeout):
                     with self._translate():
                         async with pool.connection() as conn:
-                            return await self._transaction(conn, fn, args)
+                            return await self._transaction(conn, begin, fn, args)
             except TimeoutError:
                 raise self._no_answer() from None
             except _Uncommitted as exc:
@@ -318,11 +336,12 @@ class PostgresMesh(Mesh):
     async def _transaction(
         self,
         conn: psycopg.AsyncConnection[Any],
+        begin: str,
         fn: Callable[..., Awaitable[T]],
         args: tuple[Any, ...],
     ) -> T:
         try:
-            await conn.execute("BEGIN")
+            await conn.execute(begin)
             result = await fn(conn, *args)
         except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
             await conn.execute("ROLLBACK")
@@ -508,7 +527,13 @@ class PostgresMesh(Mesh):
             creating.add_done_callback(self._group_created)
             self._start_listener(loop)
         link = PgLink(
-            self._write, self._read, self._ack, self._is_listening, self._subs.discard, self.channel
+            self._write,
+            self._move,
+            self._read,
+            self._ack,
+            self._is_listening,
+            self._subs.discard,
+            self.channel,
         )
         sub = PgSubscription(link, names, group, consumer, start, visibility_timeout_ms, creating)
         self._subs.add(sub)
@@ -572,16 +597,16 @@ class PostgresMesh(Mesh):
             sub.wake()
 
     async def _ack(self, delivery: Delivery) -> None:
-        await self._write(ops.ack, delivery.topic, delivery.group, delivery.position)
+        await self._move(ops.ack, delivery.topic, delivery.group, delivery.position)
 
     async def extend(self, delivery: Delivery) -> None:
-        await self._write(
+        await self._move(
             ops.extend, delivery.topic, delivery.group, delivery.position, delivery.consumer
         )
 
     async def trim(self, topic: str) -> int:
         check_key(topic, "topic")
-        removed: int = await self._write(ops.trim, topic)
+        removed: int = await self._move(ops.trim, topic)
         return removed
 
     async def topics(self, prefix: str = "") -> list[str]:
