@@ -255,6 +255,10 @@ async def drive(
         if not chaos and len(ids) == count and not left:
             return ids, kills, answered
         if now - started > seconds + FINISH_WITHIN_S:
+            for run_id in sorted(left):
+                rec = await runs.get(run_id)
+                print(f"not finished: {run_id} {rec.status} attempts={rec.attempts} "
+                      f"visits={rec.visits} waiting={rec.waiting}", file=sys.stderr)  # fmt: skip
             raise TimeoutError(f"{len(left)} runs did not finish")
         await asyncio.sleep(0.1)
 
