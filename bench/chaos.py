@@ -293,6 +293,8 @@ async def check(mesh: Mesh, ids: list[str], answered: Counter[str]) -> tuple[int
             done += 1
         else:
             lost += 1
+            print(f"not done right: {run_id} {rec.status} error={rec.error!r} child "
+                  f"{child.status} error={child.error!r}", file=sys.stderr)  # fmt: skip
         for one, expected in ((run_id, VISITS), (child_id, CHILD_VISITS)):
             await runs.verify(one)  # raises if the chain is broken
             committed = await _commits(mesh, one)
