@@ -80,8 +80,10 @@ def drop_postgres_schema(schema: str) -> None:
 
 
 def postgres_url(schema: str) -> str:
-    """The test database's URL with the mesh in ``schema``."""
-    return f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema={schema}"
+    """The test database's URL with the mesh in ``schema``, each mesh object holding
+    four connections at most: test processes run side by side on one server, whose
+    ``max_connections`` (100 by default) they share with everyone else's."""
+    return f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema={schema}&pool=4"
 
 
 def require_postgres() -> None:
