@@ -51,6 +51,39 @@ async def redis_scratch() -> AsyncIterator[tuple[aioredis.Redis, str] | None]:
         await client.aclose()
 
 
+POSTGRES_URL = os.environ.get("PLAIT_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+"""The PostgreSQL database the benchmarks use (``PLAIT_BENCH_POSTGRES``)."""
+
+
+@asynccontextmanager
+async def postgres_scratch() -> AsyncIterator[str | None]:
+    """A fresh schema name in :data:`POSTGRES_URL`, dropped afterwards with everything
+    in it; None (and a line on stderr) if PostgreSQL or psycopg is not there."""
+    try:
+        import psycopg
+    except ImportError:
+        print("skipping PostgreSQL: pip install 'plait[postgres]'", file=sys.stderr)
+        yield None
+        return
+    schema = f"plait_bench_{uuid.uuid4().hex[:12]}"
+    try:
+        conn = await psycopg.AsyncConnection.connect(POSTGRES_URL, autocommit=True)
+    except psycopg.Error as exc:
+        print(f"skipping PostgreSQL: {POSTGRES_URL} does not answer ({exc})", file=sys.stderr)
+        yield None
+        return
+    try:
+        yield schema
+    finally:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await conn.close()
+
+
+def postgres_mesh_url(schema: str) -> str:
+    """The mesh URL of :data:`POSTGRES_URL` in ``schema``."""
+    return f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}schema={schema}"
+
+
 def redis_mesh_url(prefix: str) -> str:
     """The mesh URL of :data:`REDIS_URL` under ``prefix``."""
     return f"{REDIS_URL}{'&' if '?' in REDIS_URL else '?'}prefix={prefix}"
@@ -128,6 +161,11 @@ def parse_args(description: str, argv: Sequence[str] | None = None) -> argparse.
     parser.add_argument("--json", action="store_true", help="print one JSON object per figure")
     parser.add_argument(
         "--seconds", type=float, default=1.0, help="how long each figure is measured"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["memory", "sqlite", "redis", "postgres"],
+        help="only the figures of this mesh backend (in benches that measure several)",
     )
     return parser.parse_args(argv)
 

@@ -5,7 +5,9 @@ fixed number of times, as the scripted model does in the plait run. Every node r
 at once, so the figure is LangGraph's own cost per node: its step loop and one
 checkpoint per step written by ``SqliteSaver`` to a WAL file whose ``synchronous`` level
 is set to the one the plait SQLite mesh uses. :class:`LangGraphConcurrent` is the same
-loop with an ``InMemorySaver`` and async nodes, many runs at once in one event loop.
+loop with an ``InMemorySaver`` and async nodes, many runs at once in one event loop;
+:class:`LangGraphPostgres` the loop with async nodes on ``AsyncPostgresSaver`` (when
+langgraph-checkpoint-postgres is installed).
 """
 
 from __future__ import annotations
@@ -158,11 +160,60 @@ class LangGraphConcurrent:
         return (self.nodes - before) / (time.perf_counter() - started)
 
 
+class LangGraphPostgres(LangGraphConcurrent):
+    """The loop on ``AsyncPostgresSaver`` in schema ``schema`` of the database at
+    ``url``, every checkpoint written before the next step (``durability="sync"``).
+
+    Use :meth:`open` before and :meth:`close` after.
+    """
+
+    def __init__(self, url: str, schema: str, fails: int) -> None:
+        super().__init__(fails)
+        self.url = url
+        self.schema = schema
+        self.conn: Any = None
+
+    async def open(self) -> None:
+        """Connect (as LangGraph's docs say: autocommit, dict rows) and set up tables."""
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg import AsyncConnection
+        from psycopg.rows import dict_row
+
+        self.conn = await AsyncConnection.connect(
+            self.url,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            options=f"-c search_path={self.schema}",
+        )
+        await self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+        saver = AsyncPostgresSaver(self.conn)
+        await saver.setup()
+        self.app = loop_graph(self._draft, self._verify, self._publish).compile(checkpointer=saver)
+
+    async def rate_sync(self, seconds: float) -> float:
+        """Nodes per second of one run at a time over whole runs, for ``seconds``."""
+        before, started = self.nodes, time.perf_counter()
+        while True:
+            config: Any = {"configurable": {"thread_id": uuid.uuid4().hex}}
+            await self.app.ainvoke({"input": "x"}, config, durability="sync")
+            elapsed = time.perf_counter() - started
+            if elapsed >= seconds:
+                return (self.nodes - before) / elapsed
+
+    async def close(self) -> None:
+        """Drop the schema and close the connection."""
+        if self.conn is not None:
+            await self.conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+            await self.conn.close()
+
+
 __all__ = [
     "SYNCHRONOUS_NAMES",
     "Durability",
     "LangGraphConcurrent",
     "LangGraphLoop",
+    "LangGraphPostgres",
     "LoopState",
     "loop_graph",
 ]

@@ -1,4 +1,4 @@
-"""Chaos on Redis: hundreds of runs asking people while serving processes are SIGKILLed.
+"""Chaos on Redis or PostgreSQL: runs asking people while their servers are SIGKILLed.
 
 Each run (graph ``chaos``) goes through a revise loop (``draft -> review``, sent back
 once), a fan-out of three ``fetch`` instances with ``on_failure: collect`` (the third
@@ -20,7 +20,9 @@ Figures: ``chaos_runs_done`` (of the runs started), ``chaos_kills``,
 ``chaos_double_commits`` (0) and ``chaos_lost`` (0: runs not done or not as expected,
 visits missing, decisions missing, unanswered, raised twice or answered twice).
 
-Run: ``python bench/chaos.py [--runtime ray] [--runs 300] [--seconds 60] [--json]``.
+Run: ``python bench/chaos.py [--mesh redis|postgres] [--runtime ray] [--runs 300]
+[--seconds 60] [--json]``; ``--mesh postgres`` runs it on the PostgreSQL of
+``PLAIT_BENCH_POSTGRES`` in a fresh schema, dropped afterwards.
 """
 
 from __future__ import annotations
@@ -40,7 +42,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from _common import Figure, redis_mesh_url, redis_scratch, report
+from _common import (
+    Figure,
+    postgres_mesh_url,
+    postgres_scratch,
+    redis_mesh_url,
+    redis_scratch,
+    report,
+)
 
 from plait.actors import load_partitions
 from plait.decisions import DecisionAnswerer, Human
@@ -246,6 +255,10 @@ async def drive(
         if not chaos and len(ids) == count and not left:
             return ids, kills, answered
         if now - started > seconds + FINISH_WITHIN_S:
+            for run_id in sorted(left):
+                rec = await runs.get(run_id)
+                print(f"not finished: {run_id} {rec.status} attempts={rec.attempts} "
+                      f"visits={rec.visits} waiting={rec.waiting}", file=sys.stderr)  # fmt: skip
             raise TimeoutError(f"{len(left)} runs did not finish")
         await asyncio.sleep(0.1)
 
@@ -280,6 +293,8 @@ async def check(mesh: Mesh, ids: list[str], answered: Counter[str]) -> tuple[int
             done += 1
         else:
             lost += 1
+            print(f"not done right: {run_id} {rec.status} error={rec.error!r} child "
+                  f"{child.status} error={child.error!r}", file=sys.stderr)  # fmt: skip
         for one, expected in ((run_id, VISITS), (child_id, CHILD_VISITS)):
             await runs.verify(one)  # raises if the chain is broken
             committed = await _commits(mesh, one)
@@ -301,16 +316,21 @@ async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else BENCH)
     parser.add_argument("--json", action="store_true", help="print one JSON object per figure")
     parser.add_argument("--runtime", choices=["local", "ray"], default="local")
+    parser.add_argument("--mesh", choices=["redis", "postgres"], default="redis")
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the kills go on")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     rng = random.Random(seed)
-    async with redis_scratch() as scratch:
+    scratch_of = {"redis": redis_scratch, "postgres": postgres_scratch}[args.mesh]
+    async with scratch_of() as scratch:
         if scratch is None:
             return
-        url = redis_mesh_url(scratch[1])
+        if isinstance(scratch, str):
+            url = postgres_mesh_url(scratch)
+        else:
+            url = redis_mesh_url(scratch[1])
         with tempfile.TemporaryDirectory(prefix="plait-chaos-") as tmp:
             model = script(Path(tmp) / "chaos.model.json")
             async with open_mesh(url) as mesh:
@@ -330,7 +350,7 @@ async def main(argv: list[str] | None = None) -> None:
                 finally:
                     await servers.close()
                 done, doubles, lost = await check(mesh, ids, answered)
-    note = f"{args.runtime}, {SERVERS} servers, seed {seed}"
+    note = f"{args.mesh}, {args.runtime}, {SERVERS} servers, seed {seed}"
     report(
         [
             Figure(BENCH, "chaos_runs_done", done, "runs", len(ids), 1.0, note),

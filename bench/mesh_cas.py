@@ -1,13 +1,18 @@
 """CAS writes per second on each mesh backend, beside floors measured in the same run.
 
 A floor is the same write made with nothing of plait around it: for Redis the mesh's own
-Lua CAS script called straight through redis.asyncio; for SQLite a bare ``UPDATE ...
+Lua CAS script called straight through redis.asyncio; for PostgreSQL the same ``UPDATE
+... WHERE key = %s AND version = %s`` sent alone in autocommit through a psycopg pool of
+the mesh's size (the mesh sends BEGIN, it and COMMIT); for SQLite a bare ``UPDATE ...
 WHERE key = ? AND version = ?`` committed per write, once through ``asyncio.to_thread``
 and once directly on one thread. ``ratio`` is value / baseline.
 
 Run: ``python bench/mesh_cas.py [--json] [--seconds 1.0]``. Redis is read from
 ``PLAIT_BENCH_REDIS`` (default ``redis://127.0.0.1:6379/0``) under a fresh key prefix
-that is removed afterwards; its figures are skipped if it does not answer.
+that is removed afterwards, PostgreSQL from ``PLAIT_BENCH_POSTGRES`` (default
+``postgresql://postgres@127.0.0.1:5432/test``) in a fresh schema dropped afterwards;
+the figures of a server that does not answer are skipped. ``--backend NAME`` measures
+one backend only.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import asyncio
 import sqlite3
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
@@ -24,6 +30,8 @@ from _common import (
     Measure,
     best_of,
     parse_args,
+    postgres_mesh_url,
+    postgres_scratch,
     rate,
     rate_sync,
     redis_mesh_url,
@@ -87,6 +95,61 @@ async def _redis_figures(seconds: float, client: aioredis.Redis, prefix: str) ->
             value, base = await best_of([await mesh_cas(mesh, tasks), floor(tasks)], seconds)
             note = f"bare script call, {tasks} task{'s' if tasks > 1 else ''}"
             figures.append(Figure(BENCH, metric, value, UNIT, base, 0.8, note))
+    return figures
+
+
+# -- PostgreSQL -----------------------------------------------------------------------
+
+
+async def postgres_figures(seconds: float) -> list[Figure]:
+    async with postgres_scratch() as schema:
+        if schema is None:
+            return []
+        return await _postgres_figures(seconds, schema)
+
+
+async def _postgres_figures(seconds: float, schema: str) -> list[Figure]:
+    from psycopg_pool import AsyncConnectionPool
+
+    from plait.mesh._pg_ops import _UPDATE
+    from plait.mesh.postgres import DEFAULT_POOL_SIZE
+
+    data = encode("bench", VALUE)
+    figures: list[Figure] = []
+    async with open_mesh(postgres_mesh_url(schema)) as mesh:
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            postgres_mesh_url(schema).split("?", 1)[0],
+            max_size=DEFAULT_POOL_SIZE,
+            kwargs={"autocommit": True, "options": f"-c search_path={schema}"},
+            open=False,
+        )
+        await pool.open()
+        try:
+
+            def floor(tasks: int) -> Measure:
+                versions = [0] * tasks
+
+                async def cas(task: int) -> None:
+                    async with pool.connection() as conn:
+                        await conn.execute(_UPDATE, (data, False, f"floor/{task}", versions[task]))
+                    versions[task] += 1
+
+                async def measure(seconds: float) -> float:
+                    for task in range(tasks):
+                        versions[task] = (await mesh.put(f"floor/{task}", VALUE)).version
+                    return await rate(cas, seconds, tasks=tasks)
+
+                return measure
+
+            for metric, tasks in (
+                ("postgres_cas_sequential", 1),
+                ("postgres_cas_concurrent", TASKS),
+            ):
+                value, base = await best_of([await mesh_cas(mesh, tasks), floor(tasks)], seconds)
+                note = f"bare autocommit UPDATE, {tasks} task{'s' if tasks > 1 else ''}"
+                figures.append(Figure(BENCH, metric, value, UNIT, base, 0.5, note))
+        finally:
+            await pool.close()
     return figures
 
 
@@ -171,10 +234,16 @@ async def memory_figures(seconds: float) -> list[Figure]:
 async def main(argv: list[str] | None = None) -> None:
     args = parse_args(__doc__.splitlines()[0] if __doc__ else BENCH, argv)
     figures: list[Figure] = []
-    figures += await redis_figures(args.seconds)
-    with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
-        figures += await sqlite_figures(args.seconds, Path(tmp))
-    figures += await memory_figures(args.seconds)
+    wanted = {args.backend} if args.backend else {"redis", "postgres", "sqlite", "memory"}
+    if "redis" in wanted:
+        figures += await redis_figures(args.seconds)
+    if "postgres" in wanted:
+        figures += await postgres_figures(args.seconds)
+    if "sqlite" in wanted:
+        with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
+            figures += await sqlite_figures(args.seconds, Path(tmp))
+    if "memory" in wanted:
+        figures += await memory_figures(args.seconds)
     report(figures, as_json=args.json, title="mesh CAS writes per second")
 
 

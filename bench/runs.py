@@ -16,6 +16,13 @@ draft | pass: publish)`` with a verifier that fails a fixed number of times.
 - ``runs_sqlite_concurrent`` / ``runs_redis_concurrent``: transitions per second of 200
   runs at once on SQLite / Redis, against LangGraph with ``InMemorySaver`` running 200
   runs at once in this process; rounds interleaved, the best of three of each.
+- ``runs_postgres_transitions``: transitions per second of one run at a time on a
+  PostgreSQL mesh, beside LangGraph running the same loop with ``AsyncPostgresSaver``
+  on the same server (``durability="sync"``), interleaved in the same process; skipped
+  without langgraph-checkpoint-postgres. ``postgres_fraction_of_limit``: the same
+  figure over the commits per second of one connection committing a transaction of
+  the same shape (an upsert and an insert) with nothing else around it.
+- ``runs_postgres_concurrent``: as ``runs_redis_concurrent``, on PostgreSQL.
 - ``runs_sqlite_statements``: SQL statements per transition (and how many write).
 - ``runs_length_growth``: the cost per transition of the last 50 steps of a 1,000-step
   run over its first 50 (a cost: ``ratio`` is 1.1 / value).
@@ -31,7 +38,9 @@ The process tunes Python's cyclic garbage collector as a serving process does
 
 Run: ``python bench/runs.py [--json] [--seconds 1.0]``. Redis is read from
 ``PLAIT_BENCH_REDIS`` (default ``redis://127.0.0.1:6379/0``) under fresh key prefixes
-that are removed afterwards; its figures are skipped if it does not answer.
+that are removed afterwards, PostgreSQL from ``PLAIT_BENCH_POSTGRES`` in fresh
+schemas dropped afterwards; the figures of a server that does not answer are skipped.
+``--backend NAME`` measures only that backend's figures.
 """
 
 from __future__ import annotations
@@ -63,11 +72,18 @@ from _common import (
     alternate,
     best_of,
     parse_args,
+    postgres_mesh_url,
+    postgres_scratch,
     redis_mesh_url,
     redis_scratch,
     report,
 )
-from _langgraph_loop import SYNCHRONOUS_NAMES, LangGraphConcurrent, LangGraphLoop
+from _langgraph_loop import (
+    SYNCHRONOUS_NAMES,
+    LangGraphConcurrent,
+    LangGraphLoop,
+    LangGraphPostgres,
+)
 
 from plait.actors import tune_gc_for_serving
 from plait.decisions import Human
@@ -443,6 +459,102 @@ async def sqlite_mesh(tmp: Path) -> AsyncIterator[Mesh]:
         yield mesh
 
 
+# -- PostgreSQL -----------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def postgres_mesh() -> AsyncIterator[Mesh | None]:
+    """A PostgreSQL mesh in a fresh schema, dropped afterwards; None if it is not there."""
+    async with postgres_scratch() as schema:
+        if schema is None:
+            yield None
+            return
+        async with open_mesh(postgres_mesh_url(schema)) as mesh:
+            yield mesh
+
+
+_LIMIT_UPSERT = (
+    "INSERT INTO limit_kv (key, value, version) VALUES (%s, %s, 1) ON CONFLICT (key) "
+    "DO UPDATE SET value = EXCLUDED.value, version = limit_kv.version + 1"
+)
+_LIMIT_INSERT = "INSERT INTO limit_log (run, seq, data) VALUES (%s, %s, %s)"
+
+
+async def commit_limit(url: str, schema: str) -> Callable[[float], Any]:
+    """A measure of the commits per second of one connection, each a transaction of an
+    upsert and an insert with values of a transition's size."""
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(
+        url, autocommit=True, options=f"-c search_path={schema}"
+    )
+    await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    await conn.execute("CREATE TABLE IF NOT EXISTS limit_kv (key text PRIMARY KEY, "
+                       "value bytea NOT NULL, version bigint NOT NULL)")  # fmt: skip
+    await conn.execute("CREATE TABLE IF NOT EXISTS limit_log (run text, seq bigint, "
+                       "data bytea, PRIMARY KEY (run, seq))")  # fmt: skip
+    record, step = b"r" * 600, b"s" * 300
+    seq = 0
+
+    async def measure(slice_s: float) -> float:
+        nonlocal seq
+        count, started = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < slice_s or not count:
+            seq += 1
+            async with conn.transaction():
+                await conn.execute(_LIMIT_UPSERT, ("run", record))
+                await conn.execute(_LIMIT_INSERT, ("run", seq, step))
+            count += 1
+        return count / elapsed
+
+    measure.close = conn.close  # type: ignore[attr-defined]
+    return measure
+
+
+async def postgres_transitions(seconds: float) -> list[Figure]:
+    async with postgres_scratch() as schema:
+        if schema is None:
+            return []
+        url = postgres_mesh_url(schema)
+        limit = await commit_limit(url.split("?", 1)[0], schema)
+        lg: LangGraphPostgres | None = None
+        try:
+            lg = LangGraphPostgres(url.split("?", 1)[0], f"{schema}_lg", FAILS)
+            await lg.open()
+        except ImportError:
+            print("skipping LangGraph on PostgreSQL: pip install langgraph-checkpoint-postgres",
+                  file=sys.stderr)  # fmt: skip
+            lg = None
+        try:
+            async with open_mesh(url) as mesh, hosted(mesh, FAILS, LOOP) as host:
+                runs = Runs(mesh)
+
+                async def plait(slice_s: float) -> float:
+                    count, started = 0, time.perf_counter()
+                    while (elapsed := time.perf_counter() - started) < slice_s or not count:
+                        count += sum((await run_once(runs, host)).visits.values())
+                    return count / elapsed
+
+                measures = [plait, limit] + ([lg.rate_sync] if lg is not None else [])
+                found = await best_of(measures, seconds * 4)
+        finally:
+            await limit.close()  # type: ignore[attr-defined]
+            if lg is not None:
+                await lg.close()
+    value, ceiling = found[0], found[1]
+    figures = [
+        Figure(BENCH, "postgres_fraction_of_limit", value, "transitions/s", ceiling, 0.5,
+               "one connection committing an upsert and an insert per transaction"),
+    ]  # fmt: skip
+    if lg is not None:
+        figures.insert(
+            0,
+            Figure(BENCH, "runs_postgres_transitions", value, "transitions/s", found[2],
+                   LOOP_TARGET, "LangGraph AsyncPostgresSaver, durability=sync"),
+        )  # fmt: skip
+    return figures
+
+
 # -- one long run, parked runs ------------------------------------------------------------
 
 
@@ -652,6 +764,11 @@ async def main(argv: list[str] | None = None) -> None:
     # same way; LangGraph runs in the same process under the same setting.
     tune_gc_for_serving()
     figures: list[Figure] = []
+    if args.backend == "postgres":
+        figures += await postgres_transitions(args.seconds)
+        figures += await concurrent("runs_postgres_concurrent", postgres_mesh)
+        report(figures, as_json=args.json, title="durable runs on PostgreSQL")
+        return
     with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
         figures += await sqlite_transitions(args.seconds, Path(tmp))
         figures += await resume_latency(Path(tmp))
@@ -661,6 +778,8 @@ async def main(argv: list[str] | None = None) -> None:
         figures += await concurrent("runs_sqlite_concurrent", lambda: sqlite_mesh(Path(tmp)))
     figures += await redis_roundtrips()
     figures += await concurrent("runs_redis_concurrent", redis_mesh)
+    figures += await postgres_transitions(args.seconds)
+    figures += await concurrent("runs_postgres_concurrent", postgres_mesh)
     with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
         figures += await takeover(Path(tmp))
     report(figures, as_json=args.json, title="durable runs")

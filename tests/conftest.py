@@ -90,7 +90,8 @@ def mesh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def backend(mesh_url: str) -> str:
     """The backend name of ``mesh_url``."""
-    return mesh_url.split("://", 1)[0].replace("rediss", "redis")
+    scheme = mesh_url.split("://", 1)[0]
+    return {"rediss": "redis", "postgresql": "postgres"}.get(scheme, scheme)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ TOP_KEYS = {"name", "services", "volumes", "networks", "configs", "secrets"}
 SERVICE_KEYS = {
     "build", "image", "command", "entrypoint", "environment", "env_file", "ports",
     "volumes", "depends_on", "healthcheck", "restart", "deploy", "shm_size", "working_dir",
-    "networks", "labels", "user", "init", "stop_grace_period", "stop_signal",
+    "networks", "labels", "user", "init", "stop_grace_period", "stop_signal", "profiles",
 }  # fmt: skip
 """The service keys of the Compose specification this project may use."""
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
@@ -131,7 +131,9 @@ def test_every_services_command_exists_in_the_package(
             assert command is not None, argv
             command.make_context(name, list(rest))  # parses every option, or raises
             checked += 1
-    assert checked == 4  # head, worker, and the plait service's ray start and worker
+    # head, worker, the plait service's ray start and worker, and plait-pg's ray start,
+    # mesh migrate and worker
+    assert checked == 7
 
 
 def test_the_image_is_a_slim_python_with_the_ray_extra() -> None:
@@ -158,7 +160,7 @@ def test_ray_is_kept_on_an_internal_network_with_token_authentication(
     # Ray's GCS and node ports run code for whoever reaches them: none is published,
     # Ray's traffic has an internal network, and every node presents the token.
     found = ray_services(compose)
-    assert set(found) == {"ray-head", "ray-worker", "plait"}
+    assert set(found) == {"ray-head", "ray-worker", "plait", "plait-pg"}
     networks = compose["networks"]
     assert networks["ray"]["internal"] is True
     assert compose["services"]["redis"]["networks"] == ["mesh"]
@@ -177,6 +179,36 @@ def test_ray_is_kept_on_an_internal_network_with_token_authentication(
     for name, service in compose["services"].items():
         for port in service.get("ports", []):
             assert name == "redis" and str(port).startswith("127.0.0.1:"), (name, port)
+
+
+def test_a_postgres_profile_runs_the_mesh_on_postgresql_instead_of_redis(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    by_profile = {
+        profile: {name for name, s in services.items() if profile in s.get("profiles", [])}
+        for profile in ("redis", "postgres")
+    }
+    assert by_profile == {"redis": {"redis", "plait"}, "postgres": {"postgres", "plait-pg"}}
+    unprofiled = {name for name, s in services.items() if "profiles" not in s}
+    assert unprofiled == {"ray-head", "ray-worker"}
+    for name in unprofiled:  # they start under either profile: they need neither server
+        assert not set(services[name].get("depends_on") or {}) & {"redis", "postgres"}
+    postgres = services["postgres"]
+    assert postgres["image"].startswith("postgres:")
+    assert re.fullmatch(
+        r"\$\{POSTGRES_PASSWORD:\?.*\}", postgres["environment"]["POSTGRES_PASSWORD"]
+    )
+    assert any(v.endswith(":/var/lib/postgresql/data") and v.split(":")[0] in compose["volumes"]
+               for v in postgres["volumes"])  # fmt: skip
+    assert "healthcheck" in postgres and "ports" not in postgres
+    worker = services["plait-pg"]
+    assert worker["environment"]["PLAIT_MESH"].startswith("postgresql://plait:${POSTGRES_PASSWORD")
+    assert worker["depends_on"]["postgres"]["condition"] == "service_healthy"
+    lines = [" ".join(argv) for argv in commands(worker)]
+    assert "plait mesh migrate" in lines and "worker --runtime ray" in lines[-1]
+    example = (ROOT / "plait.env.example").read_text()
+    assert "COMPOSE_PROFILES=redis" in example and "POSTGRES_PASSWORD=" in example
 
 
 def test_the_installed_ray_has_token_authentication() -> None:

@@ -79,3 +79,14 @@ def ls(
                 say(entry.key, f"\t{entry.version}")  # keys are data: an agent's mesh_put
 
     run(main)
+
+
+@mesh_app.command("migrate")
+def migrate(mesh: MeshOption = None) -> None:
+    """Create the mesh's tables or bring them to this plait's layout (idempotent)."""
+
+    async def main() -> None:
+        async with open_mesh(mesh) as m:
+            say(await m.migrate())
+
+    run(main)

@@ -11,6 +11,16 @@
 - ``redis://[:PASSWORD@]HOST:PORT/DB[?prefix=NAME]`` (or ``rediss://``) — a Redis
   server shared by many hosts; ``prefix`` namespaces every key, ``timeout`` and
   ``connect_timeout`` (seconds) bound how long a reply or a connection is waited for.
+- ``postgresql://USER[:PASSWORD]@HOST:PORT/DB[?schema=NAME]`` (or ``postgres://``) — a
+  PostgreSQL database shared by many hosts; the mesh keeps its tables in schema
+  ``NAME`` (default ``plait``), created and migrated by plait (``plait mesh migrate``);
+  ``pool`` bounds its connections, ``timeout`` (seconds) how long an operation waits.
+
+Values. Every backend refuses a value (or event payload) over ``max_value_bytes``,
+8 MiB unless ``open_mesh`` is given another; each has a ceiling above which that
+option is refused: the memory mesh none, SQLite 1,000,000,000 bytes (its
+``SQLITE_MAX_LENGTH``), Redis 512 MiB (a bulk string), PostgreSQL 1 GiB (a ``bytea``).
+Values are not chunked: store a large document under several keys.
 
 Wherever a URL is printed its credentials are masked (:func:`redact_url`).
 
@@ -51,7 +61,7 @@ from plait.mesh._urls import redact_url
 DEFAULT_MESH_URL = "sqlite:///.plait/mesh.db"
 """The embedded default: a SQLite file under the working directory."""
 
-SUPPORTED_SCHEMES = ("memory", "sqlite", "redis", "rediss")
+SUPPORTED_SCHEMES = ("memory", "sqlite", "redis", "rediss", "postgresql", "postgres")
 
 
 MESH_DIR = ".plait"
@@ -121,6 +131,14 @@ def mesh_class(url: str | None = None) -> type[Mesh]:
         except ImportError:
             raise ConfigError("a Redis mesh needs redis: pip install 'plait[redis]'") from None
         return RedisMesh
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from plait.mesh.postgres import PostgresMesh
+        except ImportError:
+            raise ConfigError(
+                "a PostgreSQL mesh needs psycopg: pip install 'plait[postgres]'"
+            ) from None
+        return PostgresMesh
     raise _unsupported(resolve_mesh_url(url))
 
 
@@ -138,7 +156,8 @@ def _unsupported(url: str) -> ConfigError:
     return ConfigError(
         f"unsupported mesh URL {redact_url(url)!r}: the scheme must be one of "
         + ", ".join(f"{s}://" for s in SUPPORTED_SCHEMES)
-        + " (for example memory://, sqlite:///.plait/mesh.db or redis://127.0.0.1:6379/0)"
+        + " (for example memory://, sqlite:///.plait/mesh.db, redis://127.0.0.1:6379/0 or"
+        " postgresql://user@127.0.0.1:5432/db)"
     )
 
 
@@ -197,6 +216,11 @@ def open_mesh(
             max_value_bytes=max_value_bytes,
             connect_timeout=connect_timeout,
             **options,
+        )
+    if scheme in ("postgresql", "postgres"):
+        kind = mesh_class(url)
+        return kind(  # type: ignore[call-arg]
+            url, max_value_bytes=max_value_bytes, connect_timeout=connect_timeout, **options
         )
     raise _unsupported(url)
 

@@ -60,9 +60,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Self
 
-from plait.errors import MeshError
+from plait.errors import InvalidKey, MeshError, VersionConflict
 from plait.ids import new_id
-from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, OnCorrupt, check_key, encode
+from plait.mesh._codec import (
+    DEFAULT_MAX_VALUE_BYTES,
+    OnCorrupt,
+    check_key,
+    encode,
+    prefix_end,
+)
 
 StartFrom = Literal["new", "begin"]
 """Where a consumer group that does not exist yet starts reading a topic.
@@ -182,6 +188,16 @@ class PutOp:
 
 
 @dataclass(frozen=True, slots=True)
+class InsertOp:
+    """An insert-if-absent inside a transaction: creates the key unless it exists."""
+
+    key: str
+    data: bytes
+    value: Any = None
+    tainted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class DeleteOp:
     """A delete inside a transaction."""
 
@@ -236,7 +252,7 @@ class TakeOp:
     visibility_timeout_ms: int
 
 
-Op = PutOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp | CheckOp
+Op = PutOp | InsertOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp | CheckOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +260,8 @@ class TransactionResult:
     """What a committed transaction wrote.
 
     Attributes:
-        entries: the entry each put produced, by key.
+        entries: the entry each put produced, by key (and each insert that created
+            its key).
         event_ids: the ids of the events it published, in order.
         taken: the deliveries its takes made, in order (a take that found nothing
             makes none).
@@ -279,6 +296,18 @@ class Transaction:
         _check_version(if_version)
         data = encode(key, value, self._mesh.max_value_bytes)
         self.ops.append(PutOp(key, data, if_version, value, tainted))
+
+    def insert(self, key: str, value: Any, *, tainted: bool = False) -> None:
+        """Add an insert-if-absent: create ``key`` at version 1 unless it exists.
+
+        Unlike ``put(key, value, if_version=0)``, a key that exists already does not
+        fail the batch: it is left as it is, and the key is missing from
+        :attr:`TransactionResult.entries` (an inserted key is there, at version 1).
+        Earlier puts and deletes of the same key in the batch are seen by it.
+        """
+        check_key(key)
+        data = encode(key, value, self._mesh.max_value_bytes)
+        self.ops.append(InsertOp(key, data, value, tainted))
 
     def delete(self, key: str, if_version: int | None = None) -> None:
         """Add a delete; see :meth:`Mesh.delete`."""
@@ -359,6 +388,39 @@ class Transaction:
     ) -> None:
         if exc_type is None:
             await self.commit()
+
+
+def scan_bounds(
+    prefix: str, reverse: bool, limit: int | None, after: str | None
+) -> tuple[str | None, str | None, bool, bool]:
+    """The key range a scan reads, (low, high, low inclusive, high inclusive) with None
+    for no bound, after checking the scan's arguments.
+
+    Raises:
+        InvalidKey: ``prefix`` or ``after`` is not a str.
+        ValueError: ``limit`` is not None or an int >= 0.
+    """
+    if not isinstance(prefix, str):
+        raise InvalidKey(f"a scan prefix must be a str, got {type(prefix).__name__}")
+    if after is not None and not isinstance(after, str):
+        raise InvalidKey(f"a scan's after must be a str, got {type(after).__name__}")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise ValueError(f"a scan's limit must be None or an int >= 0, got {limit!r}")
+    low: str | None = prefix or None
+    high = prefix_end(prefix)
+    low_in, high_in = True, False
+    if after is not None:
+        if not reverse and (low is None or after >= low):
+            low, low_in = after, False
+        elif reverse and (high is None or after < high):
+            high, high_in = after, False
+    return low, high, low_in, high_in
+
+
+def check_prefix(prefix: str) -> None:
+    """Refuse the prefix of a prefix delete unless it is a non-empty str."""
+    if not isinstance(prefix, str) or not prefix:
+        raise InvalidKey("delete_prefix needs a non-empty str prefix")
 
 
 def _check_version(if_version: int | None) -> None:
@@ -459,6 +521,17 @@ class Mesh(abc.ABC):
     ) -> None:
         await self.close()
 
+    async def migrate(self) -> str:
+        """Create the backend's tables or bring them to this plait's layout, and say
+        what was done, in one line; idempotent.
+
+        Opening a mesh does this too; ``plait mesh migrate`` does it alone, for an
+        operator who upgrades plait and wants the schema changed before workers start.
+        SQLite migrates its file on open; memory and Redis keep no schema.
+        """
+        await self.open()
+        return f"{self.location}: nothing to migrate"
+
     # clock --------------------------------------------------------------------------
 
     async def now_ms(self) -> int:
@@ -511,14 +584,60 @@ class Mesh(abc.ABC):
 
     @abc.abstractmethod
     def scan(
-        self, prefix: str = "", *, on_corrupt: OnCorrupt | None = None
+        self,
+        prefix: str = "",
+        *,
+        on_corrupt: OnCorrupt | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
     ) -> AsyncIterator[Entry]:
         """Every entry whose key starts with ``prefix``, in key order, read page by page.
+
+        Args:
+            prefix: only keys starting with this ("": every key).
+            on_corrupt: called with each value that does not decode, which is skipped.
+            reverse: in descending key order (the latest of ordered keys first).
+            limit: at most this many entries (None: all); no more pages are read
+                than that needs.
+            after: start past this key in the scan's order: keys above it, or below it
+                when ``reverse`` (to go on from the last key of an earlier scan).
 
         Raises:
             CorruptValue: a value does not decode, unless ``on_corrupt`` is given: then
                 it is called with the error and the scan goes on past that key.
         """
+
+    async def get_many(self, keys: Sequence[str]) -> list[Entry | None]:
+        """The entry at each of ``keys`` (None where there is none), in the order given.
+
+        One round trip on a server backend (one statement on PostgreSQL, one pipeline
+        on Redis), one read on SQLite.
+        """
+        return [await self.get(key) for key in keys]
+
+    async def delete_prefix(self, prefix: str) -> int:
+        """Delete every key starting with ``prefix`` atomically; how many were deleted.
+
+        All or nothing, like a transaction: no reader sees some of the keys gone and
+        others not. For the bounded sets of keys one owner keeps (a run's log, a
+        thread's checkpoints), not millions at once: a backend holds its write lock
+        for the whole delete.
+
+        Raises:
+            InvalidKey: ``prefix`` is empty or not a str (deleting every key is not a
+                prefix delete).
+        """
+        check_prefix(prefix)
+        while True:  # a transaction of version-checked deletes: retried if a key moved
+            tx = self.transact()
+            async for entry in self.scan(prefix):
+                tx.delete(entry.key, if_version=entry.version)
+            try:
+                await tx.commit()
+            except VersionConflict:
+                continue
+            return len(tx.ops)
 
     # topics -------------------------------------------------------------------------
 
@@ -678,6 +797,7 @@ __all__ = [
     "Delivery",
     "Entry",
     "Event",
+    "InsertOp",
     "Mesh",
     "Op",
     "PublishOp",
@@ -687,6 +807,8 @@ __all__ = [
     "TakeOp",
     "Transaction",
     "TransactionResult",
+    "check_prefix",
     "new_event_id",
     "now_ms",
+    "scan_bounds",
 ]

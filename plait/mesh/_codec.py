@@ -137,6 +137,23 @@ def check_key(key: str, what: str = "key") -> None:
         raise InvalidKey(f"a mesh {what} must not contain NUL characters: {key!r}")
 
 
+def prefix_end(prefix: str) -> str | None:
+    """The least string above every string starting with ``prefix`` (None: no bound).
+
+    A range on the primary key instead of ``LIKE``: exact whatever characters the prefix
+    holds, and an index seek. Text compares as UTF-8 bytes (in SQLite, and in PostgreSQL's ``C``
+    collation), which is code point order.
+    """
+    while prefix:
+        last = ord(prefix[-1]) + 1
+        if 0xD800 <= last <= 0xDFFF:
+            last = 0xE000  # surrogates cannot be stored, so skip over them
+        if last <= 0x10FFFF:
+            return prefix[:-1] + chr(last)
+        prefix = prefix[:-1]
+    return None
+
+
 def topic_names(topics: str | Sequence[str]) -> list[str]:
     """The topics a subscribe or drop_group call names, each checked."""
     names = [topics] if isinstance(topics, str) else list(topics)
@@ -153,6 +170,7 @@ __all__ = [
     "decode",
     "decode_scanned",
     "encode",
+    "prefix_end",
     "skip_corrupt",
     "skip_unreadable",
     "topic_names",

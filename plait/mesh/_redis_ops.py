@@ -9,7 +9,17 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from plait.errors import ConfigError
-from plait.mesh._base import AckOp, CancelOp, CheckOp, DeleteOp, Op, PublishOp, PutOp, TakeOp
+from plait.mesh._base import (
+    AckOp,
+    CancelOp,
+    CheckOp,
+    DeleteOp,
+    InsertOp,
+    Op,
+    PublishOp,
+    PutOp,
+    TakeOp,
+)
 from plait.mesh._codec import PackerPerThread
 
 ARG_PACKERS = PackerPerThread(use_bin_type=False)
@@ -65,6 +75,9 @@ def commit_request(
         elif isinstance(op, CheckOp):
             keys.append(kv + op.key)
             args += ("K", op.key, op.version)
+        elif isinstance(op, InsertOp):
+            keys.append(kv + op.key)
+            args += ("I", op.key, op.data, 1 if op.tainted else 0)
     return keys, pack(args), event_ids
 
 

@@ -28,6 +28,7 @@ COMMIT = """
 --   Q name data if_version  (a put of a tainted value)
 --   T group consumer   (take: the group's next new entry, for that consumer)
 --   K name version     (check: fail unless the key is at that version; writes nothing)
+--   I name data tainted   (insert: create the key at version 1 unless it exists)
 --   E event_id kind data at after_ms schedule_key   (if_version and schedule_key may be '')
 --   F event_id kind data at after_ms schedule_key   (a tainted event)
 local index, sched, payloads = KEYS[1], KEYS[2], KEYS[3]
@@ -55,6 +56,9 @@ for i = 1, tonumber(ARG[1]) do
   elseif code == 'K' then
     op.name, op.ifv = ARG[a + 1], ARG[a + 2]
     a = a + 3
+  elseif code == 'I' then
+    op.name, op.data, op.tainted = ARG[a + 1], ARG[a + 2], ARG[a + 3]
+    a = a + 4
   else
     op.group, op.entry = ARG[a + 1], ARG[a + 2]
     a = a + 3
@@ -75,6 +79,10 @@ for _, op in ipairs(ops) do
     end
     if op.code == 'P' or op.code == 'Q' then shadow[op.key] = current + 1
     elseif op.code == 'D' then shadow[op.key] = 0 end
+  elseif op.code == 'I' then
+    local current = shadow[op.key]
+    if current == nil then current = tonumber(redis.call('HGET', op.key, 'n')) or 0 end
+    if current == 0 then shadow[op.key] = 1 else shadow[op.key] = current end
   end
 end
 
@@ -119,6 +127,13 @@ for i, op in ipairs(ops) do
     redis.call('HDEL', payloads, 'k:' .. op.skey)
   elseif op.code == 'K' then
     result = 0
+  elseif op.code == 'I' then
+    if redis.call('EXISTS', op.key) == 0 then
+      redis.call('HSET', op.key, 'v', op.data, 'n', 1)
+      if op.tainted == 1 then redis.call('HSET', op.key, 't', 1) end
+      redis.call('ZADD', index, 0, op.name)
+      result = 1
+    end
   elseif op.code == 'T' then
     local read = redis.pcall('XREADGROUP', 'GROUP', op.group, op.consumer, 'COUNT', 1,
                              'STREAMS', op.key, '>')
@@ -216,8 +231,14 @@ return 1
 """Create a consumer group on every stream that lacks it (an existing group keeps its place)."""
 
 SCAN_PAGE = """
--- KEYS[1] index; ARGV[1] min, ARGV[2] max, ARGV[3] page size, ARGV[4] kv key prefix
-local names = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[3])
+-- KEYS[1] index; ARGV[1] min, ARGV[2] max, ARGV[3] page size, ARGV[4] kv key prefix,
+-- ARGV[5] 'r' to read in descending order
+local names
+if ARGV[5] == 'r' then
+  names = redis.call('ZREVRANGEBYLEX', KEYS[1], ARGV[2], ARGV[1], 'LIMIT', 0, ARGV[3])
+else
+  names = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, ARGV[3])
+end
 local out = {#names, names[#names] or ''}
 for _, name in ipairs(names) do
   local found = redis.call('HMGET', ARGV[4] .. name, 'v', 'n', 't')
@@ -235,7 +256,20 @@ return out
 Returns ``{count, last name, name, value, version, tainted (0 or 1), ...}``.
 """
 
-__all__ = ["COMMIT", "CREATE_GROUPS", "EXTEND", "POLL", "SCAN_PAGE", "TRIM"]
+DELETE_RANGE = """
+-- KEYS[1] index; ARGV[1] min, ARGV[2] max (lex range), ARGV[3] kv key prefix
+local names = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2])
+for i = 1, #names, 512 do
+  local batch = {}
+  for j = i, math.min(i + 511, #names) do batch[#batch + 1] = ARGV[3] .. names[j] end
+  redis.call('DEL', unpack(batch))
+end
+redis.call('ZREMRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2])
+return #names
+"""
+"""Delete every key whose name is in a lex range of the index, atomically; how many."""
+
+__all__ = ["COMMIT", "CREATE_GROUPS", "DELETE_RANGE", "EXTEND", "POLL", "SCAN_PAGE", "TRIM"]
 
 TRIM = """
 -- KEYS the streams. For each with at least one group: drop the entries every group has

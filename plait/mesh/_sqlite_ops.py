@@ -18,6 +18,7 @@ from plait.mesh._base import (
     CancelOp,
     CheckOp,
     DeleteOp,
+    InsertOp,
     Op,
     PublishOp,
     PutOp,
@@ -25,6 +26,7 @@ from plait.mesh._base import (
     TakeOp,
     now_ms,
 )
+from plait.mesh._codec import prefix_end
 
 SCHEMA_VERSION = 3
 """Version 3 keeps a ``tainted`` flag beside each value, event and scheduled event;
@@ -177,20 +179,25 @@ def _add_taint_columns(conn: sqlite3.Connection, *, kv: bool) -> None:
 
 _GET = "SELECT value, version, tainted FROM kv WHERE key = ?"
 _VERSION = "SELECT version FROM kv WHERE key = ?"
+_GET_MANY = "SELECT key, value, version, tainted FROM kv WHERE key IN ({})"
+_GET_MANY_CHUNK = 500
+"""Keys one statement of :func:`get_many` names at most (SQLite bounds its variables)."""
+
+
+def _scan_sql(reverse: bool, low_op: str | None, high_op: str | None) -> str:
+    clauses = [f"key {op} ?" for op in (low_op, high_op) if op]
+    return (
+        "SELECT key, value, version, tainted FROM kv"
+        + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        + f" ORDER BY key {'DESC' if reverse else 'ASC'} LIMIT ?"
+    )
+
+
 _SCAN = {
-    (False, False): (
-        "SELECT key, value, version, tainted FROM kv WHERE key >= ? ORDER BY key LIMIT ?"
-    ),
-    (True, False): (
-        "SELECT key, value, version, tainted FROM kv WHERE key > ? ORDER BY key LIMIT ?"
-    ),
-    (False, True): (
-        "SELECT key, value, version, tainted FROM kv WHERE key >= ? AND key < ? "
-        "ORDER BY key LIMIT ?"
-    ),
-    (True, True): (
-        "SELECT key, value, version, tainted FROM kv WHERE key > ? AND key < ? ORDER BY key LIMIT ?"
-    ),
+    (reverse, low_op, high_op): _scan_sql(reverse, low_op, high_op)
+    for reverse in (False, True)
+    for low_op in (None, ">=", ">")
+    for high_op in (None, "<=", "<")
 }
 
 
@@ -200,31 +207,35 @@ def get(conn: sqlite3.Connection, key: str) -> tuple[bytes, int, int] | None:
     return row
 
 
-def prefix_end(prefix: str) -> str | None:
-    """The least string above every string starting with ``prefix`` (None: no bound).
-
-    A range on the primary key instead of ``LIKE``: exact whatever characters the prefix
-    holds, and an index seek. Text compares as UTF-8 bytes, which is code point order.
-    """
-    while prefix:
-        last = ord(prefix[-1]) + 1
-        if 0xD800 <= last <= 0xDFFF:
-            last = 0xE000  # surrogates cannot be stored, so skip over them
-        if last <= 0x10FFFF:
-            return prefix[:-1] + chr(last)
-        prefix = prefix[:-1]
-    return None
-
-
 def scan_page(
-    conn: sqlite3.Connection, low: str, after: bool, high: str | None, limit: int
+    conn: sqlite3.Connection,
+    low: str | None,
+    low_inclusive: bool,
+    high: str | None,
+    high_inclusive: bool,
+    reverse: bool,
+    limit: int,
 ) -> list[tuple[str, bytes, int, int]]:
-    """Up to ``limit`` rows (key, value, version, tainted) with key from ``low``
-    (exclusive if ``after``) below ``high``."""
-    sql = _SCAN[after, high is not None]
-    params = (low, high, limit) if high is not None else (low, limit)
-    rows: list[tuple[str, bytes, int, int]] = conn.execute(sql, params).fetchall()
+    """Up to ``limit`` rows (key, value, version, tainted) between the bounds (None: no
+    bound), in key order or reversed."""
+    low_op = None if low is None else (">=" if low_inclusive else ">")
+    high_op = None if high is None else ("<=" if high_inclusive else "<")
+    params = [bound for bound in (low, high) if bound is not None]
+    rows: list[tuple[str, bytes, int, int]] = conn.execute(
+        _SCAN[reverse, low_op, high_op], (*params, limit)
+    ).fetchall()
     return rows
+
+
+def get_many(conn: sqlite3.Connection, keys: list[str]) -> dict[str, tuple[bytes, int, int]]:
+    """The stored (value, version, tainted) of each of ``keys`` that exists."""
+    found: dict[str, tuple[bytes, int, int]] = {}
+    for start in range(0, len(keys), _GET_MANY_CHUNK):
+        chunk = keys[start : start + _GET_MANY_CHUNK]
+        sql = _GET_MANY.format(",".join("?" * len(chunk)))
+        for key, value, version, tainted in conn.execute(sql, chunk):
+            found[key] = (value, version, tainted)
+    return found
 
 
 # -- keys (writer) --------------------------------------------------------------------
@@ -274,6 +285,14 @@ def put(
     raise VersionConflict(key, if_version, _version(conn, key))
 
 
+def delete_prefix(conn: sqlite3.Connection, prefix: str) -> int:
+    """Delete every key starting with ``prefix``; how many."""
+    high = prefix_end(prefix)
+    if high is None:
+        return int(conn.execute("DELETE FROM kv WHERE key >= ?", (prefix,)).rowcount)
+    return int(conn.execute("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, high)).rowcount)
+
+
 def delete(conn: sqlite3.Connection, key: str, if_version: int | None) -> bool:
     """Delete ``key``; True if it existed. CAS on ``if_version`` (missing = version 0)."""
     if if_version is None:
@@ -316,7 +335,8 @@ _TAKE_PENDING = (
 
 
 def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list[Any]]:
-    """Apply ``ops`` in order; return each put's new version, and what each take took.
+    """Apply ``ops`` in order; return each put's new version (and 1 or 0 for each
+    insert: whether it created its key), and what each take took.
 
     A conflict raises midway: the writer rolls this request's savepoint back, so
     nothing of the batch remains.
@@ -326,6 +346,8 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list
     for op in ops:
         if isinstance(op, PutOp):
             versions.append(put(conn, op.key, op.data, op.if_version, op.tainted))
+        elif isinstance(op, InsertOp):
+            versions.append(conn.execute(_CREATE, (op.key, op.data, op.tainted)).rowcount)
         elif isinstance(op, DeleteOp):
             delete(conn, op.key, op.if_version)
         elif isinstance(op, PublishOp):
@@ -474,12 +496,13 @@ __all__ = [
     "commit",
     "create_groups",
     "delete",
+    "delete_prefix",
     "delete_topic",
     "drop_group",
     "extend",
     "get",
+    "get_many",
     "open_connection",
-    "prefix_end",
     "put",
     "scan_page",
     "schedule_key",

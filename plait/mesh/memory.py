@@ -24,6 +24,7 @@ from plait.mesh._base import (
     Delivery,
     Entry,
     Event,
+    InsertOp,
     Mesh,
     Op,
     PublishOp,
@@ -33,7 +34,9 @@ from plait.mesh._base import (
     TakeOp,
     TransactionResult,
     _check_version,
+    check_prefix,
     now_ms,
+    scan_bounds,
 )
 from plait.mesh._codec import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -42,6 +45,7 @@ from plait.mesh._codec import (
     decode,
     decode_scanned,
     encode,
+    prefix_end,
     topic_names,
 )
 
@@ -125,25 +129,58 @@ class MemoryMesh(Mesh):
         await tx.commit()
         return existed
 
+    async def delete_prefix(self, prefix: str) -> int:
+        check_prefix(prefix)
+        start = bisect.bisect_left(self._keys, prefix)
+        high = prefix_end(prefix)
+        end = len(self._keys) if high is None else bisect.bisect_left(self._keys, high)
+        for key in self._keys[start:end]:
+            del self._data[key]
+        del self._keys[start:end]
+        return end - start
+
     async def scan(
-        self, prefix: str = "", *, on_corrupt: OnCorrupt | None = None
+        self,
+        prefix: str = "",
+        *,
+        on_corrupt: OnCorrupt | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
     ) -> AsyncIterator[Entry]:
-        after: str | None = None
-        while True:
-            start = bisect.bisect_right(self._keys, after) if after is not None else 0
-            start = max(start, bisect.bisect_left(self._keys, prefix))
-            page = self._keys[start : start + _SCAN_PAGE]
+        low, high, low_in, high_in = scan_bounds(prefix, reverse, limit, after)
+        left = limit
+        while left is None or left > 0:
+            page_size = _SCAN_PAGE if left is None else min(left, _SCAN_PAGE)
+            keys = self._keys  # read anew each page: writes between pages are seen
+            start = (
+                0
+                if low is None
+                else (bisect.bisect_left if low_in else bisect.bisect_right)(keys, low)
+            )
+            end = (
+                len(keys)
+                if high is None
+                else (bisect.bisect_right if high_in else bisect.bisect_left)(keys, high)
+            )
+            if reverse:
+                page = keys[max(start, end - page_size) : end][::-1]
+            else:
+                page = keys[start : min(end, start + page_size)]
             for key in page:
-                if not key.startswith(prefix):
-                    return
                 found = self._data.get(key)
                 if found is not None:
                     value = decode_scanned(found[0], key, on_corrupt)
                     if value is not None:
                         yield Entry(key, value[0], found[1], found[2])
-            if len(page) < _SCAN_PAGE:
+            if left is not None:
+                left -= len(page)
+            if len(page) < page_size:
                 return
-            after = page[-1]
+            if reverse:
+                high, high_in = page[-1], False
+            else:
+                low, low_in = page[-1], False
 
     # transactions -------------------------------------------------------------------
 
@@ -151,11 +188,14 @@ class MemoryMesh(Mesh):
         # Check every expectation first, against the state as the batch would see it.
         shadow: dict[str, int] = {}
         for op in ops:
-            if isinstance(op, PutOp | DeleteOp | CheckOp):
+            if isinstance(op, PutOp | DeleteOp | CheckOp | InsertOp):
                 current = shadow.get(op.key)
                 if current is None:
                     found = self._data.get(op.key)
                     current = found[1] if found else 0
+                if isinstance(op, InsertOp):
+                    shadow[op.key] = current or 1
+                    continue
                 if isinstance(op, CheckOp):
                     if op.version != current:
                         raise VersionConflict(op.key, op.version, current)
@@ -173,6 +213,11 @@ class MemoryMesh(Mesh):
                     bisect.insort(self._keys, op.key)
                 self._data[op.key] = (op.data, version, op.tainted)
                 entries[op.key] = Entry(op.key, op.value, version, op.tainted)
+            elif isinstance(op, InsertOp):
+                if op.key not in self._data:
+                    bisect.insort(self._keys, op.key)
+                    self._data[op.key] = (op.data, 1, op.tainted)
+                    entries[op.key] = Entry(op.key, op.value, 1, op.tainted)
             elif isinstance(op, DeleteOp):
                 if self._data.pop(op.key, None) is not None:
                     del self._keys[bisect.bisect_left(self._keys, op.key)]

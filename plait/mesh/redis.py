@@ -40,6 +40,7 @@ from plait.mesh._base import (
     Delivery,
     Entry,
     Event,
+    InsertOp,
     Mesh,
     Op,
     PutOp,
@@ -48,6 +49,8 @@ from plait.mesh._base import (
     TakeOp,
     TransactionResult,
     _check_version,
+    check_prefix,
+    scan_bounds,
 )
 from plait.mesh._codec import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -56,6 +59,7 @@ from plait.mesh._codec import (
     decode,
     decode_scanned,
     encode,
+    prefix_end,
     topic_names,
 )
 from plait.mesh._redis_delivery import RedisSubscription, fields
@@ -72,6 +76,9 @@ from plait.mesh._urls import redact_url, url_secrets
 
 MAX_CONNECTIONS = 1024
 """Connections one mesh object opens to Redis at most (one per command in flight)."""
+
+MAX_VALUE_CEILING = 512 * 1024 * 1024
+"""Redis's own limit on one string (``proto-max-bulk-len``): 512 MiB."""
 
 _KV_FIELDS = ("v", "n", "t")
 """The fields of a key's hash a read fetches: value, version, taint (absent: none)."""
@@ -131,6 +138,11 @@ class RedisMesh(Mesh):
             "connect_timeout", own.get("connect_timeout", connect_timeout)
         )
         timeout = timeout_option("timeout", own.get("timeout", timeout))
+        if max_value_bytes > MAX_VALUE_CEILING:
+            raise ConfigError(
+                f"max_value_bytes {max_value_bytes} is over Redis's limit of 512 MiB "
+                f"({MAX_VALUE_CEILING} bytes) on one value"
+            )
         self.max_value_bytes = max_value_bytes
         self.prefix = prefix
         self.timeout = timeout
@@ -156,6 +168,7 @@ class RedisMesh(Mesh):
         self._groups_script = self._client.register_script(scripts.CREATE_GROUPS)
         self._scan_script = self._client.register_script(scripts.SCAN_PAGE)
         self._extend_script: AsyncScript | None = None
+        self._delete_range_script: AsyncScript | None = None
         self._trim_script: AsyncScript | None = None
         self._commits: Batcher[tuple[list[str], list[Any]]] = Batcher(
             self,
@@ -343,15 +356,51 @@ class RedisMesh(Mesh):
         _, results = await self._apply(tx.ops)
         return results[0] == 1
 
+    async def get_many(self, keys: Sequence[str]) -> list[Entry | None]:
+        names = list(keys)
+        for key in names:
+            check_key(key)
+        if not names:
+            return []
+        replies = await self._hmget_many([self._kv + key for key in names])
+        out: list[Entry | None] = []
+        for key, reply in zip(names, replies, strict=True):
+            if isinstance(reply, MeshError):
+                raise reply
+            value, version, tainted = reply
+            out.append(
+                None
+                if value is None
+                else Entry(key, decode(value, key), int(version), tainted is not None)
+            )
+        return out
+
+    async def delete_prefix(self, prefix: str) -> int:
+        check_prefix(prefix)
+        if self._delete_range_script is None:
+            self._delete_range_script = self._client.register_script(scripts.DELETE_RANGE)
+        low, high = _lex_bounds(prefix, prefix_end(prefix), True, False)
+        removed = await self._run(self._delete_range_script, [self._index], [low, high, self._kv])
+        return int(removed)
+
     async def scan(
-        self, prefix: str = "", *, on_corrupt: OnCorrupt | None = None
+        self,
+        prefix: str = "",
+        *,
+        on_corrupt: OnCorrupt | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
     ) -> AsyncIterator[Entry]:
-        # UTF-8 never contains the byte 0xff, so it bounds every key starting with prefix.
-        low = b"[" + prefix.encode() if prefix else b"-"
-        high = b"(" + prefix.encode() + b"\xff" if prefix else b"+"
-        while True:
+        low, high, low_in, high_in = scan_bounds(prefix, reverse, limit, after)
+        left = limit
+        while left is None or left > 0:
+            page = _SCAN_PAGE if left is None else min(left, _SCAN_PAGE)
+            lex_low, lex_high = _lex_bounds(low, high, low_in, high_in)
             reply = await self._run(
-                self._scan_script, [self._index], [low, high, _SCAN_PAGE, self._kv]
+                self._scan_script,
+                [self._index],
+                [lex_low, lex_high, page, self._kv, "r" if reverse else "f"],
             )
             count, last, rows = int(reply[0]), reply[1], reply[2:]
             for i in range(0, len(rows), 4):
@@ -359,9 +408,14 @@ class RedisMesh(Mesh):
                 value = decode_scanned(rows[i + 1], key, on_corrupt)
                 if value is not None:
                     yield Entry(key, value[0], int(rows[i + 2]), rows[i + 3] == 1)
-            if count < _SCAN_PAGE:
+            if left is not None:
+                left -= count
+            if count < page:
                 return
-            low = b"(" + last
+            if reverse:
+                high, high_in = last.decode(), False
+            else:
+                low, low_in = last.decode(), False
 
     # transactions -------------------------------------------------------------------
 
@@ -393,9 +447,11 @@ class RedisMesh(Mesh):
             else:
                 results.append(int(raw))
         entries = {
-            op.key: Entry(op.key, op.value, results[i], op.tainted)
+            op.key: Entry(
+                op.key, op.value, 1 if isinstance(op, InsertOp) else results[i], op.tainted
+            )
             for i, op in enumerate(ops)
-            if isinstance(op, PutOp)
+            if isinstance(op, PutOp) or (isinstance(op, InsertOp) and results[i] == 1)
         }
         return TransactionResult(entries, event_ids, taken), results
 
@@ -530,4 +586,14 @@ def _forget_task(tasks: set[asyncio.Task[None]]) -> Callable[[asyncio.Task[None]
     return done
 
 
-__all__ = ["RedisMesh"]
+def _lex_bounds(
+    low: str | None, high: str | None, low_in: bool, high_in: bool
+) -> tuple[bytes, bytes]:
+    """A scan's key range as the bounds of ZRANGEBYLEX (``[`` inclusive, ``(`` not)."""
+    return (
+        b"-" if low is None else (b"[" if low_in else b"(") + low.encode(),
+        b"+" if high is None else (b"[" if high_in else b"(") + high.encode(),
+    )
+
+
+__all__ = ["MAX_VALUE_CEILING", "RedisMesh"]

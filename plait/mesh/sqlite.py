@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import plait.mesh._sqlite_ops as ops
-from plait.errors import ConfigError, InvalidKey, MeshUnavailable
+from plait.errors import ConfigError, MeshUnavailable
 from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     Delivery,
     Entry,
     Event,
+    InsertOp,
     Mesh,
     Op,
     PublishOp,
@@ -35,6 +36,8 @@ from plait.mesh._base import (
     Subscription,
     TransactionResult,
     _check_version,
+    check_prefix,
+    scan_bounds,
 )
 from plait.mesh._codec import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -43,6 +46,7 @@ from plait.mesh._codec import (
     decode,
     decode_scanned,
     encode,
+    prefix_end,
     topic_names,
 )
 from plait.mesh._sqlite_delivery import MeshLink, SqliteSubscription
@@ -53,6 +57,9 @@ DEFAULT_BUSY_TIMEOUT_MS = 5000
 
 DEFAULT_POLL_INTERVAL_MS = 50
 """How often an idle subscription looks for events written by other processes."""
+
+MAX_VALUE_CEILING = 1_000_000_000
+"""SQLite's own limit on one value (``SQLITE_MAX_LENGTH``)."""
 
 _SCAN_PAGE = 256
 _JOURNALS = ("-wal", "-shm", "-journal")
@@ -109,6 +116,11 @@ class SqliteMesh(Mesh):
             self.path,
             *(self.path.with_name(self.path.name + s) for s in _JOURNALS),
         )
+        if max_value_bytes > MAX_VALUE_CEILING:
+            raise ConfigError(
+                f"max_value_bytes {max_value_bytes} is over SQLite's limit of "
+                f"{MAX_VALUE_CEILING} bytes on one value"
+            )
         self.max_value_bytes = max_value_bytes
         self.busy_timeout = busy_timeout
         self.synchronous = level
@@ -235,22 +247,44 @@ class SqliteMesh(Mesh):
         existed: bool = await self._write(ops.delete, key, if_version, savepoint=False)
         return existed
 
+    async def get_many(self, keys: Sequence[str]) -> list[Entry | None]:
+        names = list(keys)
+        for key in names:
+            check_key(key)
+        rows = await self._read(ops.get_many, names) if names else {}
+        return [None if (row := rows.get(key)) is None else _entry(key, *row) for key in names]
+
+    async def delete_prefix(self, prefix: str) -> int:
+        check_prefix(prefix)
+        removed: int = await self._write(ops.delete_prefix, prefix, savepoint=False)
+        return removed
+
     async def scan(
-        self, prefix: str = "", *, on_corrupt: OnCorrupt | None = None
+        self,
+        prefix: str = "",
+        *,
+        on_corrupt: OnCorrupt | None = None,
+        reverse: bool = False,
+        limit: int | None = None,
+        after: str | None = None,
     ) -> AsyncIterator[Entry]:
-        if not isinstance(prefix, str):
-            raise InvalidKey(f"a scan prefix must be a str, got {type(prefix).__name__}")
-        high = ops.prefix_end(prefix)
-        low, after = prefix, False
-        while True:
-            rows = await self._read(ops.scan_page, low, after, high, _SCAN_PAGE)
+        low, high, low_in, high_in = scan_bounds(prefix, reverse, limit, after)
+        left = limit
+        while left is None or left > 0:
+            page = _SCAN_PAGE if left is None else min(left, _SCAN_PAGE)
+            rows = await self._read(ops.scan_page, low, low_in, high, high_in, reverse, page)
             for key, data, version, tainted in rows:
                 value = decode_scanned(data, key, on_corrupt)
                 if value is not None:
                     yield Entry(key, value[0], version, bool(tainted))
-            if len(rows) < _SCAN_PAGE:
+            if left is not None:
+                left -= len(rows)
+            if len(rows) < page:
                 return
-            low, after = rows[-1][0], True
+            if reverse:
+                high, high_in = rows[-1][0], False
+            else:
+                low, low_in = rows[-1][0], False
 
     # transactions -------------------------------------------------------------------
 
@@ -267,6 +301,9 @@ class SqliteMesh(Mesh):
         for op in batch:
             if isinstance(op, PutOp):
                 entries[op.key] = Entry(op.key, op.value, next(put_versions), op.tainted)
+            elif isinstance(op, InsertOp):
+                if next(put_versions):
+                    entries[op.key] = Entry(op.key, op.value, 1, op.tainted)
             elif isinstance(op, PublishOp):
                 event_ids.append(op.event_id)
                 topics.add(op.topic)
@@ -319,7 +356,7 @@ class SqliteMesh(Mesh):
         return removed
 
     async def topics(self, prefix: str = "") -> list[str]:
-        found: list[str] = await self._read(ops.topics, prefix, ops.prefix_end(prefix))
+        found: list[str] = await self._read(ops.topics, prefix, prefix_end(prefix))
         return found
 
     async def delete_topic(self, topic: str) -> None:
@@ -352,6 +389,10 @@ class SqliteMesh(Mesh):
                 sub.wake()
 
 
+def _entry(key: str, data: bytes, version: int, tainted: int) -> Entry:
+    return Entry(key, decode(data, key), version, bool(tainted))
+
+
 def _noop(conn: object) -> None:
     """A request that only makes its worker open the connection."""
 
@@ -366,4 +407,4 @@ def _join(workers: list[Worker]) -> None:
         worker.join()
 
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "DEFAULT_POLL_INTERVAL_MS", "SqliteMesh"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT_MS", "DEFAULT_POLL_INTERVAL_MS", "MAX_VALUE_CEILING", "SqliteMesh"]

@@ -80,8 +80,9 @@ async def _parent_waits(mesh: Mesh, run_id: str) -> bool:
 
 
 async def _delete_run(mesh: Mesh, run_id: str, decision_keys: list[str]) -> None:
-    keys = [entry.key async for entry in mesh.scan(f"{record_key(run_id)}/")]
-    keys += [*decision_keys, actor_key(owner_id(run_id))]
+    # The run's own keys (log, audit, history) in one atomic delete: no values read.
+    await mesh.delete_prefix(f"{record_key(run_id)}/")
+    keys = [*decision_keys, actor_key(owner_id(run_id))]
     for start in range(0, len(keys), _BATCH):
         async with mesh.transact() as tx:
             for key in keys[start : start + _BATCH]:

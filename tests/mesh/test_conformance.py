@@ -1,4 +1,4 @@
-"""The mesh contract, held against every backend (memory, SQLite, Redis)."""
+"""The mesh contract, held against every backend (memory, SQLite, Redis, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ async def test_the_mesh_clock_tells_the_backends_time(
     mesh: Mesh, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # One clock every worker reads alike: the host's for memory and SQLite, the
-    # server's for Redis. All run on this machine here, so they agree with it.
+    # server's for Redis and PostgreSQL. All run on this machine here, so they agree with it.
     before = time.time_ns() // 1_000_000
     first = await mesh.now_ms()
     second = await mesh.now_ms()
     assert isinstance(first, int) and isinstance(second, int)
     assert second >= first
     assert abs(first - before) < 30_000
-    if backend == "redis":
+    if backend in ("redis", "postgres"):
         # The server's clock: a worker whose own clock is a minute off reads the same.
         true_ns = time.time_ns
         monkeypatch.setattr(time, "time_ns", lambda: true_ns() + 60 * 10**9)
@@ -183,9 +183,10 @@ async def test_value_over_limit_is_refused(mesh_url: str) -> None:
 
 def test_unknown_scheme_lists_supported() -> None:
     with pytest.raises(ConfigError) as info:
-        open_mesh("postgres://user:secret@host/db")
+        open_mesh("mysql://user:secret@host/db")
     message = str(info.value)
     assert "memory://" in message and "sqlite://" in message and "redis://" in message
+    assert "postgresql://" in message
     assert "secret" not in message
 
 
@@ -731,3 +732,108 @@ async def test_a_redelivered_or_taken_event_keeps_its_taint(mesh: Mesh) -> None:
     again = await next_within(other, 3)
     assert again is not None and again.attempt == 2 and again.event.tainted
     await other.close()
+
+
+# -- what a store over the mesh needs: ordered pages, batches, prefix deletes ---------
+
+
+async def test_scan_reverse_with_limit_and_after(mesh: Mesh) -> None:
+    keys = [f"thread/a/{i:04d}" for i in range(300)]
+    for key in keys:
+        await mesh.put(key, key)
+    await mesh.put("thread/b/0000", "other thread")
+    await mesh.put("thread/a", "no slash: not under the prefix")
+    latest = [e.key async for e in mesh.scan("thread/a/", reverse=True, limit=1)]
+    assert latest == [keys[-1]]
+    newest = [e.value async for e in mesh.scan("thread/a/", reverse=True)]
+    assert newest == keys[::-1]  # every page, in descending order
+    assert [e.key async for e in mesh.scan("thread/a/", limit=3)] == keys[:3]
+    # after: go on from the last key of an earlier page, either way
+    page = [e.key async for e in mesh.scan("thread/a/", reverse=True, limit=5, after=keys[10])]
+    assert page == keys[9:4:-1]
+    page = [e.key async for e in mesh.scan("thread/a/", limit=2, after=keys[10])]
+    assert page == keys[11:13]
+    assert [e.key async for e in mesh.scan("thread/a/", after=keys[-1])] == []
+    assert [e.key async for e in mesh.scan("thread/a/", reverse=True, after=keys[0])] == []
+    # an after outside the prefix leaves the prefix's bounds in force
+    assert len([e async for e in mesh.scan("thread/a/", after="a")]) == 300
+    assert [e.key async for e in mesh.scan("thread/a/", reverse=True, after="z", limit=1)] == [
+        keys[-1]
+    ]
+    assert [e async for e in mesh.scan("thread/a/", limit=0)] == []
+    everything = [e.key async for e in mesh.scan(reverse=True)]
+    assert everything == sorted(everything, reverse=True) and len(everything) == 302
+    with pytest.raises(ValueError):
+        [e async for e in mesh.scan("thread/", limit=-1)]
+
+
+async def test_get_many_reads_each_key_in_the_order_asked(mesh: Mesh) -> None:
+    await mesh.put("m/1", {"n": 1})
+    await mesh.put("m/2", "two", tainted=True)
+    await mesh.put("m/2", "two again", tainted=True)
+    got = await mesh.get_many(["m/2", "m/missing", "m/1", "m/2"])
+    assert [None if e is None else (e.key, e.value, e.version, e.tainted) for e in got] == [
+        ("m/2", "two again", 2, True),
+        None,
+        ("m/1", {"n": 1}, 1, False),
+        ("m/2", "two again", 2, True),
+    ]
+    assert await mesh.get_many([]) == []
+    many = [f"bulk/{i:04d}" for i in range(700)]
+    async with mesh.transact() as tx:
+        for key in many:
+            tx.put(key, key)
+    assert [e.value if e else None for e in await mesh.get_many(many)] == many
+    with pytest.raises(InvalidKey):
+        await mesh.get_many(["ok", ""])
+
+
+async def test_delete_prefix_deletes_exactly_the_prefix(mesh: Mesh) -> None:
+    for i in range(300):
+        await mesh.put(f"run/1/log/{i:04d}", i)
+    await mesh.put("run/1/log", "the key equal to no prefix plus slash")
+    await mesh.put("run/1/logz", "a sibling")
+    await mesh.put("run/2/log/0000", "another run")
+    assert await mesh.delete_prefix("run/1/log/") == 300
+    assert [e.key async for e in mesh.scan("run/")] == [
+        "run/1/log",
+        "run/1/logz",
+        "run/2/log/0000",
+    ]
+    assert await mesh.delete_prefix("run/1/log/") == 0
+    assert await mesh.put("run/1/log/0000", "anew", if_version=0)  # versions start over
+    with pytest.raises(InvalidKey):
+        await mesh.delete_prefix("")
+
+
+async def test_insert_if_absent_inside_a_transaction(mesh: Mesh) -> None:
+    await mesh.put("writes/1", "first", tainted=True)
+    async with mesh.transact() as tx:
+        tx.insert("writes/1", "second")  # exists: left as it is, no conflict
+        tx.insert("writes/2", "new", tainted=True)
+        tx.put("other", 1, if_version=0)
+    result = await tx.commit()
+    assert set(result.entries) == {"writes/2", "other"}
+    assert result.entries["writes/2"].version == 1 and result.entries["writes/2"].tainted
+    kept = await mesh.get("writes/1")
+    assert kept is not None and (kept.value, kept.version, kept.tainted) == ("first", 1, True)
+    made = await mesh.get("writes/2")
+    assert made is not None and (made.value, made.version, made.tainted) == ("new", 1, True)
+    # It sees the batch's own writes: after a delete it creates, and a conflict
+    # elsewhere in the batch leaves nothing of it.
+    tx = mesh.transact()
+    tx.delete("writes/1")
+    tx.insert("writes/1", "again")
+    await tx.commit()
+    again = await mesh.get("writes/1")
+    assert again is not None and (again.value, again.version) == ("again", 1)
+    tx = mesh.transact()
+    tx.insert("writes/3", "never")
+    tx.put("other", 5, if_version=9)
+    with pytest.raises(VersionConflict):
+        await tx.commit()
+    assert await mesh.get("writes/3") is None
+    tx = mesh.transact()
+    tx.insert("writes/4", "x")
+    tx.put("writes/4", "y", if_version=1)  # the insert made version 1
+    assert (await tx.commit()).entries["writes/4"].version == 2

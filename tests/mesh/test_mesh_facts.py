@@ -20,6 +20,7 @@ EXPECTED = {
     "memory": (False, False),
     "sqlite": (True, False),
     "redis": (True, True),
+    "postgres": (True, True),
 }
 
 
@@ -37,6 +38,9 @@ async def test_each_backend_says_who_shares_it_and_where_it_lives(
         assert mesh.location == f"the SQLite file {tmp_path / 'mesh.db'}"
     elif backend == "memory":
         assert mesh.location == "this process's memory"
+    elif backend == "postgres":
+        assert mesh.location.startswith("the PostgreSQL database postgresql://")
+        assert "in schema 'plait_test_" in mesh.location
     else:
         assert mesh.location.startswith("the Redis server redis://")
         assert "prefix 'plait-test-" in mesh.location
@@ -47,6 +51,21 @@ def test_a_redis_location_masks_its_password() -> None:
 
     found = RedisMesh("redis://:s3cret@127.0.0.1:6379/0")
     assert "s3cret" not in found.location and "***" in found.location
+
+
+def test_a_postgres_location_and_errors_mask_its_password() -> None:
+    from plait.mesh.postgres import PostgresMesh
+
+    found = PostgresMesh("postgresql://plait:s3cret@127.0.0.1:5432/db?schema=x")
+    assert "s3cret" not in found.location and "***" in found.location
+    assert "s3cret" not in str(found._error(OSError("auth failed for s3cret")))
+
+
+def test_a_postgres_url_with_a_bad_option_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="schema"):
+        mesh_class("postgres://h/db")("postgres://u:pw@h/db?schema=Bad-Name")
+    with pytest.raises(ConfigError, match="option pool must be a positive number"):
+        mesh_class("postgres://h/db")("postgres://h/db?pool=zero")
 
 
 def test_an_unsupported_url_has_no_mesh_class() -> None:

@@ -160,7 +160,13 @@ async def drive(mesh: Mesh, workers: Workers, rng: random.Random) -> list[RunRec
 
 @pytest.mark.parametrize("worker_count", [1, 3])
 @pytest.mark.parametrize(
-    "mesh_url", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)], indirect=True
+    "mesh_url",
+    [
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ],
+    indirect=True,
 )
 async def test_sigkilled_workers_lose_nothing_and_commit_each_visit_once(
     mesh_url: str, worker_count: int, tmp_path: Path
@@ -218,7 +224,13 @@ OPTIONS = ["a", "b", "c", "d"]
 
 
 @pytest.mark.parametrize(
-    "mesh_url", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)], indirect=True
+    "mesh_url",
+    [
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ],
+    indirect=True,
 )
 async def test_four_processes_answer_one_decision_and_exactly_one_wins(
     mesh_url: str, tmp_path: Path

@@ -33,7 +33,13 @@ def model() -> ScriptedModel:
 
 
 @pytest.mark.parametrize(
-    "mesh_url", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)], indirect=True
+    "mesh_url",
+    [
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ],
+    indirect=True,
 )
 async def test_fifty_runs_at_once_all_finish_right(mesh: Mesh) -> None:
     await store(mesh, agent_chain("chain", NODES))
@@ -68,7 +74,12 @@ async def test_fifty_runs_at_once_all_finish_right(mesh: Mesh) -> None:
 
 @pytest.mark.parametrize(
     "mesh_url",
-    ["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)],
+    [
+        "memory",
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ],
     indirect=True,
 )
 async def test_runs_served_together_take_turns_node_by_node(mesh: Mesh) -> None:

@@ -425,7 +425,13 @@ ASKING_VISITS = [("draft", 1), ("approve", 1), ("ship", 1)]
 @pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.parametrize(
-    "mesh_url", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)], indirect=True
+    "mesh_url",
+    [
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ],
+    indirect=True,
 )
 async def test_three_workers_serve_asking_runs_each_visit_once(
     mesh_url: str, tmp_path: Path
