@@ -5,9 +5,9 @@ endpoint come from the arguments, else ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`
 only a base URL set, a placeholder key is sent, which local servers ignore.
 
 A ``response_format`` is sent as ``{"type": "json_schema", ...}`` (OpenAI, vLLM, Ollama,
-llama.cpp's ``llama-server``); a server that refuses that form with a 400 or 422 naming
-it (``llama-cpp-python``'s server) is asked again, and from then on, with
-``{"type": "json_object", "schema": ...}``, its grammar-constrained JSON mode. A
+llama.cpp's ``llama-server``); a server that refuses that form with an error naming the
+``response_format`` (``llama-cpp-python``'s server) is asked again, and from then on,
+with ``{"type": "json_object", "schema": ...}``, its grammar-constrained JSON mode. A
 ``tool_choice`` of ``"required"`` with one tool offered is sent as that tool's name: the
 same demand, and servers that cannot force "some tool" can force a named one.
 """
@@ -150,9 +150,9 @@ class OpenAIModel(Model):
         """Whether ``exc`` is a server refusing the ``json_schema`` response format."""
         if not (self._json_fallback and isinstance(exc, self._sdk.APIStatusError)):
             return False
-        return exc.status_code in (400, 422) and any(
-            word in str(exc.body) or word in exc.message
-            for word in ("response_format", "json_schema")
+        # llama-cpp-python's server answers its request validation error with a 500
+        return exc.status_code in (400, 422, 500) and (
+            "response_format" in str(exc.body) or "response_format" in exc.message
         )
 
     def _reply(self, completion: ChatCompletion) -> ModelReply:

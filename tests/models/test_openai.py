@@ -241,11 +241,12 @@ async def test_a_server_refusing_json_schema_gets_the_llama_cpp_form_from_then_o
     openai_server: OpenAIWireServer,
 ) -> None:
     schema = {"type": "object", "properties": {"verdict": {"enum": ["pass", "fail"]}}}
-    # llama-cpp-python's server validates the request and knows only text / json_object
-    openai_server.push(
-        {"detail": [{"loc": ["body", "response_format", "type"], "msg": "Input should be"}]},
-        status=422,
+    # llama-cpp-python's server knows only text / json_object, and says so with a 500
+    refusal = (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+        "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"
     )
+    openai_server.reply_error(500, refusal, type="internal_server_error")
     openai_server.reply_text('{"verdict": "pass"}')
     openai_server.reply_text('{"verdict": "fail"}')
     async with OpenAIModel("local", base_url=openai_server.base_url) as model:
