@@ -12,7 +12,7 @@ import pytest
 
 from plait.errors import GraphValidationError
 from plait.graphs import load_graph, run_graph
-from plait.graphs.nodes.verifier import verdict_schema
+from plait.graphs.nodes.verifier import CRITIQUE_MAX_CHARS, verdict_schema
 from plait.models import OpenAIModel, ScriptedModel
 from plait.profiles import AgentProfile
 from plait.tools import ToolContext, ToolRegistry, tool
@@ -137,6 +137,8 @@ async def test_auto_asks_an_openai_server_for_the_verdict_schema(
         "type": "string",
         "enum": ["pass", "fail"],
     }
+    critique = verify["response_format"]["json_schema"]["schema"]["properties"]["critique"]
+    assert critique == {"type": "string", "maxLength": CRITIQUE_MAX_CHARS}  # bounded
     assert ship["messages"][-1]["content"] == "Ship: cites its source\npass"
     # the default profile's tools go with tool_choice auto, which llama.cpp needs to use them
     assert draft["tool_choice"] == "auto" and {t["function"]["name"] for t in draft["tools"]}

@@ -63,12 +63,17 @@ class VerifierNode(NodeBase):
     verdict_mode: VerdictMode = "auto"
 
 
+CRITIQUE_MAX_CHARS = 1000
+"""The longest critique a structured verdict may hold: a grammar-constrained small model
+otherwise writes on until its token limit cuts the JSON off before the verdict."""
+
+
 def verdict_schema(verdicts: Sequence[str]) -> dict[str, Any]:
     """The JSON schema of a structured verdict: a critique, then one of ``verdicts``."""
     return {
         "type": "object",
         "properties": {
-            "critique": {"type": "string"},
+            "critique": {"type": "string", "maxLength": CRITIQUE_MAX_CHARS},
             "verdict": {"type": "string", "enum": list(verdicts)},
         },
         "required": ["critique", "verdict"],
@@ -184,4 +189,11 @@ KIND = NodeKind(
 )
 """The verifier kind."""
 
-__all__ = ["KIND", "VerdictMode", "VerifierNode", "read_structured", "verdict_schema"]
+__all__ = [
+    "CRITIQUE_MAX_CHARS",
+    "KIND",
+    "VerdictMode",
+    "VerifierNode",
+    "read_structured",
+    "verdict_schema",
+]
