@@ -194,7 +194,7 @@ def to_wire(message: Message) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     wire: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.role == "assistant" and message.tool_calls:
-        wire["content"] = message.content or None
+        # "" rather than null beside the calls: llama-cpp-python's server refuses null
         wire["tool_calls"] = [
             {
                 "id": call.id,
