@@ -109,8 +109,12 @@ def _valid(text: str, structured: bool) -> bool:
     return True
 
 
+STEPS = 9
+"""The quick-start runs' step budget: four drafts at most (a failed review loops back)."""
+
+
 def quick_start(mode: str) -> dict[str, Any]:
-    spec = json.loads(QUICK_START.read_text())
+    spec = {**json.loads(QUICK_START.read_text()), "budget": {"steps": STEPS}}
     for node in spec["nodes"]:
         if node["type"] == "verifier":
             node["verdict_mode"] = mode
@@ -179,7 +183,7 @@ async def run_tool_node(model: OpenAIModel, choice: str, tally: Tally, cwd: Path
 
 
 async def measure(base_url: str, runs: int) -> list[Figure]:
-    model = OpenAIModel(MODEL_NAME, base_url=base_url, max_tokens=96, timeout=300)
+    model = OpenAIModel(MODEL_NAME, base_url=base_url, max_tokens=400, timeout=300)
     structured, last_line, required, auto = Tally(), Tally(), Tally(), Tally()
     with tempfile.TemporaryDirectory(prefix="plait-real-model-") as tmp:
         cwd = Path(tmp)
