@@ -29,7 +29,8 @@ same call may succeed if simply tried again.
     │   ├── ModelTimeout                      (retryable)
     │   ├── ModelConnectionError              (retryable)
     │   ├── ModelServerError                  an HTTP 5xx answer (retryable)
-    │   └── ScriptedModelError                no rule matched, or the rule says error
+    │   ├── ScriptedModelError                no rule matched, or the rule says error
+    │   └── ModelIgnoredTools                 plain text where a tool call was required
     ├── ToolError
     │   ├── ToolNotFound (LookupError)
     │   ├── ToolArgumentsInvalid (ValueError)
@@ -334,6 +335,25 @@ class ModelServerError(ModelError):
 
 class ScriptedModelError(ModelError):
     """A scripted model had no rule for the call, or its rule says the call fails."""
+
+
+class ModelIgnoredTools(ModelError):
+    """A call whose ``tool_choice`` required a tool call got plain text, also when asked
+    again: the model, or its server's chat template, ignored the tools.
+
+    Attributes:
+        node: the node whose call it was.
+        tool_choice: what the call required (``"required"`` or a tool's name).
+    """
+
+    def __init__(self, node: str, tool_choice: str, model: str) -> None:
+        self.node, self.tool_choice, self.model = node, tool_choice, model
+        super().__init__(
+            f"node {node!r}: tool_choice {tool_choice!r} requires a tool call, but {model} "
+            "answered with plain text twice: the model or its server ignored the tools "
+            "(a llama.cpp server needs a chat format that calls tools, e.g. "
+            "--chat_format chatml-function-calling)"
+        )
 
 
 # -- tools --------------------------------------------------------------------------

@@ -17,14 +17,21 @@ from typing import Any
 import anyio
 import jsonschema
 
-from plait.errors import ModelError, ModelTimeout, ToolError, ToolInDoubt, ToolNotPermitted
+from plait.errors import (
+    ModelError,
+    ModelIgnoredTools,
+    ModelTimeout,
+    ToolError,
+    ToolInDoubt,
+    ToolNotPermitted,
+)
 from plait.graphs.budget import VisitBudget
 from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
-from plait.models import CallContext, Message, Model, Usage, cost_of
+from plait.models import CallContext, Message, Model, ModelReply, ToolChoice, Usage, cost_of
 from plait.profiles import AgentProfile
 from plait.programs import CallBudget
-from plait.tools import check_allowed, gate, names_match
+from plait.tools import ToolSpec, check_allowed, gate, names_match
 
 
 class ToolRejected(Exception):
@@ -63,6 +70,10 @@ class Turn:
     read_only_only: bool = False
     max_rounds: int = 8
     response_format: dict[str, Any] | None = None
+    tool_choice: ToolChoice | None = None
+    """Which tools the turn's first model call must or may use (None: the provider's
+    default). ``"required"`` or a tool's name holds for the first call only; the calls
+    after its tool results run with ``"auto"``, free to answer."""
     budget: CallBudget = field(default_factory=VisitBudget)
     """What the turn may still spend: the visit's (shared by its concurrent turns), or
     the budget of the program that runs it (``agents.run``)."""
@@ -87,30 +98,19 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
     """
     env, out = turn.env, TurnResult(messages=list(messages), usage=_NO_USAGE)
     specs = env.tools.specs(env.tools.expand(turn.tools)) if turn.tools else []
-    trusted, budget = turn.trusted, turn.budget
-    for _ in range(turn.max_rounds):
-        await budget.begin_model_call()
-        try:
-            answer = turn.model.complete(
-                out.messages,
-                tools=specs,
-                context=turn.context,
-                response_format=turn.response_format,
-            )
-            if turn.timeout_s is None:
-                reply = await answer  # no cancel scope to build: most turns set no timeout
-            else:
-                with anyio.move_on_after(turn.timeout_s) as scope:
-                    reply = await answer
-            if turn.timeout_s is not None and scope.cancelled_caught:
-                raise ModelTimeout(
-                    f"node {turn.context.node!r}: the call of {turn.model.spec} took longer "
-                    f"than its timeout_s of {turn.timeout_s:g}"
-                )
-            dollars = cost_of(turn.model.spec, reply.usage, env.prices)
-            budget.spend(reply.usage, dollars)
-        finally:
-            budget.end_model_call()
+    trusted = turn.trusted
+    forced = bool(specs) and turn.tool_choice not in (None, "auto", "none")
+    for round_ in range(turn.max_rounds):
+        choice = "auto" if forced and round_ else turn.tool_choice
+        reply, dollars = await _ask(turn, out.messages, specs, choice)
+        if forced and not round_ and not reply.tool_calls:
+            # A server may drop the tools (a chat template without them) or the model
+            # may ignore them: ask once more, then say so rather than carry on as if
+            # the tool had been called.
+            out.usage, out.dollars = out.usage + reply.usage, out.dollars + dollars
+            reply, dollars = await _ask(turn, out.messages, specs, choice)
+            if not reply.tool_calls:
+                raise ModelIgnoredTools(turn.context.node, str(choice), turn.model.spec)
         out.usage = reply.usage if out.usage is _NO_USAGE else out.usage + reply.usage
         out.dollars += dollars
         out.messages.append(
@@ -135,6 +135,37 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
         f"node {turn.context.node!r}: the model still called tools after "
         f"{turn.max_rounds} rounds (raise max_rounds, or check the prompt)"
     )
+
+
+async def _ask(
+    turn: Turn, messages: list[Message], specs: list[ToolSpec], choice: ToolChoice | None
+) -> tuple[ModelReply, float]:
+    """One model call within the turn's budget and timeout: the reply and its dollars."""
+    budget = turn.budget
+    await budget.begin_model_call()
+    try:
+        answer = turn.model.complete(
+            messages,
+            tools=specs,
+            context=turn.context,
+            response_format=turn.response_format,
+            **({} if choice is None else {"tool_choice": choice}),
+        )
+        if turn.timeout_s is None:
+            reply = await answer  # no cancel scope to build: most turns set no timeout
+        else:
+            with anyio.move_on_after(turn.timeout_s) as scope:
+                reply = await answer
+        if turn.timeout_s is not None and scope.cancelled_caught:
+            raise ModelTimeout(
+                f"node {turn.context.node!r}: the call of {turn.model.spec} took longer "
+                f"than its timeout_s of {turn.timeout_s:g}"
+            )
+        dollars = cost_of(turn.model.spec, reply.usage, turn.env.prices)
+        budget.spend(reply.usage, dollars)
+    finally:
+        budget.end_model_call()
+    return reply, dollars
 
 
 async def _call_tool(

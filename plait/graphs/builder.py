@@ -138,13 +138,21 @@ class Graph:
         return add(fn) if fn is not None else add
 
     def agent(self, id: str, prompt: str, *, next: Target | None = None, **options: Any) -> str:
-        """Add an ``agent`` node: a model call (with the agent's tools) on ``prompt``."""
+        """Add an ``agent`` node: a model call (with the agent's tools) on ``prompt``.
+
+        ``tool_choice`` (``"auto"``, ``"required"``, ``"none"`` or a tool's name) says
+        what its first model call must call.
+        """
         return self._add(id, "agent", {"prompt": prompt}, next, options)
 
     def verifier(
         self, id: str, prompt: str, *, verdicts: Mapping[str, Target], **options: Any
     ) -> str:
-        """Add a ``verifier``: a model call whose last word picks the next node."""
+        """Add a ``verifier``: a model call whose verdict picks the next node.
+
+        ``verdict_mode="structured"`` asks for a JSON verdict from an enum,
+        ``"last_line"`` reads the reply's last line, ``"auto"`` (default) picks by model.
+        """
         routed = {word: self._id(target) for word, target in verdicts.items()}
         return self._add(id, "verifier", {"prompt": prompt, "verdicts": routed}, None, options)
 

@@ -23,7 +23,17 @@ import os
 from typing import Any
 
 from plait.errors import ConfigError
-from plait.models._base import CallContext, Message, Model, ModelReply, Role, ToolCall, Usage
+from plait.models._base import (
+    TOOL_CHOICE_WORDS,
+    CallContext,
+    Message,
+    Model,
+    ModelReply,
+    Role,
+    ToolCall,
+    ToolChoice,
+    Usage,
+)
 from plait.models._sdk import import_sdk
 from plait.models.anthropic import AnthropicModel
 from plait.models.openai import OpenAIModel
@@ -95,6 +105,7 @@ def _build(cls: type[OpenAIModel | AnthropicModel], name: str, options: dict[str
 __all__ = [
     "DEFAULT_PRICES",
     "SUPPORTED_PREFIXES",
+    "TOOL_CHOICE_WORDS",
     "AnthropicModel",
     "CallContext",
     "Message",
@@ -106,6 +117,7 @@ __all__ = [
     "ScriptedCall",
     "ScriptedModel",
     "ToolCall",
+    "ToolChoice",
     "Usage",
     "check_model_spec",
     "cost_of",

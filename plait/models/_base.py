@@ -34,6 +34,14 @@ Role = Literal["system", "user", "assistant", "tool"]
 - ``"tool"``: the result of one tool call, linked to it by ``tool_call_id``.
 """
 
+ToolChoice = str
+"""Which tools a model call must or may use: ``"auto"`` (the model decides), ``"required"``
+(at least one tool call), ``"none"`` (no tool call, though tools are described), or the
+name of one offered tool (a call of exactly that tool)."""
+
+TOOL_CHOICE_WORDS = ("auto", "required", "none")
+"""The :data:`ToolChoice` values that are not a tool's name."""
+
 
 class ToolCall(BaseModel):
     """A model's request to run one tool.
@@ -128,9 +136,14 @@ class Model(abc.ABC):
 
     Attributes:
         spec: the spec string that names this model (``"openai:gpt-4o-mini"``).
+        structured_output: whether the adapter constrains a reply to a ``response_format``
+            schema through the provider (a JSON schema mode, or a forced tool) rather
+            than only asking for it; a verifier in ``verdict_mode: auto`` asks such a
+            model for a structured verdict. False here: subclasses that can say so.
     """
 
     spec: str
+    structured_output: bool = False
 
     @abc.abstractmethod
     async def complete(
@@ -140,6 +153,7 @@ class Model(abc.ABC):
         tools: Sequence[ToolSpec] = (),
         context: CallContext,
         response_format: dict[str, Any] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> ModelReply:
         """Answer a conversation.
 
@@ -150,6 +164,9 @@ class Model(abc.ABC):
             response_format: a JSON schema the reply text must match, or None for
                 free text. Adapters pass it to the provider where it has such a mode
                 and otherwise instruct the model.
+            tool_choice: which of ``tools`` the reply must or may call (see
+                :data:`ToolChoice`), or None to send none and leave the provider's
+                default; ignored without tools.
 
         Returns:
             The reply, with the tokens it spent.
@@ -173,4 +190,14 @@ class Model(abc.ABC):
         await self.aclose()
 
 
-__all__ = ["CallContext", "Message", "Model", "ModelReply", "Role", "ToolCall", "Usage"]
+__all__ = [
+    "TOOL_CHOICE_WORDS",
+    "CallContext",
+    "Message",
+    "Model",
+    "ModelReply",
+    "Role",
+    "ToolCall",
+    "ToolChoice",
+    "Usage",
+]

@@ -3,8 +3,10 @@
 Uses the official ``anthropic`` SDK. System messages go in ``system``; an assistant's
 tool calls are ``tool_use`` blocks; tool results are ``tool_result`` blocks of a user
 message. Consecutive messages of one role are merged, since the API wants user and
-assistant turns to alternate. The API has no JSON schema mode here, so a
-``response_format`` becomes an instruction appended to the system prompt.
+assistant turns to alternate. A ``response_format`` on a call without tools is a
+forced tool (:data:`OUTPUT_TOOL`, its input schema the format): the reply text is the
+JSON of that tool's input. With tools offered, the model must stay free to call them, so
+the format becomes an instruction appended to the system prompt instead.
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import ConfigError
-from plait.models._base import CallContext, Message, Model, ModelReply, ToolCall, Usage
+from plait.models._base import (
+    TOOL_CHOICE_WORDS,
+    CallContext,
+    Message,
+    Model,
+    ModelReply,
+    ToolCall,
+    ToolChoice,
+    Usage,
+)
 from plait.models._sdk import import_sdk, translate_error
 from plait.tools.spec import ToolSpec
 
@@ -28,9 +39,15 @@ LOCAL_API_KEY = "not-needed"
 
 DEFAULT_MAX_TOKENS = 4096
 
+OUTPUT_TOOL = "structured_output"
+"""The tool a ``response_format`` call without tools is forced to call."""
+
 
 class AnthropicModel(Model):
     """A Claude model behind the Anthropic Messages API.
+
+    It constrains replies to a ``response_format`` by a forced tool
+    (:attr:`~plait.models.Model.structured_output`).
 
     Args:
         model: the model name (``"claude-sonnet-4-20250514"``).
@@ -46,6 +63,8 @@ class AnthropicModel(Model):
     Raises:
         ConfigError: the SDK is missing, or neither a key nor a base URL is set.
     """
+
+    structured_output = True
 
     def __init__(
         self,
@@ -83,10 +102,12 @@ class AnthropicModel(Model):
         tools: Sequence[ToolSpec] = (),
         context: CallContext,
         response_format: dict[str, Any] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> ModelReply:
         """Answer with one Messages API call; see :meth:`Model.complete`."""
         system, turns = to_wire(messages)
-        if response_format is not None:
+        forced = response_format is not None and not tools
+        if response_format is not None and tools:
             system = "\n\n".join(
                 part for part in (system, json_instruction(response_format)) if part
             )
@@ -99,20 +120,35 @@ class AnthropicModel(Model):
             request["system"] = system
         if tools:
             request["tools"] = [tool_to_wire(tool) for tool in tools]
+            if tool_choice is not None:
+                request["tool_choice"] = tool_choice_to_wire(tool_choice)
+        elif forced:
+            assert response_format is not None
+            request["tools"] = [
+                {
+                    "name": OUTPUT_TOOL,
+                    "description": "Give your reply as this tool's input.",
+                    "input_schema": response_format,
+                }
+            ]
+            request["tool_choice"] = {"type": "tool", "name": OUTPUT_TOOL}
         if self.temperature is not None:
             request["temperature"] = self.temperature
         try:
             reply = await self._client.messages.create(**request)
         except self._sdk.AnthropicError as exc:
             raise translate_error(self._sdk, exc, "anthropic", self.model) from exc
-        return self._reply(reply)
+        return self._reply(reply, forced=forced)
 
-    def _reply(self, reply: WireMessage) -> ModelReply:
+    def _reply(self, reply: WireMessage, *, forced: bool = False) -> ModelReply:
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in reply.content:
             if block.type == "text":
                 texts.append(block.text)
+            elif block.type == "tool_use" and forced and block.name == OUTPUT_TOOL:
+                texts = [json.dumps(block.input)]  # the structured reply is the whole text
+                forced = False
             elif block.type == "tool_use":
                 calls.append(ToolCall(id=block.id, name=block.name, arguments=dict(block.input)))
         return ModelReply(
@@ -174,6 +210,13 @@ def tool_to_wire(tool: ToolSpec) -> dict[str, Any]:
     return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
 
 
+def tool_choice_to_wire(choice: ToolChoice) -> dict[str, Any]:
+    """A :data:`~plait.models.ToolChoice` as the Messages API's ``tool_choice``."""
+    if choice in TOOL_CHOICE_WORDS:
+        return {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
+    return {"type": "tool", "name": choice}
+
+
 def json_instruction(schema: dict[str, Any]) -> str:
     """The system prompt addition that asks for a reply matching ``schema``."""
     return (
@@ -182,4 +225,4 @@ def json_instruction(schema: dict[str, Any]) -> str:
     )
 
 
-__all__ = ["AnthropicModel"]
+__all__ = ["OUTPUT_TOOL", "AnthropicModel"]

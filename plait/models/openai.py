@@ -3,6 +3,13 @@
 Uses the official ``openai`` SDK's chat completions with function tools. The key and
 endpoint come from the arguments, else ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``; with
 only a base URL set, a placeholder key is sent, which local servers ignore.
+
+A ``response_format`` is sent as ``{"type": "json_schema", ...}`` (OpenAI, vLLM, Ollama,
+llama.cpp's ``llama-server``); a server that refuses that form with an error naming the
+``response_format`` (``llama-cpp-python``'s server) is asked again, and from then on,
+with ``{"type": "json_object", "schema": ...}``, its grammar-constrained JSON mode. A
+``tool_choice`` of ``"required"`` with one tool offered is sent as that tool's name: the
+same demand, and servers that cannot force "some tool" can force a named one.
 """
 
 from __future__ import annotations
@@ -10,10 +17,19 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from plait.errors import ConfigError, ModelError
-from plait.models._base import CallContext, Message, Model, ModelReply, ToolCall, Usage
+from plait.models._base import (
+    TOOL_CHOICE_WORDS,
+    CallContext,
+    Message,
+    Model,
+    ModelReply,
+    ToolCall,
+    ToolChoice,
+    Usage,
+)
 from plait.models._sdk import import_sdk, translate_error
 from plait.tools.spec import ToolSpec
 
@@ -24,9 +40,21 @@ if TYPE_CHECKING:
 LOCAL_API_KEY = "not-needed"
 """The key sent to a custom base URL when no key is configured."""
 
+JsonMode = Literal["json_schema", "json_object"]
+"""How a ``response_format`` schema goes on the wire.
+
+- ``"json_schema"``: ``{"type": "json_schema", "json_schema": {"name", "schema"}}``, the
+  OpenAI form.
+- ``"json_object"``: ``{"type": "json_object", "schema": ...}``, the form of llama.cpp
+  servers (``llama-cpp-python``'s only one).
+"""
+
 
 class OpenAIModel(Model):
     """A chat model behind the OpenAI chat completions API.
+
+    It constrains replies to a ``response_format`` through the server
+    (:attr:`~plait.models.Model.structured_output`).
 
     Args:
         model: the model name (``"gpt-4o-mini"``, or whatever a local server serves).
@@ -39,10 +67,14 @@ class OpenAIModel(Model):
         timeout: seconds per request attempt.
         temperature: sampling temperature, or None for the server's default.
         max_tokens: a cap on reply tokens, or None for the server's default.
+        json_mode: how a ``response_format`` is sent (see :data:`JsonMode`); None: the
+            OpenAI form, falling back to the llama.cpp form once the server refuses it.
 
     Raises:
         ConfigError: the SDK is missing, or neither a key nor a base URL is set.
     """
+
+    structured_output = True
 
     def __init__(
         self,
@@ -54,6 +86,7 @@ class OpenAIModel(Model):
         timeout: float = 120.0,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        json_mode: JsonMode | None = None,
     ) -> None:
         self._sdk = import_sdk("openai", "openai")
         self.model = model
@@ -68,6 +101,8 @@ class OpenAIModel(Model):
                 )
             api_key = LOCAL_API_KEY
         self.base_url = base_url
+        self._json_mode: JsonMode = json_mode or "json_schema"
+        self._json_fallback = json_mode is None
         self._options: dict[str, Any] = {}
         if temperature is not None:
             self._options["temperature"] = temperature
@@ -84,6 +119,7 @@ class OpenAIModel(Model):
         tools: Sequence[ToolSpec] = (),
         context: CallContext,
         response_format: dict[str, Any] | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> ModelReply:
         """Answer with one chat completion; see :meth:`Model.complete`."""
         request: dict[str, Any] = {
@@ -93,16 +129,31 @@ class OpenAIModel(Model):
         }
         if tools:
             request["tools"] = [tool_to_wire(tool) for tool in tools]
+            if tool_choice is not None:
+                request["tool_choice"] = tool_choice_to_wire(tool_choice, tools)
         if response_format is not None:
-            request["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "output", "schema": response_format},
-            }
+            request["response_format"] = response_format_to_wire(response_format, self._json_mode)
         try:
             completion = await self._client.chat.completions.create(**request)
         except self._sdk.OpenAIError as exc:
-            raise translate_error(self._sdk, exc, "openai", self.model) from exc
+            if response_format is None or not self._refuses_json_schema(exc):
+                raise translate_error(self._sdk, exc, "openai", self.model) from exc
+            self._json_mode, self._json_fallback = "json_object", False
+            request["response_format"] = response_format_to_wire(response_format, "json_object")
+            try:
+                completion = await self._client.chat.completions.create(**request)
+            except self._sdk.OpenAIError as again:
+                raise translate_error(self._sdk, again, "openai", self.model) from again
         return self._reply(completion)
+
+    def _refuses_json_schema(self, exc: Exception) -> bool:
+        """Whether ``exc`` is a server refusing the ``json_schema`` response format."""
+        if not (self._json_fallback and isinstance(exc, self._sdk.APIStatusError)):
+            return False
+        # llama-cpp-python's server answers its request validation error with a 500
+        return exc.status_code in (400, 422, 500) and (
+            "response_format" in str(exc.body) or "response_format" in exc.message
+        )
 
     def _reply(self, completion: ChatCompletion) -> ModelReply:
         if not completion.choices:
@@ -143,7 +194,7 @@ def to_wire(message: Message) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     wire: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.role == "assistant" and message.tool_calls:
-        wire["content"] = message.content or None
+        # "" rather than null beside the calls: llama-cpp-python's server refuses null
         wire["tool_calls"] = [
             {
                 "id": call.id,
@@ -167,6 +218,26 @@ def tool_to_wire(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
+def tool_choice_to_wire(choice: ToolChoice, tools: Sequence[ToolSpec]) -> Any:
+    """A :data:`ToolChoice` in the chat completions format.
+
+    ``"required"`` with exactly one tool offered names that tool: the same demand, which
+    servers that cannot force "any tool" (llama.cpp's) can force.
+    """
+    if choice == "required" and len(tools) == 1:
+        choice = tools[0].name
+    if choice in TOOL_CHOICE_WORDS:
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def response_format_to_wire(schema: dict[str, Any], mode: JsonMode) -> dict[str, Any]:
+    """A ``response_format`` schema in the chat completions format ``mode`` names."""
+    if mode == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+
+
 def parse_arguments(raw: str, tool: str, spec: str) -> dict[str, Any]:
     """Decode a tool call's JSON arguments string (an empty string means no arguments).
 
@@ -188,4 +259,4 @@ def parse_arguments(raw: str, tool: str, spec: str) -> dict[str, Any]:
     return cast(dict[str, Any], value)
 
 
-__all__ = ["OpenAIModel"]
+__all__ = ["JsonMode", "OpenAIModel"]

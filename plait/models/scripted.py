@@ -121,6 +121,7 @@ class ScriptedCall(BaseModel):
     by item (a long conversation's check cost more than the rest of the call)."""
     tools: list[ToolSpec] = Field(default_factory=list)
     response_format: dict[str, Any] | None = None
+    tool_choice: str | None = None
     round: int = 1
 
 
@@ -192,6 +193,7 @@ class ScriptedModel(Model):
         tools: Sequence[ToolSpec] = (),
         context: CallContext,
         response_format: dict[str, Any] | None = None,
+        tool_choice: str | None = None,
     ) -> ModelReply:
         """Answer with the first matching rule; see :meth:`Model.complete`.
 
@@ -207,6 +209,7 @@ class ScriptedModel(Model):
                 messages=list(messages),
                 tools=list(tools),
                 response_format=response_format,
+                tool_choice=tool_choice,
                 round=round_,
             )
         )

@@ -11,6 +11,7 @@ import pytest
 
 from plait.errors import ConfigError, ModelError, ModelRateLimited, ModelTimeout
 from plait.models import AnthropicModel, CallContext, Message, ToolCall, Usage, load_model
+from plait.models.anthropic import OUTPUT_TOOL
 from plait.tools.spec import ToolSpec
 from tests._support.timing import scaled
 
@@ -133,17 +134,56 @@ async def test_slow_server_is_a_model_timeout(anthropic_server: AnthropicWireSer
     assert time.monotonic() - started < scaled(2)  # stretched on a busy machine
 
 
-async def test_response_format_becomes_a_system_instruction(
+async def test_response_format_without_tools_is_a_forced_tool(
+    anthropic_server: AnthropicWireServer,
+) -> None:
+    schema = {"type": "object", "properties": {"verdict": {"enum": ["pass", "fail"]}}}
+    anthropic_server.reply_tool_use([("toolu_1", OUTPUT_TOOL, {"verdict": "pass"})])
+    async with model_for(anthropic_server) as model:
+        assert model.structured_output
+        reply = await model.complete(conversation(), context=CONTEXT, response_format=schema)
+    assert (json.loads(reply.text), reply.tool_calls) == ({"verdict": "pass"}, [])
+    body = anthropic_server.requests[0].body
+    assert body["system"] == "be brief"
+    assert [(t["name"], t["input_schema"]) for t in body["tools"]] == [(OUTPUT_TOOL, schema)]
+    assert body["tool_choice"] == {"type": "tool", "name": OUTPUT_TOOL}
+
+
+async def test_response_format_with_tools_becomes_a_system_instruction(
     anthropic_server: AnthropicWireServer,
 ) -> None:
     schema = {"type": "object", "properties": {"verdict": {"type": "string"}}}
     anthropic_server.reply_text('{"verdict": "pass"}')
     async with model_for(anthropic_server) as model:
-        reply = await model.complete(conversation(), context=CONTEXT, response_format=schema)
+        reply = await model.complete(
+            conversation(), tools=[SEARCH], context=CONTEXT, response_format=schema
+        )
     assert reply.text == '{"verdict": "pass"}'
-    system = anthropic_server.requests[0].body["system"]
-    assert system.startswith("be brief\n\nReply with only a JSON value")
-    assert json.dumps(schema, indent=2) in system
+    body = anthropic_server.requests[0].body
+    assert body["system"].startswith("be brief\n\nReply with only a JSON value")
+    assert json.dumps(schema, indent=2) in body["system"]
+    assert [t["name"] for t in body["tools"]] == ["search"] and "tool_choice" not in body
+
+
+@pytest.mark.parametrize(
+    ("choice", "wire"),
+    [
+        ("auto", {"type": "auto"}),
+        ("required", {"type": "any"}),
+        ("none", {"type": "none"}),
+        ("search", {"type": "tool", "name": "search"}),
+    ],
+)
+async def test_tool_choice_is_sent_in_the_messages_api_form(
+    anthropic_server: AnthropicWireServer, choice: str, wire: dict[str, str]
+) -> None:
+    anthropic_server.reply_tool_use([("toolu_1", "search", {"q": "plait"})])
+    async with model_for(anthropic_server) as model:
+        reply = await model.complete(
+            conversation(), tools=[SEARCH], context=CONTEXT, tool_choice=choice
+        )
+    assert reply.tool_calls == [ToolCall(id="toolu_1", name="search", arguments={"q": "plait"})]
+    assert anthropic_server.requests[0].body["tool_choice"] == wire
 
 
 async def test_environment_base_url_alone_sends_a_placeholder_key(

@@ -81,7 +81,7 @@ async def test_tool_call_round_trip(openai_server: OpenAIWireServer) -> None:
     assistant, tool = openai_server.requests[1].body["messages"][2:]
     assert assistant == {
         "role": "assistant",
-        "content": None,
+        "content": "",  # not null, which llama-cpp-python's server refuses
         "tool_calls": [
             {
                 "id": "call_1",
@@ -198,3 +198,86 @@ def test_missing_sdk_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(ConfigError, match=r"pip install 'plait\[openai\]'"):
         OpenAIModel("gpt-4o", api_key="sk-x")
+
+
+FETCH = ToolSpec(name="fetch", description="Fetch a page.", parameters={"type": "object"})
+
+
+@pytest.mark.parametrize(
+    ("tools", "choice", "wire"),
+    [
+        ([SEARCH, FETCH], "auto", "auto"),
+        ([SEARCH, FETCH], "none", "none"),
+        ([SEARCH, FETCH], "required", "required"),
+        ([SEARCH, FETCH], "fetch", {"type": "function", "function": {"name": "fetch"}}),
+        # one tool offered: "required" names it, which llama.cpp servers can force
+        ([SEARCH], "required", {"type": "function", "function": {"name": "search"}}),
+    ],
+)
+async def test_tool_choice_is_sent_with_the_tools(
+    openai_server: OpenAIWireServer, tools: list[ToolSpec], choice: str, wire: object
+) -> None:
+    openai_server.reply_tool_calls([("call_1", "search", {"q": "plait"})])
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url) as model:
+        reply = await model.complete(
+            conversation(), tools=tools, context=CONTEXT, tool_choice=choice
+        )
+    assert reply.tool_calls == [ToolCall(id="call_1", name="search", arguments={"q": "plait"})]
+    assert openai_server.requests[0].body["tool_choice"] == wire
+
+
+async def test_tool_choice_without_tools_or_unset_is_not_sent(
+    openai_server: OpenAIWireServer,
+) -> None:
+    openai_server.reply_text("a")
+    openai_server.reply_text("b")
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url) as model:
+        await model.complete(conversation(), context=CONTEXT, tool_choice="required")
+        await model.complete(conversation(), tools=[SEARCH], context=CONTEXT)
+    assert [("tool_choice" in r.body) for r in openai_server.requests] == [False, False]
+
+
+async def test_a_server_refusing_json_schema_gets_the_llama_cpp_form_from_then_on(
+    openai_server: OpenAIWireServer,
+) -> None:
+    schema = {"type": "object", "properties": {"verdict": {"enum": ["pass", "fail"]}}}
+    # llama-cpp-python's server knows only text / json_object, and says so with a 500
+    refusal = (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+        "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"
+    )
+    openai_server.reply_error(500, refusal, type="internal_server_error")
+    openai_server.reply_text('{"verdict": "pass"}')
+    openai_server.reply_text('{"verdict": "fail"}')
+    async with OpenAIModel("local", base_url=openai_server.base_url) as model:
+        assert model.structured_output
+        first = await model.complete(conversation(), context=CONTEXT, response_format=schema)
+        second = await model.complete(conversation(), context=CONTEXT, response_format=schema)
+    assert (first.text, second.text) == ('{"verdict": "pass"}', '{"verdict": "fail"}')
+    sent = [r.body["response_format"] for r in openai_server.requests]
+    llama_form = {"type": "json_object", "schema": schema}
+    assert sent == [
+        {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}},
+        llama_form,
+        llama_form,
+    ]
+
+
+async def test_other_client_errors_are_not_taken_for_a_refused_json_schema(
+    openai_server: OpenAIWireServer,
+) -> None:
+    openai_server.reply_error(400, "maximum context length exceeded")
+    async with OpenAIModel("gpt-test", base_url=openai_server.base_url) as model:
+        with pytest.raises(ModelError, match="HTTP 400: maximum context length exceeded"):
+            await model.complete(conversation(), context=CONTEXT, response_format={})
+    assert len(openai_server.requests) == 1
+
+
+async def test_a_chosen_json_mode_is_sent_as_chosen(openai_server: OpenAIWireServer) -> None:
+    openai_server.push({"error": {"message": "bad response_format"}}, status=400)
+    async with OpenAIModel(
+        "local", base_url=openai_server.base_url, json_mode="json_schema"
+    ) as model:
+        with pytest.raises(ModelError, match="HTTP 400"):
+            await model.complete(conversation(), context=CONTEXT, response_format={})
+    assert len(openai_server.requests) == 1  # chosen, so not second-guessed

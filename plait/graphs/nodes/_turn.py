@@ -38,6 +38,7 @@ async def start_turn(
     tools: list[str] | None = None,
     max_rounds: int = 1,
     response_format: dict[str, Any] | None = None,
+    tool_choice: str | None = None,
 ) -> ModelVisit:
     """Render the prompt and set up the turn; ``carry`` picks what of the conversation
     so far the visit carries."""
@@ -68,6 +69,7 @@ async def start_turn(
         trusted=v.trusted,
         max_rounds=max_rounds,
         response_format=response_format,
+        tool_choice=tool_choice,
         budget=v.budget,
         timeout_s=v.node.timeout_s,
     )

@@ -24,7 +24,7 @@ from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState
 from plait.graphs.template import TemplateContext
-from plait.models import Message
+from plait.models import TOOL_CHOICE_WORDS, Message
 
 
 class LastTurns(SpecModel):
@@ -43,6 +43,11 @@ class AgentNode(NodeBase):
 
     Attributes:
         history: how much of the conversation so far the next visit carries.
+        tool_choice: which tools the visit's first model call must or may use:
+            ``auto`` (the model decides), ``required`` (some tool), ``none``, or a tool's
+            name. A ``required`` or named call answered with plain text is asked again
+            once; plain text again fails the node (the model or its server ignored the
+            tools). The calls after the tool results run with ``auto``.
     """
 
     type: Literal["agent"]
@@ -52,6 +57,7 @@ class AgentNode(NodeBase):
     tools: list[str] | None = None
     max_rounds: int = Field(default=8, ge=1, le=MAX_ROUNDS)
     history: HistorySetting = "all"
+    tool_choice: str = "auto"
 
 
 def carried(history: Sequence[Message], setting: HistorySetting) -> Sequence[Message]:
@@ -84,6 +90,7 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         tools=list(node.tools if node.tools is not None else profile.tools),
         max_rounds=node.max_rounds,
         response_format=node.response_format,
+        tool_choice=node.tool_choice,
     )
     result = await first_call(mv)
     out = NodeResult(prompt=mv.prompt, tainted=result.used_external)
@@ -106,6 +113,16 @@ def _templates(node: AgentNode) -> Iterator[TemplateField]:
 
 def _validate(node: AgentNode, path: str, checks: Checks) -> None:
     check_schema(checks, f"{path}.response_format", node.response_format)
+    choice = node.tool_choice
+    if choice in TOOL_CHOICE_WORDS:
+        if choice == "required" and node.tools == []:
+            checks.problem(f"{path}.tool_choice", "tool_choice required, but the node has no tools")
+    elif node.tools is not None and choice not in node.tools:
+        checks.problem(
+            f"{path}.tool_choice",
+            f"tool_choice {choice!r} is neither auto, required, none nor one of the "
+            f"node's tools ({', '.join(node.tools) or 'none'})",
+        )
 
 
 def _tools(node: AgentNode) -> Iterator[tuple[str, str]]:
