@@ -43,6 +43,7 @@ LAYERS = [
     "tools",
     "profiles",
     "mesh",
+    "telemetry",
 ]
 """The layers, highest first; each may import only the ones after it."""
 
@@ -61,6 +62,7 @@ LAYER_ROLES = {
     "tools": "tool registry: schemas, approval gates, trust, workspaces; MCP clients",
     "profiles": "agent profiles: the small record graphs and tools gate by",
     "mesh": "versioned key-value store with CAS, durable topics, delayed publish",
+    "telemetry": "OpenTelemetry spans and Prometheus metrics; off: one flag test",
 }
 """What each layer holds, one line each: the layer list of DESIGN.md is made from it."""
 

@@ -24,6 +24,7 @@ from plait.cli import run_views as _run_views  # noqa: F401  -- and runs, inspec
 from plait.cli import runs as _runs  # noqa: F401  -- registers the run commands on graph_app
 from plait.cli import schedules as _schedules  # noqa: F401  -- the schedule commands too
 from plait.cli import topics as _topics  # noqa: F401  -- mesh publish|tail on mesh_app
+from plait.cli._common import fail
 from plait.cli.agents import agents_app
 from plait.cli.cluster import cluster_app
 from plait.cli.decisions import decisions_app
@@ -33,6 +34,8 @@ from plait.cli.programs import exec_cmd, programs_app
 from plait.cli.serve import serve_cmd
 from plait.cli.tokens import tokens_app
 from plait.cli.worker import worker_cmd
+from plait.errors import ConfigError
+from plait.telemetry import configure, wanted
 
 _option_type = TyperOption.display_type_rich
 _METAVARS = {
@@ -90,6 +93,16 @@ def _root(
     ] = False,
 ) -> None:
     """plait: durable agent graphs over a mesh of actors."""
+    _trace_if_asked()
+
+
+def _trace_if_asked() -> None:
+    """Trace every command when ``PLAIT_OTEL`` asks (see :mod:`plait.telemetry.setup`)."""
+    if wanted():
+        try:
+            configure()
+        except ConfigError as exc:
+            fail(str(exc), 2)
 
 
 app.add_typer(mesh_app, name="mesh")

@@ -15,6 +15,7 @@ from plait.actors import LeasedRuntime, tune_gc_for_serving
 from plait.agents import Agents
 from plait.cli._common import MeshOption, err_console, fail, run
 from plait.cli._foreground import env_tools
+from plait.cli._telemetry import OtelOption, observe
 from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError
 from plait.mesh import Mesh, open_mesh, redact_url
@@ -66,6 +67,7 @@ def serve_cmd(
         ),
     ] = None,
     mesh: MeshOption = None,
+    otel: OtelOption = False,
 ) -> None:
     """Serve the HTTP API and the web console (at /) until SIGINT or SIGTERM.
 
@@ -78,6 +80,7 @@ def serve_cmd(
         from plait.api.app import create_app
     except ImportError:
         fail(MISSING, 2)
+    observe(otel=otel, metrics_on=True)
     try:
         if model:
             load_model(model)

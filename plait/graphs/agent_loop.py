@@ -19,11 +19,13 @@ import jsonschema
 
 from plait.errors import ModelError, ModelTimeout, ToolError, ToolNotPermitted
 from plait.graphs.budget import VisitBudget
+from plait.graphs.observed import model_call, traced_tool_call
 from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
 from plait.models import CallContext, Message, Model, Usage, cost_of
 from plait.profiles import AgentProfile
 from plait.programs import CallBudget
+from plait.telemetry import STATE
 from plait.tools import check_allowed, gate
 
 
@@ -90,6 +92,9 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
     trusted, budget = turn.trusted, turn.budget
     for _ in range(turn.max_rounds):
         await budget.begin_model_call()
+        observed = (
+            model_call(turn.model.spec, turn.context) if STATE.tracing or STATE.metrics else None
+        )
         try:
             answer = turn.model.complete(
                 out.messages,
@@ -108,9 +113,13 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
                     f"than its timeout_s of {turn.timeout_s:g}"
                 )
             dollars = cost_of(turn.model.spec, reply.usage, env.prices)
+            if observed is not None:
+                observed.replied(reply, dollars)
             budget.spend(reply.usage, dollars)
         finally:
             budget.end_model_call()
+            if observed is not None:
+                observed.end()
         out.usage = reply.usage if out.usage is _NO_USAGE else out.usage + reply.usage
         out.dollars += dollars
         out.messages.append(
@@ -162,6 +171,8 @@ async def _call_tool(
         if not verdict:
             raise ToolRejected(name)
     ctx = env.tool_context(key, turn.profile)
+    if STATE.tracing or STATE.metrics:
+        return await traced_tool_call(env, tool, args, ctx, trusted=trusted)
     try:
         result = await env.tools.call(name, args, ctx)
     except ToolError as exc:

@@ -63,6 +63,7 @@ from typing import Any, ClassVar, Literal, Self
 from plait.errors import MeshError
 from plait.ids import new_id
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, OnCorrupt, check_key, encode
+from plait.telemetry import STATE, observed_commit
 
 StartFrom = Literal["new", "begin"]
 """Where a consumer group that does not exist yet starts reading a topic.
@@ -345,7 +346,13 @@ class Transaction:
                 written, published, cancelled or acked.
         """
         if self._committed is None:
-            self._committed = await self._mesh._commit(self.ops)
+            if STATE.tracing or STATE.metrics:
+                mesh, ops = self._mesh, self.ops
+                self._committed = await observed_commit(
+                    mesh.backend, ops, lambda: mesh._commit(ops)
+                )
+            else:
+                self._committed = await self._mesh._commit(self.ops)
         return self._committed
 
     async def __aenter__(self) -> Self:
@@ -429,6 +436,11 @@ class Mesh(abc.ABC):
     reach: ClassVar[str] = "this process"
     """From where this kind of mesh can be opened, for messages: ``this process``,
     ``this machine``, ``any machine that reaches its server``."""
+
+    @property
+    def backend(self) -> str:
+        """The backend's name, the scheme of its URL (``memory``, ``sqlite``, ``redis``)."""
+        return self.url.partition(":")[0]
 
     @property
     def location(self) -> str:

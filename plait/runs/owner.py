@@ -53,7 +53,9 @@ from plait.runs.record import (
     owner_id,
 )
 from plait.runs.store import read_record
+from plait.runs.telemetry import annotate_visit
 from plait.runs.wake import Wake
+from plait.telemetry import STATE, current, visit_span
 
 _CLAIM_TRIES = 50
 
@@ -292,6 +294,31 @@ class _WakeHandler:
     async def _execute_and_commit(
         self, spec: CompiledGraph, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
     ) -> None:
+        if not STATE.tracing:
+            await self._visit(spec, rec, version, attempt, verify=verify)
+            return
+        kind = spec.kinds.get(attempt.node.partition("[")[0])
+        span = visit_span(
+            rec.run_id,
+            rec.trace,
+            attempt.node,
+            attempt.visit,
+            attempt=self.mail.delivery.attempt,
+            caused_by=self.woken.traceparent,
+            attributes={
+                "plait.node.kind": kind.type if kind is not None else None,
+                "plait.host": self.host.id,
+                "plait.wake.reason": self.woken.why,
+                "plait.verify": verify or None,
+            },
+        )
+        with current(span):
+            await self._visit(spec, rec, version, attempt, verify=verify)
+
+    async def _visit(
+        self, spec: CompiledGraph, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
+    ) -> None:
+        """Run the claimed visit of ``attempt`` and commit it."""
         key = attempt.node
         if attempt.begun is False and self.host.env.on_indeterminate(spec, rec, attempt) in (
             "verify",
@@ -299,6 +326,8 @@ class _WakeHandler:
         ):
             rec, version = await self.commit.begin(rec, version, attempt)
         result = await self._execute(spec, rec, attempt, verify)
+        if STATE.tracing:
+            annotate_visit(result, rec)
         base, base_version = rec, version
         while True:
             values = await self.store.fan_in_values(base, key)
