@@ -23,7 +23,8 @@ from prometheus_client import start_http_server as _start_http_server
 
 from plait.telemetry.state import STATE
 
-disable_created_metrics()  # a ``_created`` series per counter doubles what is scraped
+# A ``_created`` series per counter would double what is scraped.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """The registry every plait metric is in."""
