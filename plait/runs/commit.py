@@ -55,7 +55,7 @@ from plait.runs.store import Lru, RunStore
 from plait.runs.telemetry import committed as observe_transition
 from plait.runs.wake import WakeReason
 from plait.runs.wake import wake as wake_body
-from plait.telemetry import STATE
+from plait.telemetry import STATE, in_run
 
 TICK_MAX_MS = 3_600_000
 """The longest a parked run's fallback tick backs off to (its answer wakes it at once)."""
@@ -147,7 +147,11 @@ class RunCommit:
         tx.put(record_key(rec.run_id), dump(rec), if_version=0)
         list_run(tx, rec)
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
-        await tx.commit()
+        if STATE.tracing:
+            with in_run(rec.run_id, rec.trace):
+                await tx.commit()
+        else:
+            await tx.commit()
         return rec
 
     async def cancel(self, new: RunRecord, version: int, *, by: str) -> None:

@@ -55,7 +55,7 @@ from plait.runs.record import (
 from plait.runs.store import read_record
 from plait.runs.telemetry import annotate_visit
 from plait.runs.wake import Wake
-from plait.telemetry import STATE, current, visit_span
+from plait.telemetry import STATE, current, in_run, visit_span
 
 _CLAIM_TRIES = 50
 
@@ -137,6 +137,8 @@ class _WakeHandler:
         self.continuation: Attempt | None = None
         self.settled = False
         """The last commit of this wake parked or ended the run."""
+        self.cause = woken.traceparent
+        """Who sent the wake (a trace context), for the link of its first visit's span."""
 
     async def run(self) -> None:
         """Handle the wake; a record another wake moved meanwhile is decided on again."""
@@ -155,7 +157,11 @@ class _WakeHandler:
             if rec.terminal:
                 return  # a straggler (a wake sent before the run ended) finds it over
             try:
-                await self._step(rec, version)
+                if STATE.tracing:
+                    with in_run(rec.run_id, rec.trace):
+                        await self._step(rec, version)
+                else:
+                    await self._step(rec, version)
             except VersionConflict:
                 continue
             await self._continue()
@@ -304,7 +310,7 @@ class _WakeHandler:
             attempt.node,
             attempt.visit,
             attempt=self.mail.delivery.attempt,
-            caused_by=self.woken.traceparent,
+            caused_by=self.cause,
             attributes={
                 "plait.node.kind": kind.type if kind is not None else None,
                 "plait.host": self.host.id,
@@ -312,6 +318,7 @@ class _WakeHandler:
                 "plait.verify": verify or None,
             },
         )
+        self.cause = None  # the visits this one's commit goes on with are not caused by it
         with current(span):
             await self._visit(spec, rec, version, attempt, verify=verify)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode
 
 import plait.telemetry.metrics as metrics
 from plait.telemetry.context import (
@@ -64,6 +64,14 @@ def current(span: Span) -> Iterator[Span]:
     """Make ``span`` current for the block and end it after (an error ends it failed)."""
     with trace.use_span(span, end_on_exit=True, record_exception=True):
         yield span
+
+
+@contextlib.contextmanager
+def in_run(run_id: str, started_under: str | None) -> Iterator[None]:
+    """Make run ``run_id``'s span current for the block (its work outside any visit:
+    its start, a claim, a park), so that work joins the run's trace."""
+    with trace.use_span(NonRecordingSpan(run_span_context(run_id, started_under))):
+        yield
 
 
 def link_to(traceparent: str | None, **attributes: Any) -> list[Link]:
@@ -222,6 +230,7 @@ __all__ = [
     "current_span",
     "delivery_span",
     "fail",
+    "in_run",
     "link_to",
     "now",
     "observe_delivery",
