@@ -7,13 +7,14 @@ metrics are on, so a process with both off does none of this.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from opentelemetry.trace import Span
 
 from plait.errors import ToolError
 from plait.graphs.ports import ExecEnv
-from plait.models import CallContext, ModelReply
+from plait.models import CallContext, Message, ModelReply
 from plait.telemetry import STATE, current, end_model_span, metrics, model_span, tool_span
 from plait.tools import Tool, ToolContext
 
@@ -58,8 +59,9 @@ class ModelCall:
         )
 
 
-def model_call(spec: str, context: CallContext) -> ModelCall:
-    """Begin observing one call of model ``spec`` for ``context``."""
+def model_call(spec: str, context: CallContext, messages: Sequence[Message]) -> ModelCall:
+    """Begin observing one call of model ``spec`` for ``context`` with ``messages``
+    (recorded only with content capture on)."""
     span = None
     if STATE.tracing:
         span = model_span(
