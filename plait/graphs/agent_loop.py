@@ -92,9 +92,8 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
     trusted, budget = turn.trusted, turn.budget
     for _ in range(turn.max_rounds):
         await budget.begin_model_call()
-        observed = (
-            model_call(turn.model.spec, turn.context) if STATE.tracing or STATE.metrics else None
-        )
+        observing = STATE.tracing or STATE.metrics
+        observed = model_call(turn.model.spec, turn.context, out.messages) if observing else None
         try:
             answer = turn.model.complete(
                 out.messages,
