@@ -13,13 +13,12 @@ puts prompt and completion text into model spans.
 from __future__ import annotations
 
 import os
-import random
 from typing import Any
 
 from opentelemetry import trace
 
 from plait.errors import ConfigError
-from plait.telemetry.state import FORCED_IDS, STATE
+from plait.telemetry.state import STATE
 
 MISSING = "tracing needs the otel extra: pip install 'plait[otel]'"
 """The one-line error when the SDK is not installed."""
@@ -62,21 +61,8 @@ def enable_tracing(
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-        from opentelemetry.sdk.trace.id_generator import IdGenerator
     except ImportError as exc:
         raise ConfigError(MISSING) from exc
-
-    class _RunIds(IdGenerator):
-        """Random ids, but the span id a run's span must take where one is forced."""
-
-        def generate_span_id(self) -> int:
-            forced = FORCED_IDS.get()
-            return forced[1] if forced is not None else random.getrandbits(64) or 1
-
-        def generate_trace_id(self) -> int:
-            forced = FORCED_IDS.get()
-            return forced[0] if forced is not None else random.getrandbits(128) or 1
-
     if exporter is None:
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -87,21 +73,68 @@ def enable_tracing(
     attributes = {"service.name": service_name} if service_name else {}
     if not service_name and not os.environ.get("OTEL_SERVICE_NAME"):
         attributes["service.name"] = "plait"
-    provider = TracerProvider(resource=Resource.create(attributes), id_generator=_RunIds())
+    # The provider reads OTEL_TRACES_SAMPLER; plait's spans go to its processor.
+    provider = TracerProvider(resource=Resource.create(attributes))
     processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
     provider.add_span_processor(processor)
     STATE.provider = provider
-    STATE.tracer = provider.get_tracer("plait")
+    STATE.emit = _emitter(provider, processor)
+    STATE.sample_root = _root_sampler(provider)
     STATE.capture_content = (
         _truthy(os.environ.get(ENV_CONTENT)) if capture_content is None else capture_content
     )
     STATE.tracing = True
 
 
+def _emitter(provider: Any, processor: Any) -> Any:
+    """What hands an ended :class:`~plait.telemetry.light.LightSpan` to ``processor``,
+    as the SDK span it stands for."""
+    from opentelemetry.sdk.trace import Event, ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+    scope = InstrumentationScope("plait")
+    resource = provider.resource
+
+    def emit(span: Any, end_ns: int) -> None:
+        processor.on_end(
+            ReadableSpan(
+                span.name,
+                context=span.context,
+                parent=span.parent,
+                resource=resource,
+                attributes=span.attributes,
+                events=[Event(name, attrs, at) for name, attrs, at in span.events],
+                links=span.links,
+                kind=span.kind,
+                status=span.status,
+                start_time=span.start_ns,
+                end_time=end_ns,
+                instrumentation_scope=scope,
+            )
+        )
+
+    return emit
+
+
+def _root_sampler(provider: Any) -> Any:
+    """Whether a new trace is sampled, as ``provider``'s sampler decides for a root span
+    (None where it samples every one: the default)."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+
+    sampler = provider.sampler
+    if sampler is ALWAYS_ON or (isinstance(sampler, ParentBased) and sampler._root is ALWAYS_ON):
+        return None
+
+    def sample(trace_id: int, name: str) -> bool:
+        return bool(sampler.should_sample(None, trace_id, name).decision.is_sampled())
+
+    return sample
+
+
 def disable_tracing() -> None:
     """Stop tracing: flush and shut down the provider this process set up."""
     STATE.tracing = False
-    provider, STATE.provider, STATE.tracer = STATE.provider, None, None
+    provider, STATE.provider, STATE.emit, STATE.sample_root = STATE.provider, None, None, None
     if provider is not None:
         provider.shutdown()
 

@@ -18,6 +18,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode
 
+import plait.telemetry.light as light
 import plait.telemetry.metrics as metrics
 from plait.telemetry.context import (
     format_traceparent,
@@ -26,7 +27,7 @@ from plait.telemetry.context import (
     run_context,
     run_span_context,
 )
-from plait.telemetry.state import FORCED_IDS, STATE
+from plait.telemetry.state import STATE
 
 Attributes = Mapping[str, Any]
 """Span attributes: a str, bool, int or float, or a list of one of those, each."""
@@ -44,18 +45,16 @@ def start_span(
     links: Sequence[Link] = (),
     kind: SpanKind = SpanKind.INTERNAL,
     start_time: float | None = None,
+    ids: tuple[int, int] | None = None,
 ) -> Span:
-    """A new span (not made current); a no-op span while tracing is off."""
-    tracer = STATE.tracer
-    if not STATE.tracing or tracer is None:
+    """A new span (not made current) under the current span, or the one ``context``
+    holds (an empty context: a root span, with ``ids`` if given); a no-op span while
+    tracing is off."""
+    if not STATE.tracing:
         return trace.INVALID_SPAN
-    return tracer.start_span(
-        name,
-        context=context,
-        kind=kind,
-        attributes=_clean(attributes),
-        links=links,
-        start_time=None if start_time is None else int(start_time * 1e9),
+    parent = trace.get_current_span(context).get_span_context()
+    return light.start(
+        name, attributes, parent, links=links, kind=kind, start_time=start_time, ids=ids
     )
 
 
@@ -144,16 +143,13 @@ def run_span(
         return
     parent = remote_context(started_under)
     own = run_span_context(run_id, started_under)
-    token = FORCED_IDS.set((own.trace_id, own.span_id))
-    try:
-        span = start_span(
-            f"run {name}",
-            {"plait.run.id": run_id, "plait.run.status": status, **attributes},
-            context=parent if parent is not None else Context(),
-            start_time=started_at,
-        )
-    finally:
-        FORCED_IDS.reset(token)
+    span = start_span(
+        f"run {name}",
+        {"plait.run.id": run_id, "plait.run.status": status, **attributes},
+        context=parent if parent is not None else Context(),
+        start_time=started_at,
+        ids=(own.trace_id, own.span_id),
+    )
     if status in ("failed", "cancelled"):
         fail(span, f"the run ended {status}")
     span.end()

@@ -6,11 +6,9 @@ default) that is one attribute read, and nothing of the SDK runs on the hot path
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from opentelemetry.trace import Tracer
 
 
 @dataclass
@@ -23,24 +21,25 @@ class TelemetryState:
         capture_content: model spans carry prompt and completion text (escaped and cut
             to ``content_chars``); off by default.
         content_chars: the most characters of content a span attribute carries.
-        tracer: the tracer spans are made with (set while ``tracing``).
-        provider: the SDK tracer provider this process set up, if any.
+        provider: the SDK tracer provider this process set up, if any (its span
+            processor is the one plait's spans go to).
+        emit: hands an ended :class:`~plait.telemetry.light.LightSpan` and its end time
+            (epoch ns) to the SDK (set while ``tracing``).
+        sample_root: whether a new trace (its id, its root span's name) is sampled, as
+            the configured sampler says (None: every one).
     """
 
     tracing: bool = False
     metrics: bool = False
     capture_content: bool = False
     content_chars: int = 2000
-    tracer: Tracer | None = None
     provider: Any = None
+    emit: Callable[[Any, int], None] | None = None
+    sample_root: Callable[[int, str], bool] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 STATE = TelemetryState()
 """The one state of this process."""
 
-FORCED_IDS: ContextVar[tuple[int, int] | None] = ContextVar("plait_forced_ids", default=None)
-"""The trace id and span id the next span made in this context must take (a run's
-span, whose ids are fixed by its run id so every process parents its visits under it)."""
-
-__all__ = ["FORCED_IDS", "STATE", "TelemetryState"]
+__all__ = ["STATE", "TelemetryState"]
