@@ -40,7 +40,6 @@ def install_metrics(app: FastAPI) -> None:
                 dict(runs),
                 len(open_),
                 0.0 if oldest is None else max(0.0, time.time() - oldest),
-                None,
             )
         return Response(metrics.render(), media_type=metrics.CONTENT_TYPE)
 

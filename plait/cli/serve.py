@@ -22,6 +22,7 @@ from plait.mesh import Mesh, open_mesh, redact_url
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
+from plait.telemetry import metrics
 from plait.tools import ToolRegistry, serving_registry
 
 MISSING = "plait serve needs the serve extra: pip install 'plait[serve]'"
@@ -43,7 +44,9 @@ async def _hosting(
         programs=DEFAULT_CATALOG,
         kinds=SERVING_KINDS,
     ) as s:
-        yield s.runtime
+        runtime = s.runtime
+        metrics.track_in_flight(lambda: runtime.in_flight)
+        yield runtime
 
 
 def serve_cmd(

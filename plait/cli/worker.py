@@ -22,6 +22,7 @@ from plait.mesh import open_mesh
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
+from plait.telemetry import metrics
 from plait.tools import serving_registry
 
 
@@ -164,6 +165,7 @@ def worker_cmd(
                     kinds=SERVING_KINDS,
                 ) as serving:
                     runtime = serving.runtime
+                    metrics.track_in_flight(lambda: runtime.in_flight)
                     err_console.print(
                         f"worker {runtime.host} serving {m.url} with tools "
                         + ", ".join(registry.names()),

@@ -11,6 +11,9 @@ status, decisions open) are read when scraped, by whoever serves the endpoint (s
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -69,8 +72,8 @@ LEASE_CHANGES = Counter(
     "plait_lease_changes", "Partition leases gained or lost.", ["change"], registry=REGISTRY
 )
 BACKLOG = Gauge(
-    "plait_mailbox_backlog",
-    "Messages delivered to this process and not yet handled.",
+    "plait_mailbox_in_flight",
+    "Mailbox messages delivered to this process and not acked yet.",
     registry=REGISTRY,
 )
 DECISIONS_OPEN = Gauge("plait_decisions_open", "Decisions open on the mesh.", registry=REGISTRY)
@@ -104,14 +107,26 @@ TOPIC_REDELIVERIES = Counter(
     registry=REGISTRY,
 )
 SCHEDULES = Counter(
-    "plait_schedules",
-    "Schedule firings, by outcome (fired, skipped).",
+    "plait_schedule_fires",
+    "Schedule fire times, by outcome: fired (a run started) or skipped (missed).",
     ["outcome"],
     registry=REGISTRY,
 )
 
 
 _SEEN: set[str] = {"running", "done", "failed", "cancelled"}
+
+_CHILDREN: dict[tuple[Any, ...], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, looked up once per label set (each lookup takes the
+    metric's lock)."""
+    key = (metric, *labels)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = metric.labels(*labels)
+    return found
 
 
 def render() -> bytes:
@@ -132,9 +147,9 @@ def transition(status: str, was: str, waiting: str | None) -> None:
         return
     TRANSITIONS.inc()
     if status != was and status in ("done", "failed", "cancelled"):
-        RUNS_ENDED.labels(status).inc()
+        _child(RUNS_ENDED, status).inc()
     if waiting is not None and was != "waiting":
-        RUNS_PARKED.labels(waiting).inc()
+        _child(RUNS_PARKED, waiting).inc()
 
 
 def run_started() -> None:
@@ -149,26 +164,26 @@ def model_call(
     """Count a model call and what it spent."""
     if not STATE.metrics:
         return
-    MODEL_CALLS.labels(model, outcome).inc()
+    _child(MODEL_CALLS, model, outcome).inc()
     if input_tokens:
-        MODEL_TOKENS.labels(model, "input").inc(input_tokens)
+        _child(MODEL_TOKENS, model, "input").inc(input_tokens)
     if output_tokens:
-        MODEL_TOKENS.labels(model, "output").inc(output_tokens)
+        _child(MODEL_TOKENS, model, "output").inc(output_tokens)
     if dollars:
-        MODEL_DOLLARS.labels(model).inc(dollars)
+        _child(MODEL_DOLLARS, model).inc(dollars)
 
 
 def tool_call(tool: str, outcome: str) -> None:
     """Count a tool call with its outcome (``ok``, ``error``, ``parked``, ``rejected``)."""
     if STATE.metrics:
-        TOOL_CALLS.labels(tool, outcome).inc()
+        _child(TOOL_CALLS, tool, outcome).inc()
 
 
 def commit(backend: str, seconds: float, conflict: bool) -> None:
     """Count a mesh commit of ``seconds`` (and its CAS conflict)."""
-    COMMIT_SECONDS.labels(backend).observe(seconds)
+    _child(COMMIT_SECONDS, backend).observe(seconds)
     if conflict:
-        CAS_CONFLICTS.labels(backend).inc()
+        _child(CAS_CONFLICTS, backend).inc()
 
 
 def partitions(held: int, count: int, gained: int, lost: int) -> None:
@@ -178,9 +193,9 @@ def partitions(held: int, count: int, gained: int, lost: int) -> None:
     PARTITIONS_HELD.set(held)
     PARTITIONS.set(count)
     if gained:
-        LEASE_CHANGES.labels("gained").inc(gained)
+        _child(LEASE_CHANGES, "gained").inc(gained)
     if lost:
-        LEASE_CHANGES.labels("lost").inc(lost)
+        _child(LEASE_CHANGES, "lost").inc(lost)
 
 
 def topic_delivery(redelivered: bool) -> None:
@@ -189,23 +204,28 @@ def topic_delivery(redelivered: bool) -> None:
         (TOPIC_REDELIVERIES if redelivered else TOPIC_DELIVERIES).inc()
 
 
-def schedule(outcome: str) -> None:
-    """Count a schedule's firing (``fired``) or a firing it skipped (``skipped``)."""
-    if STATE.metrics:
-        SCHEDULES.labels(outcome).inc()
+def schedules(*, fired: int, skipped: int) -> None:
+    """Count a schedule's runs started (``fired``) and fire times it missed (``skipped``)."""
+    if not STATE.metrics:
+        return
+    if fired:
+        _child(SCHEDULES, "fired").inc(fired)
+    if skipped:
+        _child(SCHEDULES, "skipped").inc(skipped)
 
 
-def set_mesh_gauges(
-    runs: dict[str, int], decisions_open: int, oldest_decision_s: float, backlog: int | None
-) -> None:
+def track_in_flight(read: Callable[[], float]) -> None:
+    """Read the mailbox messages in flight from ``read`` at each scrape."""
+    BACKLOG.set_function(read)
+
+
+def set_mesh_gauges(runs: dict[str, int], decisions_open: int, oldest_decision_s: float) -> None:
     """Set the gauges read from the mesh at scrape time."""
     for status in {*_SEEN, *runs}:
-        RUNS.labels(status).set(runs.get(status, 0))
+        _child(RUNS, status).set(runs.get(status, 0))
     _SEEN.update(runs)
     DECISIONS_OPEN.set(decisions_open)
     DECISION_AGE.set(oldest_decision_s)
-    if backlog is not None:
-        BACKLOG.set(backlog)
 
 
 __all__ = [
@@ -216,10 +236,11 @@ __all__ = [
     "partitions",
     "render",
     "run_started",
-    "schedule",
+    "schedules",
     "serve_http",
     "set_mesh_gauges",
     "tool_call",
     "topic_delivery",
+    "track_in_flight",
     "transition",
 ]

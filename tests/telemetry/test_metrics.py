@@ -78,6 +78,7 @@ def test_a_worker_serves_metrics_that_move_as_its_runs_run(tmp_path: Path) -> No
     tokens = value(after, "plait_model_tokens_total", model=model, type="output")
     assert tokens == rec.usage.output_tokens
     assert value(after, "plait_partitions_held") > 0
+    assert ("plait_mailbox_in_flight", ()) in after
     assert value(after, "plait_mesh_commit_seconds_count", backend="sqlite") > 0
     labels = {v for key in after for _, v in key[1]}
     assert not [v for v in labels if rec.run_id in v]  # no run ids as labels
