@@ -25,7 +25,7 @@ from plait.graphs.state import Waiting
 from plait.models import CallContext, Message, Model, Usage, cost_of
 from plait.profiles import AgentProfile
 from plait.programs import CallBudget
-from plait.telemetry import STATE
+from plait.telemetry import STATE, metrics
 from plait.tools import check_allowed, gate
 
 
@@ -161,17 +161,23 @@ async def _call_tool(
         return f"error: {exc}", False, None
     turn.budget.check(f"tool call {name!r}")
     key = turn.context.instance or turn.context.node
-    if gate(tool, trusted=trusted, pre_approved=turn.profile.pre_approved) == "needs_approval":
+    gated: str = gate(tool, trusted=trusted, pre_approved=turn.profile.pre_approved)
+    if gated == "needs_approval":
         verdict = await env.approvals.approve(
             key=key, visit=turn.context.visit, tool=name, args=args
         )
         if isinstance(verdict, Waiting):
+            if STATE.metrics:
+                metrics.tool_call(name, "parked")
             return "", tool.external, verdict
         if not verdict:
+            if STATE.metrics:
+                metrics.tool_call(name, "rejected")
             raise ToolRejected(name)
+        gated = "approved"
     ctx = env.tool_context(key, turn.profile)
     if STATE.tracing or STATE.metrics:
-        return await traced_tool_call(env, tool, args, ctx, trusted=trusted)
+        return await traced_tool_call(env, tool, args, ctx, trusted=trusted, approval=gated)
     try:
         result = await env.tools.call(name, args, ctx)
     except ToolError as exc:

@@ -76,11 +76,17 @@ def model_call(spec: str, context: CallContext, messages: Sequence[Message]) -> 
 
 
 async def traced_tool_call(
-    env: ExecEnv, tool: Tool, args: dict[str, Any], ctx: ToolContext, *, trusted: bool
+    env: ExecEnv,
+    tool: Tool,
+    args: dict[str, Any],
+    ctx: ToolContext,
+    *,
+    trusted: bool,
+    approval: str,
 ) -> tuple[str, bool, None]:
-    """Run an approved tool call in its span, counting its outcome; as the turn's own
-    call does, an error goes back to the model as text."""
-    approval = "needs_approval" if tool.requires_approval else "allowed"
+    """Run a tool call its gate let through (``approval``: ``allow``, or ``approved``
+    by a person) in its span, counting its outcome; as the turn's own call does, an
+    error goes back to the model as text."""
     span = tool_span(tool.name, approval=approval, tainted=not trusted, read_only=tool.read_only)
     with current(span):
         try:

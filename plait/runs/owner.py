@@ -137,6 +137,8 @@ class _WakeHandler:
         self.continuation: Attempt | None = None
         self.settled = False
         """The last commit of this wake parked or ended the run."""
+        self.indeterminate: str | None = None
+        """The ``on_indeterminate`` policy applied to a claim a crash left, if any."""
         self.cause = woken.traceparent
         """Who sent the wake (a trace context), for the link of its first visit's span."""
 
@@ -244,6 +246,7 @@ class _WakeHandler:
             # ran nothing: it is simply run again.
             if crashed.begun is not False:
                 policy = self.host.env.on_indeterminate(spec, rec, crashed)
+            self.indeterminate = policy
             if policy == "escalate":
                 did = await ask_to_retry(self.host.board, self.host.mesh, self.run_id, crashed)
                 parked, events = waits.escalate(rec, crashed, decision_id=did)
@@ -316,6 +319,7 @@ class _WakeHandler:
                 "plait.host": self.host.id,
                 "plait.wake.reason": self.woken.why,
                 "plait.verify": verify or None,
+                "plait.on_indeterminate": self.indeterminate,
             },
         )
         self.cause = None  # the visits this one's commit goes on with are not caused by it

@@ -65,5 +65,6 @@ def test_a_run_killed_mid_node_is_one_trace_with_a_second_attempt(cli: Cli) -> N
     assert {s.parent_id for s in (first, second, third)} == {run.span_id}
     assert second.get("plait.node.attempt") == 2 and second.get("plait.node.visit") == 1
     assert first.get("plait.node.attempt") == 1
+    assert second.get("plait.on_indeterminate") == "retry"  # a model node's policy
     chats = [s for s in spans if s.get("gen_ai.operation.name") == "chat"]
     assert sum(s.get("gen_ai.usage.output_tokens") for s in chats) == rec.usage.output_tokens

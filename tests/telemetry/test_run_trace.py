@@ -182,6 +182,8 @@ async def test_a_durable_run_is_one_trace_and_the_answer_from_another_process_li
     tools = [s for s in spans if s.name == "execute_tool lookup"]
     assert len(tools) == 2  # one per visit of the agent
     assert {s.get("plait.tool.read_only") for s in tools} == {True}
+    assert {s.get("plait.tool.approval") for s in tools} == {"allow"}
+    assert {s.get("plait.taint") for s in tools} == {False}
     a_visits = {s.span_id for s in mine if s.get("plait.node.id") == "a"}
     assert {s.parent_id for s in tools} == a_visits
 
