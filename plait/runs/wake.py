@@ -85,7 +85,9 @@ def wake(run: str, why: WakeReason, *, backoff: int = 0) -> dict[str, Any]:
     return body
 
 
-_WITHIN_RUN = frozenset(("next", "retry", "tick", "takeover"))
+_WITHIN_RUN = frozenset(("start", "next", "retry", "tick", "takeover"))
+"""Reasons whose wakes come from the run's own course (or its start, whose sender is
+the run span's parent already): the visits they cause link to no sender."""
 
 
 __all__ = ["Wake", "WakeReason", "wake"]

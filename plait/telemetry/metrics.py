@@ -26,9 +26,6 @@ from prometheus_client import start_http_server as _start_http_server
 
 from plait.telemetry.state import STATE
 
-# A ``_created`` series per counter would double what is scraped.
-disable_created_metrics()  # type: ignore[no-untyped-call]
-
 REGISTRY = CollectorRegistry(auto_describe=True)
 """The registry every plait metric is in."""
 
@@ -131,13 +128,22 @@ def _child(metric: Any, *labels: str) -> Any:
 
 def render() -> bytes:
     """The Prometheus text of every metric."""
+    _no_created_series()
     return generate_latest(REGISTRY)
+
+
+def _no_created_series() -> None:
+    """Leave out the ``_created`` series (one per counter, doubling what is scraped): a
+    switch of prometheus_client's, for the whole process, thrown only by a process that
+    serves plait's metrics."""
+    disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 def serve_http(port: int, addr: str = "0.0.0.0") -> None:
     """Serve :func:`render` at ``http://addr:port/metrics`` from a daemon thread, and
     turn metrics on."""
     STATE.metrics = True
+    _no_created_series()
     _start_http_server(port, addr=addr, registry=REGISTRY)
 
 
