@@ -93,6 +93,20 @@ def lift_trace(data: Any) -> tuple[Any, str | None]:
 
 def run_span_context(run_id: str, started_under: str | None) -> SpanContext:
     """The span context of run ``run_id``'s span, started under ``started_under``."""
+    key = (run_id, started_under)
+    found = _RUN_CONTEXTS.get(key)
+    if found is None:
+        if len(_RUN_CONTEXTS) >= _RUN_CONTEXTS_KEPT:
+            _RUN_CONTEXTS.clear()  # a cache of derivations: dropping it costs a hash each
+        found = _RUN_CONTEXTS[key] = _run_span_context(run_id, started_under)
+    return found
+
+
+_RUN_CONTEXTS: dict[tuple[str, str | None], SpanContext] = {}
+_RUN_CONTEXTS_KEPT = 4096
+
+
+def _run_span_context(run_id: str, started_under: str | None) -> SpanContext:
     parent = parse_traceparent(started_under)
     trace_id = parent.trace_id if parent is not None else _derived("plait-trace", run_id, 128)
     flags = parent.trace_flags if parent is not None else _SAMPLED

@@ -168,8 +168,10 @@ def commit_span(backend: str, ops: Sequence[Any], size: int) -> Iterator[Span]:
         },
         kind=SpanKind.CLIENT,
     )
-    with trace.use_span(span, end_on_exit=True, record_exception=False):
-        yield span
+    try:
+        yield span  # not made current: nothing is traced inside a commit
+    finally:
+        span.end()
 
 
 def delivery_span(topic: str, kind: str, event: str, traceparent: str | None) -> Span:
