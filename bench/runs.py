@@ -33,10 +33,21 @@ draft | pass: publish)`` with a verifier that fails a fixed number of times.
   time from the kill until each of its runs commits again (on the other worker), a
   cost against the lease expiry + 2 s.
 
+With ``--tracing``, only the cost of telemetry is measured:
+
+- ``runs_tracing_on``: transitions per second of the SQLite loop with tracing on (every
+  span through a batch processor to an exporter that drops them) and metrics counting,
+  against the same loop with both off, in adjacent slices in this process: the median
+  of 7 pairs' ratios (target 0.85).
+- ``runs_tracing_off``: the loop with telemetry off in this tree against the same loop
+  in the tree named by ``PLAIT_BENCH_BASELINE_TREE`` (a checkout from before telemetry),
+  each in a fresh process of this interpreter (``bench/tracing_rate.py``): the median
+  of 7 pairs' ratios (target 0.99); skipped without the variable.
+
 The process tunes Python's cyclic garbage collector as a serving process does
 (:func:`plait.actors.tune_gc_for_serving`, which ``plait worker`` calls too).
 
-Run: ``python bench/runs.py [--json] [--seconds 1.0]``. Redis is read from
+Run: ``python bench/runs.py [--json] [--seconds 1.0] [--tracing]``. Redis is read from
 ``PLAIT_BENCH_REDIS`` (default ``redis://127.0.0.1:6379/0``) under fresh key prefixes
 that are removed afterwards, PostgreSQL from ``PLAIT_BENCH_POSTGRES`` in fresh
 schemas dropped afterwards; the figures of a server that does not answer are skipped.
@@ -84,7 +95,9 @@ from _langgraph_loop import (
     LangGraphLoop,
     LangGraphPostgres,
 )
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from plait import telemetry
 from plait.actors import tune_gc_for_serving
 from plait.decisions import Human
 from plait.graphs.loader import load_graph
@@ -758,7 +771,99 @@ async def takeover(tmp: Path) -> list[Figure]:
     ]  # fmt: skip
 
 
+PAIRS = 7
+"""Pairs of slices (or processes) the telemetry figures take the median ratio of."""
+
+
+async def median_pair(
+    first: Callable[[float], Any], second: Callable[[float], Any], seconds: float
+) -> tuple[float, float]:
+    """The rates of ``first`` and ``second`` in the pair (of :data:`PAIRS`, adjacent
+    slices of ``seconds`` in all, their order alternating) whose ratio is the median:
+    on a busy machine, a pair sees one load, where a best-of takes each from a
+    different moment."""
+    await first(0.1)
+    await second(0.1)
+    pairs = []
+    for n in range(PAIRS):
+        if n % 2:
+            b = await second(seconds / PAIRS / 2)
+            a = await first(seconds / PAIRS / 2)
+        else:
+            a = await first(seconds / PAIRS / 2)
+            b = await second(seconds / PAIRS / 2)
+        pairs.append((a, b))
+    return sorted(pairs, key=lambda p: p[0] / p[1])[len(pairs) // 2]
+
+
+TREE = Path(__file__).resolve().parents[1]
+RATE_SCRIPT = TREE / "bench" / "tracing_rate.py"
+
+
+class _Dropped(SpanExporter):
+    """An exporter that drops every span: what is measured is plait's side of tracing."""
+
+    def export(self, spans: Any) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+async def tracing_cost(seconds: float, tmp: Path) -> list[Figure]:
+    """``runs_tracing_on`` and, with ``PLAIT_BENCH_BASELINE_TREE``, ``runs_tracing_off``."""
+    async with open_mesh(f"sqlite:///{tmp / 'tracing.db'}") as mesh:
+        async with hosted(mesh, FAILS, LOOP) as host:
+            runs = Runs(mesh)
+
+            def loop(on: bool) -> Callable[[float], Any]:
+                async def measure(slice_s: float) -> float:
+                    if on:
+                        telemetry.enable_tracing(_Dropped())
+                        telemetry.enable_metrics()
+                    try:
+                        count, started = 0, time.perf_counter()
+                        while (elapsed := time.perf_counter() - started) < slice_s or not count:
+                            count += sum((await run_once(runs, host)).visits.values())
+                        return count / elapsed
+                    finally:
+                        telemetry.disable_tracing()
+                        telemetry.STATE.metrics = False
+
+                return measure
+
+            on, off = await median_pair(loop(True), loop(False), seconds * 4)
+    figures = [
+        Figure(BENCH, "runs_tracing_on", on, "transitions/s", off, 0.85,
+               "tracing and metrics off, same process, median of 7 adjacent pairs; spans "
+               "batched to a dropping exporter"),
+    ]  # fmt: skip
+    tree = os.environ.get("PLAIT_BENCH_BASELINE_TREE")
+    if tree:
+
+        def rate_of(checkout: str) -> float:
+            out = subprocess.run(
+                [sys.executable, str(RATE_SCRIPT), checkout, str(seconds)],
+                capture_output=True, text=True, check=True, timeout=600,
+            )  # fmt: skip
+            return float(out.stdout.strip().splitlines()[-1])
+
+        pairs = []
+        for n in range(PAIRS):  # alternating processes: both see the same machine load
+            first, second = (str(TREE), tree) if n % 2 else (tree, str(TREE))
+            rates = {first: rate_of(first), second: rate_of(second)}
+            pairs.append((rates[str(TREE)], rates[tree]))
+        mine, theirs = sorted(pairs, key=lambda p: p[0] / p[1])[len(pairs) // 2]
+        figures.append(
+            Figure(BENCH, "runs_tracing_off", mine, "transitions/s", theirs, 0.99,
+                   f"the tree at {tree} (no telemetry): the median of {PAIRS} pairs of "
+                   "processes")
+        )  # fmt: skip
+    return figures
+
+
 async def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    only_tracing = "--tracing" in argv
+    if only_tracing:
+        argv.remove("--tracing")
     args = parse_args(__doc__.splitlines()[0] if __doc__ else BENCH, argv)
     # This process hosts runs as `plait worker` does, so it tunes the collector the
     # same way; LangGraph runs in the same process under the same setting.
@@ -768,6 +873,11 @@ async def main(argv: list[str] | None = None) -> None:
         figures += await postgres_transitions(args.seconds)
         figures += await concurrent("runs_postgres_concurrent", postgres_mesh)
         report(figures, as_json=args.json, title="durable runs on PostgreSQL")
+        return
+    if only_tracing:
+        with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
+            figures += await tracing_cost(args.seconds, Path(tmp))
+        report(figures, as_json=args.json, title="durable runs: the cost of telemetry")
         return
     with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
         figures += await sqlite_transitions(args.seconds, Path(tmp))

@@ -11,6 +11,7 @@ Docker, in ``tests/runs/test_ray_hosts.py``.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -136,6 +137,35 @@ def test_every_services_command_exists_in_the_package(
     assert checked == 7
 
 
+def test_prometheus_scrapes_the_plait_service_and_the_dashboard_reads_plait_metrics(
+    compose: dict[str, Any],
+) -> None:
+    from plait.telemetry.metrics import REGISTRY
+
+    prometheus = compose["services"]["prometheus"]
+    mounted = {m.split(":")[0]: m.split(":")[1] for m in prometheus["volumes"]}
+    assert mounted["./deploy/prometheus.yml"] == "/etc/prometheus/prometheus.yml"
+    config = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    (job,) = config["scrape_configs"]
+    (target,) = job["static_configs"][0]["targets"]
+    host, port = target.split(":")
+    plait = commands(compose["services"][host])[-1]
+    assert plait[plait.index("--metrics-port") + 1] == port
+    assert set(prometheus["networks"]) & set(compose["services"][host]["networks"])
+    # every series the dashboard queries is one plait exports
+    dashboard = json.loads((ROOT / "deploy" / "grafana-dashboard.json").read_text())
+    exported = {
+        sample for family in REGISTRY.collect() for sample in
+        {family.name, *(f"{family.name}{suffix}" for suffix in ("_total", "_bucket"))}
+    }  # fmt: skip
+    queried = {
+        name for panel in dashboard["panels"] for target in panel["targets"]
+        for name in re.findall(r"\bplait_[a-z_]+", target["expr"])
+    }  # fmt: skip
+    assert len(dashboard["panels"]) >= 12
+    assert queried and queried <= exported, queried - exported
+
+
 def test_the_image_is_a_slim_python_with_the_ray_extra() -> None:
     text = DOCKERFILE.read_text()
     assert re.search(r"^FROM python:3\.1[1-9]-slim\b", text, re.M)
@@ -175,10 +205,11 @@ def test_ray_is_kept_on_an_internal_network_with_token_authentication(
     # longer turns authentication off.
     example = (ROOT / "plait.env.example").read_text()
     assert "RAY_AUTH_TOKEN=" in example and "RAY_AUTH_MODE=disabled" not in example
-    # Only Redis is published, and only on the loopback interface.
+    # Only Redis and Prometheus are published, and only on the loopback interface.
     for name, service in compose["services"].items():
         for port in service.get("ports", []):
-            assert name == "redis" and str(port).startswith("127.0.0.1:"), (name, port)
+            assert name in ("redis", "prometheus"), (name, port)
+            assert str(port).startswith("127.0.0.1:"), (name, port)
 
 
 def test_a_postgres_profile_runs_the_mesh_on_postgresql_instead_of_redis(

@@ -46,6 +46,7 @@ LAYERS = [
     "profiles",
     "langgraph",
     "mesh",
+    "telemetry",
 ]
 """The layers, highest first; each may import only the ones after it."""
 
@@ -67,6 +68,7 @@ LAYER_ROLES = {
     "profiles": "agent profiles: the small record graphs and tools gate by",
     "langgraph": "LangGraph on the mesh: a checkpointer (PlaitSaver) and a store (PlaitStore)",
     "mesh": "versioned key-value store with CAS, durable topics, delayed publish",
+    "telemetry": "OpenTelemetry spans and Prometheus metrics; off: one flag test",
 }
 """What each layer holds, one line each: the layer list of DESIGN.md is made from it."""
 

@@ -184,6 +184,11 @@ class LocalRuntime(ActorRuntime):
         self._activations.pop(actor_id, None)
 
     @property
+    def in_flight(self) -> int:
+        """Mailbox messages delivered to this runtime and not acked yet."""
+        return len(self._in_flight)
+
+    @property
     def active_tasks(self) -> int:
         """Activations holding a task right now (an idle actor holds none)."""
         return sum(1 for a in self._activations.values() if a.running)

@@ -61,6 +61,7 @@ from plait.actors.partitions import MAILBOX_PREFIX, partition_of, partitions
 from plait.errors import ActorError, MeshError, VersionConflict
 from plait.mesh import Delivery, Event, Mesh
 from plait.mesh._base import now_ms
+from plait.telemetry import STATE, lift_trace, observe_delivery
 
 log = logging.getLogger("plait.actors")
 
@@ -204,16 +205,20 @@ async def _update(
 
 
 def topic_mail(event: Event) -> dict[str, Any]:
-    """The mailbox body a forwarded event becomes (its taint with it, if it has one)."""
+    """The mailbox body a forwarded event becomes (its taint with it, if it has one,
+    and its publisher's trace context, see :func:`plait.telemetry.lift_trace`)."""
+    data, trace = lift_trace(event.data)
     forwarded = {
         "id": event.id,
         "topic": event.topic,
         "kind": event.kind,
-        "data": event.data,
+        "data": data,
         "at_ms": event.at_ms,
     }
     if event.tainted:
         forwarded["tainted"] = True
+    if trace is not None:
+        return {TOPIC_EVENT: forwarded, "traceparent": trace}
     return {TOPIC_EVENT: forwarded}
 
 
@@ -444,6 +449,8 @@ class TopicRouter:
         if fence is not None:
             tx.check(fence.key, fence.version)
         body = topic_mail(delivery.event) if targets else None
+        if body is not None and (STATE.tracing or STATE.metrics):
+            body = observe_delivery(delivery, body)
         for actor_id in targets:
             if actor_id in self._tracked:
                 tell_tracked_in(tx, actor_id, body)

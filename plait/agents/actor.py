@@ -89,6 +89,7 @@ from plait.models import CallContext, Usage, load_model
 from plait.profiles import AgentProfile, get_profile
 from plait.programs import SharedBudget, grant_all, run_program
 from plait.runs import RunServices
+from plait.telemetry import STATE, current, turn_span
 
 log = logging.getLogger("plait.agents")
 
@@ -157,6 +158,27 @@ async def handle(ctx: ActorContext, mail: Mail) -> None:
         raise ActorError(f"actor {ctx.id!r} is not an agent actor (ids are agent:NAME)")
     cfg = AgentActorConfig.model_validate(ctx.record.config)
     message = AgentMessage.parse(mail.body)
+    if not STATE.tracing:
+        await _handle(ctx, mail, name, cfg, message)
+        return
+    span = turn_span(
+        name,
+        message.traceparent,
+        attributes={
+            "plait.actor.id": ctx.id,
+            "plait.mail.attempt": mail.attempt,
+            "plait.taint": is_outside_content(message, cfg),
+            "messaging.destination.name": message.event.topic if message.event else None,
+        },
+    )
+    with current(span):
+        await _handle(ctx, mail, name, cfg, message)
+
+
+async def _handle(
+    ctx: ActorContext, mail: Mail, name: str, cfg: AgentActorConfig, message: AgentMessage
+) -> None:
+    """Handle ``message``, the agent actor ``name``'s mail ``mail``."""
     read = await _read(ctx, name)
     if message.identity(mail.id) in read.state.settled:
         await _drop_settled(ctx, mail, name)

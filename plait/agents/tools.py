@@ -38,6 +38,7 @@ from plait.ids import RUN_ID_PREFIX, DecisionId, RunId, derived_id
 from plait.mesh import Mesh, Transaction
 from plait.programs.capabilities import capability_schedule_key, service_owned, service_topic
 from plait.runs import Runs
+from plait.telemetry import STATE, carrying_trace, current_traceparent
 from plait.tools import Tool, ToolContext, ToolRegistry
 
 CAPABILITY_TOOLS = (
@@ -166,7 +167,7 @@ class TurnTools:
         publish = (
             args["topic"],
             args["kind"],
-            args.get("data"),
+            carrying_trace(args.get("data")) if STATE.tracing else args.get("data"),
             args.get("after_ms", 0),
             capability_schedule_key(args.get("key")),
         )
@@ -179,6 +180,8 @@ class TurnTools:
         body: dict[str, Any] = {"text": args["message"]}
         if self.effects.tainted:
             body[UNTRUSTED] = True  # taint follows the data into the other agent's turn
+        if STATE.tracing and (sender := current_traceparent()):
+            body["traceparent"] = sender  # its turn joins this one's trace
         self.effects.tells.append((agent_actor_id(args["agent"]), body))
         return {"told": args["agent"]}
 

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plait.api.deps import PrincipalDep, Services
+from plait.api.metrics import install_metrics
 from plait.api.models import Whoami
 from plait.api.problems import (
     Problem,
@@ -98,6 +99,7 @@ def create_app(mesh: Mesh, *, tools: ToolRegistry | None = None) -> FastAPI:
     async def console() -> FileResponse:
         return FileResponse(STATIC / "index.html", headers=_CONSOLE_HEADERS)
 
+    install_metrics(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BodyLimit)
     _declare_problem(app)

@@ -154,6 +154,22 @@ def _root(
     ] = False,
 ) -> None:
     """plait: durable agent graphs over a mesh of actors."""
+    _trace_if_asked()
+
+
+def _trace_if_asked() -> None:
+    """Trace every command when ``PLAIT_OTEL`` asks (see :mod:`plait.telemetry.setup`)."""
+    if not os.environ.get("PLAIT_OTEL"):
+        return  # the common case: no telemetry import on a command's start
+    from plait.cli._common import fail
+    from plait.errors import ConfigError
+    from plait.telemetry import configure, wanted
+
+    if wanted():
+        try:
+            configure()
+        except ConfigError as exc:
+            fail(str(exc), 2)
 
 
 def main() -> None:

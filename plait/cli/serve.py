@@ -15,12 +15,14 @@ from plait.actors import LeasedRuntime, tune_gc_for_serving
 from plait.agents import Agents
 from plait.cli._common import MeshOption, err_console, fail, run
 from plait.cli._foreground import env_tools
+from plait.cli._telemetry import OtelOption, observe
 from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError
 from plait.mesh import Mesh, open_mesh, redact_url
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
+from plait.telemetry import metrics
 from plait.tools import ToolRegistry, serving_registry
 
 MISSING = "plait serve needs the serve extra: pip install 'plait[serve]'"
@@ -42,7 +44,9 @@ async def _hosting(
         programs=DEFAULT_CATALOG,
         kinds=SERVING_KINDS,
     ) as s:
-        yield s.runtime
+        runtime = s.runtime
+        metrics.track_in_flight(lambda: runtime.in_flight)
+        yield runtime
 
 
 def serve_cmd(
@@ -66,6 +70,7 @@ def serve_cmd(
         ),
     ] = None,
     mesh: MeshOption = None,
+    otel: OtelOption = False,
 ) -> None:
     """Serve the HTTP API and the web console (at /) until SIGINT or SIGTERM.
 
@@ -78,6 +83,7 @@ def serve_cmd(
         from plait.api.app import create_app
     except ImportError:
         fail(MISSING, 2)
+    observe(otel=otel, metrics_on=True)
     try:
         if model:
             load_model(model)

@@ -14,6 +14,7 @@ from plait.actors import DEFAULT_LEASE_S, LeasedRuntime, ranges, tune_gc_for_ser
 from plait.agents import Agents
 from plait.cli._common import MeshOption, err_console, fail, run
 from plait.cli._ray import AddressOption, NamespaceOption, ray_worker
+from plait.cli._telemetry import OtelOption, count_leases, observe
 from plait.cluster import RunsSpec
 from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError
@@ -22,6 +23,7 @@ from plait.mesh import open_mesh
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG
 from plait.runs import serve
+from plait.telemetry import metrics
 from plait.tools import serving_registry
 
 
@@ -95,6 +97,17 @@ def worker_cmd(
         bool,
         typer.Option("--keep", help="With --runtime ray: leave the hosts serving on exit."),
     ] = False,
+    otel: OtelOption = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            show_default=False,
+            help="Serve Prometheus metrics at http://0.0.0.0:PORT/metrics.",
+        ),
+    ] = None,
 ) -> None:
     """Serve every run on the mesh (a dead process's too) until SIGINT or SIGTERM.
 
@@ -110,6 +123,7 @@ def worker_cmd(
     except ConfigError as exc:
         fail(str(exc), 2)
     refs = tuple(r.strip() for r in (tools or "").split(",") if r.strip())
+    observe(otel=otel, metrics_port=metrics_port)
     if runtime_name == "ray":
         assert mesh is not None
         spec = RunsSpec(
@@ -130,6 +144,7 @@ def worker_cmd(
         async with open_mesh(mesh) as m, offered_tools(m, registry):
 
             def held(serving: set[int], count: int) -> None:
+                count_leases(serving, count)
                 err_console.print(
                     f"holding {len(serving)} of {count} partitions: {ranges(serving)}",
                     highlight=False,
@@ -151,6 +166,7 @@ def worker_cmd(
                     kinds=SERVING_KINDS,
                 ) as serving:
                     runtime = serving.runtime
+                    metrics.track_in_flight(lambda: runtime.in_flight)
                     err_console.print(
                         f"worker {runtime.host} serving {m.url} with tools "
                         + ", ".join(registry.names()),

@@ -37,6 +37,7 @@ from plait.decisions.principals import Principal, require_human
 from plait.errors import DecisionClosed, DecisionError, DecisionNotFound, VersionConflict
 from plait.ids import DecisionId, RunId, new_decision_id, new_id
 from plait.mesh import Entry, Mesh, Subscription, skip_corrupt, skip_unreadable
+from plait.telemetry import STATE, current, start_span, with_traceparent
 
 PREFIX = "decisions/"
 """Where decision records live: ``decisions/<id>``."""
@@ -249,9 +250,38 @@ class DecisionAsker:
             "by": by,
         }
         tx.publish(self._topic, kind, event)
-        if decision.notify is not None and not decision.is_open:
-            tx.publish(decision.notify.topic, decision.notify.kind, decision.notify.data)
-        result = await tx.commit()
+        if not STATE.tracing:
+            if decision.notify is not None and not decision.is_open:
+                tx.publish(decision.notify.topic, decision.notify.kind, decision.notify.data)
+            result = await tx.commit()
+            return result.entries[key].version
+        span = start_span(
+            f"decision {decision.status}",
+            {"plait.decision.id": decision.id, "plait.run.id": decision.run_id, "plait.by": by},
+        )
+        with current(span):
+            if decision.notify is not None and not decision.is_open:
+                # with this span's context: the visit of the run it wakes links to it
+                data = with_traceparent(decision.notify.data)
+                tx.publish(decision.notify.topic, decision.notify.kind, data)
+            result = await tx.commit()
+        return result.entries[key].version
+        span = start_span(
+            f"decision {decision.status}",
+            {"plait.decision.id": decision.id, "plait.run.id": decision.run_id, "plait.by": by},
+        )
+        with current(span):
+            if decision.notify is not None and not decision.is_open:
+                # published with this span's context: the woken run links to it
+                tx.ops[-1] = tx.mesh._publish_op(
+                    decision.notify.topic,
+                    decision.notify.kind,
+                    with_traceparent(data),
+                    0,
+                    None,
+                    False,
+                )
+            result = await tx.commit()
         return result.entries[key].version
 
 

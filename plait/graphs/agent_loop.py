@@ -26,11 +26,13 @@ from plait.errors import (
     ToolNotPermitted,
 )
 from plait.graphs.budget import VisitBudget
+from plait.graphs.observed import model_call, traced_tool_call
 from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
 from plait.models import CallContext, Message, Model, ModelReply, ToolChoice, Usage, cost_of
 from plait.profiles import AgentProfile
 from plait.programs import CallBudget
+from plait.telemetry import STATE, metrics
 from plait.tools import ToolSpec, check_allowed, gate, names_match
 
 
@@ -143,6 +145,8 @@ async def _ask(
     """One model call within the turn's budget and timeout: the reply and its dollars."""
     budget = turn.budget
     await budget.begin_model_call()
+    observing = STATE.tracing or STATE.metrics
+    observed = model_call(turn.model.spec, turn.context, messages) if observing else None
     try:
         answer = turn.model.complete(
             messages,
@@ -162,9 +166,13 @@ async def _ask(
                 f"than its timeout_s of {turn.timeout_s:g}"
             )
         dollars = cost_of(turn.model.spec, reply.usage, turn.env.prices)
+        if observed is not None:
+            observed.replied(reply, dollars)
         budget.spend(reply.usage, dollars)
     finally:
         budget.end_model_call()
+        if observed is not None:
+            observed.end()
     return reply, dollars
 
 
@@ -185,15 +193,23 @@ async def _call_tool(
         return f"error: {exc}", False, None
     turn.budget.check(f"tool call {name!r}")
     key = turn.context.instance or turn.context.node
-    if gate(tool, trusted=trusted, pre_approved=turn.profile.pre_approved) == "needs_approval":
+    gated: str = gate(tool, trusted=trusted, pre_approved=turn.profile.pre_approved)
+    if gated == "needs_approval":
         verdict = await env.approvals.approve(
             key=key, visit=turn.context.visit, tool=name, args=args
         )
         if isinstance(verdict, Waiting):
+            if STATE.metrics:
+                metrics.tool_call(name, "parked")
             return "", tool.external, verdict
         if not verdict:
+            if STATE.metrics:
+                metrics.tool_call(name, "rejected")
             raise ToolRejected(name)
+        gated = "approved"
     ctx = env.tool_context(key, turn.profile)
+    if STATE.tracing or STATE.metrics:
+        return await traced_tool_call(env, tool, args, ctx, trusted=trusted, approval=gated)
     try:
         result = await env.tools.call(name, args, ctx)
     except ToolInDoubt:

@@ -69,6 +69,7 @@ from plait.mesh._codec import (
     encode,
     prefix_end,
 )
+from plait.telemetry import STATE, observed_commit
 
 StartFrom = Literal["new", "begin"]
 """Where a consumer group that does not exist yet starts reading a topic.
@@ -374,7 +375,13 @@ class Transaction:
                 written, published, cancelled or acked.
         """
         if self._committed is None:
-            self._committed = await self._mesh._commit(self.ops)
+            if STATE.tracing or STATE.metrics:
+                mesh, ops = self._mesh, self.ops
+                self._committed = await observed_commit(
+                    mesh.backend, ops, lambda: mesh._commit(ops)
+                )
+            else:
+                self._committed = await self._mesh._commit(self.ops)
         return self._committed
 
     async def __aenter__(self) -> Self:
@@ -491,6 +498,11 @@ class Mesh(abc.ABC):
     reach: ClassVar[str] = "this process"
     """From where this kind of mesh can be opened, for messages: ``this process``,
     ``this machine``, ``any machine that reaches its server``."""
+
+    @property
+    def backend(self) -> str:
+        """The backend's name, the scheme of its URL (``memory``, ``sqlite``, ``redis``)."""
+        return self.url.partition(":")[0]
 
     @property
     def location(self) -> str:

@@ -52,8 +52,10 @@ from plait.runs.record import (
     tick_key,
 )
 from plait.runs.store import Lru, RunStore
+from plait.runs.telemetry import committed as observe_transition
 from plait.runs.wake import WakeReason
 from plait.runs.wake import wake as wake_body
+from plait.telemetry import STATE, in_run
 
 TICK_MAX_MS = 3_600_000
 """The longest a parked run's fallback tick backs off to (its answer wakes it at once)."""
@@ -145,7 +147,11 @@ class RunCommit:
         tx.put(record_key(rec.run_id), dump(rec), if_version=0)
         list_run(tx, rec)
         tx.put(actor_key(owner.id), owner.model_dump(), if_version=0)
-        await tx.commit()
+        if STATE.tracing:
+            with in_run(rec.run_id, rec.trace):
+                await tx.commit()
+        else:
+            await tx.commit()
         return rec
 
     async def cancel(self, new: RunRecord, version: int, *, by: str) -> None:
@@ -162,6 +168,8 @@ class RunCommit:
         list_run(tx, new)
         ended(tx, new)
         await tx.commit()
+        if STATE.tracing or STATE.metrics:
+            observe_transition(None, new.model_copy(update={"status": "running"}), new, [body])
 
     async def raise_budget(
         self, new: RunRecord, version: int, extra: dict[str, float], *, by: str
@@ -392,6 +400,8 @@ class RunCommit:
         except VersionConflict:
             mail.acked = False  # nothing of the transaction landed, its ack neither
             raise
+        if STATE.tracing or STATE.metrics:
+            observe_transition(spec, before, new, bodies)
         if history is not None and self.store is not None:
             self.store.histories[history[0]] = history[1]
         if took and committed.taken and wakes is not None:

@@ -53,7 +53,9 @@ from plait.runs.record import (
     owner_id,
 )
 from plait.runs.store import read_record
+from plait.runs.telemetry import annotate_visit
 from plait.runs.wake import Wake
+from plait.telemetry import STATE, current, in_run, visit_span
 
 _CLAIM_TRIES = 50
 
@@ -135,6 +137,10 @@ class _WakeHandler:
         self.continuation: Attempt | None = None
         self.settled = False
         """The last commit of this wake parked or ended the run."""
+        self.indeterminate: str | None = None
+        """The ``on_indeterminate`` policy applied to a claim a crash left, if any."""
+        self.cause = woken.traceparent
+        """Who sent the wake (a trace context), for the link of its first visit's span."""
 
     async def run(self) -> None:
         """Handle the wake; a record another wake moved meanwhile is decided on again."""
@@ -153,7 +159,11 @@ class _WakeHandler:
             if rec.terminal:
                 return  # a straggler (a wake sent before the run ended) finds it over
             try:
-                await self._step(rec, version)
+                if STATE.tracing:
+                    with in_run(rec.run_id, rec.trace):
+                        await self._step(rec, version)
+                else:
+                    await self._step(rec, version)
             except VersionConflict:
                 continue
             await self._continue()
@@ -236,6 +246,7 @@ class _WakeHandler:
             # ran nothing: it is simply run again.
             if crashed.begun is not False:
                 policy = self.host.env.on_indeterminate(spec, rec, crashed)
+            self.indeterminate = policy
             if policy == "escalate":
                 did = await ask_to_retry(self.host.board, self.host.mesh, self.run_id, crashed)
                 parked, events = waits.escalate(rec, crashed, decision_id=did)
@@ -292,6 +303,33 @@ class _WakeHandler:
     async def _execute_and_commit(
         self, spec: CompiledGraph, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
     ) -> None:
+        if not STATE.tracing:
+            await self._visit(spec, rec, version, attempt, verify=verify)
+            return
+        kind = spec.kinds.get(attempt.node.partition("[")[0])
+        span = visit_span(
+            rec.run_id,
+            rec.trace,
+            attempt.node,
+            attempt.visit,
+            attempt=self.mail.delivery.attempt,
+            caused_by=self.cause,
+            attributes={
+                "plait.node.kind": kind.type if kind is not None else None,
+                "plait.host": self.host.id,
+                "plait.wake.reason": self.woken.why,
+                "plait.verify": verify or None,
+                "plait.on_indeterminate": self.indeterminate,
+            },
+        )
+        self.cause = None  # the visits this one's commit goes on with are not caused by it
+        with current(span):
+            await self._visit(spec, rec, version, attempt, verify=verify)
+
+    async def _visit(
+        self, spec: CompiledGraph, rec: RunRecord, version: int, attempt: Attempt, *, verify: bool
+    ) -> None:
+        """Run the claimed visit of ``attempt`` and commit it."""
         key = attempt.node
         if attempt.begun is False and self.host.env.on_indeterminate(spec, rec, attempt) in (
             "verify",
@@ -299,6 +337,8 @@ class _WakeHandler:
         ):
             rec, version = await self.commit.begin(rec, version, attempt)
         result = await self._execute(spec, rec, attempt, verify)
+        if STATE.tracing:
+            annotate_visit(result, rec)
         base, base_version = rec, version
         while True:
             values = await self.store.fan_in_values(base, key)

@@ -102,11 +102,15 @@ class RunRecord(RunState):
         workspace: the absolute directory the run was started from, where its tools
             work (or in their profile's ``workspace`` relative to it) on any worker;
             None in records from before it was kept: the serving process's own.
+        trace: the W3C trace context the run was started under (a parent run's visit,
+            a program's node, an agent's turn), whose trace its spans join; None: a
+            trace of its own (see :mod:`plait.telemetry.context`).
     """
 
     model: str | None = None
     audit_seq: int = 0
     workspace: str | None = None
+    trace: str | None = None
 
 
 _RECORD_SERIALIZER = RunRecord.__pydantic_serializer__

@@ -33,6 +33,7 @@ from plait.runs.heartbeats import heartbeat
 from plait.runs.owner_services import OwnerServices
 from plait.runs.services import RunServices
 from plait.runs.store import RunStore
+from plait.telemetry import STATE, configure, wanted
 from plait.tools import ToolRegistry, default_registry
 
 R = TypeVar("R", bound=ActorRuntime)
@@ -123,10 +124,15 @@ async def serve(
         host_id: the host id of the runtime and run host (default: a new one, see
             :func:`~plait.actors.new_host_id`); a Ray host gives its own.
 
+    With ``PLAIT_OTEL=1`` in the environment, the process traces (see
+    :mod:`plait.telemetry.setup`), wherever it was started from.
+
     Beside the runtime, a :class:`~plait.actors.TopicRouter` forwards subscribed topics
     into the mailboxes this process serves, and the program sandbox's pool keeps warm
     processes from the first program on (:func:`~plait.programs.sandbox.warm_pool`).
     """
+    if wanted() and not STATE.tracing:
+        configure()  # PLAIT_OTEL=1 in a process no command line built (a Ray host)
     registry = tools if tools is not None else default_registry()
     catalog = programs if programs is not None else DEFAULT_CATALOG
     service = (

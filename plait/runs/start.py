@@ -37,6 +37,7 @@ from plait.runs.record import (
     owner_id,
 )
 from plait.runs.store import read_record, run_output
+from plait.telemetry import current_traceparent, metrics
 
 OWNER_CONCURRENCY = 8
 """How many wakes of one run (fan-out instances) may run at once."""
@@ -107,6 +108,7 @@ async def start_run(
     model = pin_model_spec(model)
     rec = RunRecord(**state.model_dump(), model=model, workspace=str(where))
     rec.input_tainted = input_untrusted
+    rec.trace = current_traceparent()
     detail: dict[str, Any] = {"input": input, "graph": rec.graph.model_dump(), "model": model}
     if input_untrusted:
         detail["input_untrusted"] = True
@@ -116,7 +118,9 @@ async def start_run(
         config={"max_concurrency": OWNER_CONCURRENCY},
         created_at=rec.created_at,
     )
-    return await RunCommit(mesh).start(graph, rec, owner, detail)
+    started = await RunCommit(mesh).start(graph, rec, owner, detail)
+    metrics.run_started()
+    return started
 
 
 def child_runner(mesh: Mesh, rec: RunRecord, workspace: Path) -> SubgraphRunner:

@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeAlias, get_args
 from pydantic import BaseModel, ValidationError
 
 from plait.ids import RunId
+from plait.telemetry import STATE, current_traceparent
 
 WakeReason: TypeAlias = Literal[
     "start", "next", "retry", "tick", "budget", "child", "decision", "approval", "takeover"
@@ -79,7 +80,14 @@ def wake(run: str, why: WakeReason, *, backoff: int = 0) -> dict[str, Any]:
     body: dict[str, Any] = {"run": run, "why": why}
     if backoff:
         body["backoff"] = backoff
+    if STATE.tracing and why not in _WITHIN_RUN and (sender := current_traceparent()):
+        body["traceparent"] = sender  # the visit it wakes links to its sender
     return body
+
+
+_WITHIN_RUN = frozenset(("start", "next", "retry", "tick", "takeover"))
+"""Reasons whose wakes come from the run's own course (or its start, whose sender is
+the run span's parent already): the visits they cause link to no sender."""
 
 
 __all__ = ["Wake", "WakeReason", "wake"]

@@ -42,6 +42,7 @@ from plait.schedules.model import (
     schedule_key,
 )
 from plait.schedules.service import arm_fire
+from plait.telemetry import STATE, metrics
 
 log = logging.getLogger("plait.schedules")
 
@@ -142,6 +143,9 @@ class ScheduleLogic:
                 await tx.commit()
             except VersionConflict:
                 continue  # another message moved the record: look again
+            if STATE.metrics:
+                skipped = max(0, due - sum(r.covers for r in started or ())) if fresh else 0
+                metrics.schedules(fired=len(new_runs), skipped=skipped)
             return [run.run_id for run in new_runs]
 
     async def _rearm(self, schedule_id: str, at: float) -> None:
