@@ -23,7 +23,16 @@ import os
 from typing import Any
 
 from plait.errors import ConfigError
-from plait.models._base import CallContext, Message, Model, ModelReply, Role, ToolCall, Usage
+from plait.models._base import (
+    CallContext,
+    Message,
+    Model,
+    ModelReply,
+    OnDelta,
+    Role,
+    ToolCall,
+    Usage,
+)
 from plait.models._sdk import import_sdk
 from plait.models.anthropic import AnthropicModel
 from plait.models.openai import OpenAIModel
@@ -100,6 +109,7 @@ __all__ = [
     "Message",
     "Model",
     "ModelReply",
+    "OnDelta",
     "OpenAIModel",
     "Role",
     "ScriptRule",

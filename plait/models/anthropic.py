@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import ConfigError
-from plait.models._base import CallContext, Message, Model, ModelReply, ToolCall, Usage
+from plait.models._base import (
+    CallContext,
+    Message,
+    Model,
+    ModelReply,
+    OnDelta,
+    ToolCall,
+    Usage,
+)
 from plait.models._sdk import import_sdk, translate_error
 from plait.tools.spec import ToolSpec
 
@@ -85,6 +93,43 @@ class AnthropicModel(Model):
         response_format: dict[str, Any] | None = None,
     ) -> ModelReply:
         """Answer with one Messages API call; see :meth:`Model.complete`."""
+        request = self._request(messages, tools, response_format)
+        try:
+            reply = await self._client.messages.create(**request)
+        except self._sdk.AnthropicError as exc:
+            raise translate_error(self._sdk, exc, "anthropic", self.model) from exc
+        return self._reply(reply)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: CallContext,
+        on_delta: OnDelta,
+        response_format: dict[str, Any] | None = None,
+    ) -> ModelReply:
+        """Answer with one streamed Messages API call (its ``text_delta`` events go to
+        ``on_delta``; the SDK assembles the final message, tool inputs and usage
+        included); see :meth:`Model.stream`."""
+        request = self._request(messages, tools, response_format)
+        try:
+            async with self._client.messages.stream(**request) as events:
+                async for event in events:
+                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        on_delta(event.delta.text)
+                final = await events.get_final_message()
+        except self._sdk.AnthropicError as exc:
+            raise translate_error(self._sdk, exc, "anthropic", self.model) from exc
+        return self._reply(final)
+
+    def _request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        response_format: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """The Messages API request body of a call."""
         system, turns = to_wire(messages)
         if response_format is not None:
             system = "\n\n".join(
@@ -101,11 +146,7 @@ class AnthropicModel(Model):
             request["tools"] = [tool_to_wire(tool) for tool in tools]
         if self.temperature is not None:
             request["temperature"] = self.temperature
-        try:
-            reply = await self._client.messages.create(**request)
-        except self._sdk.AnthropicError as exc:
-            raise translate_error(self._sdk, exc, "anthropic", self.model) from exc
-        return self._reply(reply)
+        return request
 
     def _reply(self, reply: WireMessage) -> ModelReply:
         texts: list[str] = []

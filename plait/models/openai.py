@@ -13,13 +13,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from plait.errors import ConfigError, ModelError
-from plait.models._base import CallContext, Message, Model, ModelReply, ToolCall, Usage
+from plait.models._base import (
+    CallContext,
+    Message,
+    Model,
+    ModelReply,
+    OnDelta,
+    ToolCall,
+    Usage,
+)
 from plait.models._sdk import import_sdk, translate_error
 from plait.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
-    from openai.types.chat import ChatCompletion
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 LOCAL_API_KEY = "not-needed"
 """The key sent to a custom base URL when no key is configured."""
@@ -86,6 +94,45 @@ class OpenAIModel(Model):
         response_format: dict[str, Any] | None = None,
     ) -> ModelReply:
         """Answer with one chat completion; see :meth:`Model.complete`."""
+        request = self._request(messages, tools, response_format)
+        try:
+            completion = await self._client.chat.completions.create(**request)
+        except self._sdk.OpenAIError as exc:
+            raise translate_error(self._sdk, exc, "openai", self.model) from exc
+        return self._reply(completion)
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: CallContext,
+        on_delta: OnDelta,
+        response_format: dict[str, Any] | None = None,
+    ) -> ModelReply:
+        """Answer with one streamed chat completion (``stream_options.include_usage``, so
+        the last chunk carries the usage); see :meth:`Model.stream`."""
+        request = self._request(messages, tools, response_format)
+        request["stream"] = True
+        request["stream_options"] = {"include_usage": True}
+        reply = StreamedReply(self.model)
+        try:
+            chunks = await self._client.chat.completions.create(**request)
+            async for chunk in chunks:
+                text = reply.add(chunk)
+                if text:
+                    on_delta(text)
+        except self._sdk.OpenAIError as exc:
+            raise translate_error(self._sdk, exc, "openai", self.model) from exc
+        return reply.assembled(self.spec)
+
+    def _request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        response_format: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """The chat completions request body of a call."""
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [to_wire(message) for message in messages],
@@ -98,11 +145,7 @@ class OpenAIModel(Model):
                 "type": "json_schema",
                 "json_schema": {"name": "output", "schema": response_format},
             }
-        try:
-            completion = await self._client.chat.completions.create(**request)
-        except self._sdk.OpenAIError as exc:
-            raise translate_error(self._sdk, exc, "openai", self.model) from exc
-        return self._reply(completion)
+        return request
 
     def _reply(self, completion: ChatCompletion) -> ModelReply:
         if not completion.choices:
@@ -135,6 +178,75 @@ class OpenAIModel(Model):
     async def aclose(self) -> None:
         """Close the SDK's HTTP connections."""
         await self._client.close()
+
+
+class StreamedReply:
+    """A reply assembled from the chunks of a streamed chat completion: the text pieces
+    joined, each tool call's pieces (keyed by ``index``) joined, the usage of the last
+    chunk, the finish reason of the first choice."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.texts: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.usage = Usage()
+        self.finish_reason: str | None = None
+        self.chunks = 0
+
+    def add(self, chunk: ChatCompletionChunk) -> str:
+        """Take one chunk in; the text it adds (empty when none)."""
+        self.chunks += 1
+        if chunk.model:
+            self.model = chunk.model
+        if chunk.usage is not None:
+            self.usage = Usage(
+                input_tokens=chunk.usage.prompt_tokens,
+                output_tokens=chunk.usage.completion_tokens,
+            )
+        if not chunk.choices:
+            return ""
+        choice = chunk.choices[0]
+        if choice.finish_reason is not None:
+            self.finish_reason = choice.finish_reason
+        delta = choice.delta
+        for part in delta.tool_calls or []:
+            call = self.calls.setdefault(part.index, {"id": "", "name": "", "arguments": []})
+            if part.id:
+                call["id"] = part.id
+            if part.function is not None:
+                if part.function.name:
+                    call["name"] += part.function.name
+                if part.function.arguments:
+                    call["arguments"].append(part.function.arguments)
+        text = delta.content or ""
+        if text:
+            self.texts.append(text)
+        return text
+
+    def assembled(self, spec: str) -> ModelReply:
+        """The whole reply, as a non-streamed call would have returned it.
+
+        Raises:
+            ModelError: the stream held no chunk, or a tool call's arguments are not a
+                JSON object.
+        """
+        if not self.chunks:
+            raise ModelError(f"{spec}: the streamed response has no chunks")
+        calls = [
+            ToolCall(
+                id=call["id"],
+                name=call["name"],
+                arguments=parse_arguments("".join(call["arguments"]), call["name"], spec),
+            )
+            for _, call in sorted(self.calls.items())
+        ]
+        return ModelReply(
+            text="".join(self.texts),
+            tool_calls=calls,
+            usage=self.usage,
+            model=self.model,
+            stop_reason=self.finish_reason,
+        )
 
 
 def to_wire(message: Message) -> dict[str, Any]:
