@@ -63,6 +63,7 @@ from typing import Any, ClassVar, Literal, Self
 from plait.errors import MeshError
 from plait.ids import new_id
 from plait.mesh._codec import DEFAULT_MAX_VALUE_BYTES, OnCorrupt, check_key, encode
+from plait.mesh._live import LiveChannels
 
 StartFrom = Literal["new", "begin"]
 """Where a consumer group that does not exist yet starts reading a topic.
@@ -434,6 +435,12 @@ class Mesh(abc.ABC):
     def location(self) -> str:
         """Where this mesh's data lives, for messages (credentials masked)."""
         return self.url
+
+    @property
+    def live(self) -> LiveChannels | None:
+        """The mesh's live channels (see :mod:`plait.mesh._live`), or None for a backend
+        that has none: what would stream on it does not."""
+        return None
 
     @property
     def local_files(self) -> tuple[Path, ...]:
