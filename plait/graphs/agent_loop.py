@@ -8,6 +8,7 @@ again once the person answered, and finds the answer by the call's stable identi
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -91,11 +92,25 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
     for _ in range(turn.max_rounds):
         await budget.begin_model_call()
         try:
-            answer = turn.model.complete(
-                out.messages,
-                tools=specs,
-                context=turn.context,
-                response_format=turn.response_format,
+            answer = (
+                turn.model.complete(
+                    out.messages,
+                    tools=specs,
+                    context=turn.context,
+                    response_format=turn.response_format,
+                )
+                if env.live is None
+                else turn.model.stream(
+                    out.messages,
+                    tools=specs,
+                    context=turn.context,
+                    on_delta=functools.partial(
+                        env.live.delta,
+                        turn.context.instance or turn.context.node,
+                        turn.context.visit,
+                    ),
+                    response_format=turn.response_format,
+                )
             )
             if turn.timeout_s is None:
                 reply = await answer  # no cancel scope to build: most turns set no timeout

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -119,6 +120,25 @@ class LiveWatch(abc.ABC):
 
 class LiveChannels(abc.ABC):
     """A mesh's live channels (``mesh.live``); see the module docstring."""
+
+    _on_watched: list[weakref.WeakMethod[Callable[[str], None]]] | None = None
+
+    def on_watched(self, callback: Callable[[str], None]) -> None:
+        """Call the bound method ``callback`` with a channel's name when this process
+        learns the channel became watched (a writer holding items for it appends them
+        then); held weakly, so it goes with its object. A backend that learns it only
+        when asked (:meth:`watched`) never calls it."""
+        if self._on_watched is None:
+            self._on_watched = []
+        self._on_watched = [ref for ref in self._on_watched if ref() is not None]
+        self._on_watched.append(weakref.WeakMethod(callback))
+
+    def _now_watched(self, channel: str) -> None:
+        """Tell the :meth:`on_watched` callbacks (backends call this)."""
+        for ref in list(self._on_watched or ()):
+            callback = ref()
+            if callback is not None:
+                callback(channel)
 
     @abc.abstractmethod
     def watched(self, channel: str) -> bool:

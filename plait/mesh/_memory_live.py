@@ -69,7 +69,10 @@ class _MemoryWatch(LiveWatch):
     live: MemoryLive
 
     async def open(self) -> None:
-        self.live._watches.setdefault(self.channel, set()).add(self)
+        watches = self.live._watches.setdefault(self.channel, set())
+        watches.add(self)
+        if len(watches) == 1:
+            self.live._now_watched(self.channel)
 
     async def close(self) -> None:
         watches = self.live._watches.get(self.channel)

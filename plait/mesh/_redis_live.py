@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.exceptions import RedisError
 
@@ -32,7 +32,17 @@ from plait.mesh._live import READ_LIMIT, LiveChannels, LiveItem, LiveSlice, Live
 if TYPE_CHECKING:
     from redis.asyncio.client import PubSub
 
-    from plait.mesh.redis import RedisMesh
+    from plait.mesh._redis_io import RedisLink
+
+    class RedisMesh(RedisLink, Protocol):
+        """What the live channels use of their :class:`~plait.mesh.redis.RedisMesh`."""
+
+        prefix: str
+        url: str
+        _client: Any
+
+        async def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any: ...
+
 
 log = logging.getLogger("plait.mesh")
 
@@ -66,9 +76,10 @@ READ = """
 -- KEYS[1] list, KEYS[2] head; ARGV[1] after, ARGV[2] limit
 local head = redis.call('HMGET', KEYS[2], 'last', 'first')
 if not head[1] then return {1, 0, {}} end
-local last, first = tonumber(head[1]), tonumber(head[2])
+local last, first, limit = tonumber(head[1]), tonumber(head[2]), tonumber(ARGV[2])
 local start = math.max(tonumber(ARGV[1]) + 1, first) - first
-return {first, last, redis.call('LRANGE', KEYS[1], start, start + tonumber(ARGV[2]) - 1)}
+if limit <= 0 or start > last - first then return {first, last, {}} end
+return {first, last, redis.call('LRANGE', KEYS[1], start, start + limit - 1)}
 """
 
 WATCHERS = """
@@ -124,6 +135,9 @@ class RedisLive(LiveChannels):
             self._counts = {_text(k): int(v) for k, v in counts.items()}
             self._pubsub = pubsub
             self._reader = asyncio.get_running_loop().create_task(self._listen(pubsub))
+            for channel, count in list(self._counts.items()):
+                if count > 0:
+                    self._now_watched(channel)
         finally:
             self._starting = None
 
@@ -137,7 +151,10 @@ class RedisLive(LiveChannels):
                 name: bytes = message["channel"]
                 if name == control:
                     count, _, channel = message["data"].decode().partition(" ")
+                    before = self._counts.get(channel, 0)
                     self._counts[channel] = int(count)
+                    if before <= 0 < int(count):
+                        self._now_watched(channel)
                 else:
                     for watch in self._watches.get(name.decode()[skip:], ()):
                         watch.notify()

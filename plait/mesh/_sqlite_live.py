@@ -23,6 +23,7 @@ import hashlib
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,9 @@ CREATE TABLE IF NOT EXISTS live_heads (
 """The live channel tables (created with the rest of the mesh schema)."""
 
 _SOCKET_PREFIX = "\0plait-live-"
+
+_COARSE_NS = 50_000_000
+"""How recent a folder's modification time is not trusted to tell changes apart."""
 
 
 def append(conn: sqlite3.Connection, channel: str, items: list[bytes], keep_bytes: int) -> int:
@@ -132,7 +136,9 @@ class SqliteLive(LiveChannels):
             mtime = os.stat(self.folder).st_mtime_ns
         except FileNotFoundError:
             return {}
-        if mtime != self._listed[0]:
+        # A folder's times tick with the kernel's coarse clock (a few milliseconds): two
+        # changes within one tick leave one time, so a recent time is never trusted.
+        if mtime != self._listed[0] or time.time_ns() - mtime < _COARSE_NS:
             found: dict[str, list[str]] = {}
             with contextlib.suppress(FileNotFoundError):
                 for name in os.listdir(self.folder):
