@@ -21,6 +21,7 @@ from typer.core import TyperArgument, TyperOption
 from plait.cli import agent_actors as _agent_actors  # noqa: F401  -- agents list|show|start...
 from plait.cli import rerun as _rerun  # noqa: F401  -- and retry and fork
 from plait.cli import run_views as _run_views  # noqa: F401  -- and runs, inspect, events
+from plait.cli import run_watch as _run_watch  # noqa: F401  -- and graph watch
 from plait.cli import runs as _runs  # noqa: F401  -- registers the run commands on graph_app
 from plait.cli import schedules as _schedules  # noqa: F401  -- the schedule commands too
 from plait.cli import topics as _topics  # noqa: F401  -- mesh publish|tail on mesh_app
