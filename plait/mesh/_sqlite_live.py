@@ -6,13 +6,14 @@
     live_heads  channel -> last, bytes         its newest offset, the bytes it keeps
 
 Appends are writes of the mesh's writer (batched with its other writes on the loop).
-Wake-ups cross processes without polling: each open watcher leaves a marker file in
-the folder beside the mesh file (``PATH.live/``), named for its channel and for a
-Unix socket of its process (in Linux's abstract namespace, so no path length limit);
-an append sends one empty datagram to each socket of its channel, and a writer asks
-whether a channel is watched by listing that folder, listed again only when its
-modification time changed. A marker whose socket is gone (its process died) is
-removed by the next append that finds it so.
+Wake-ups cross processes without polling: each process watching a channel (however
+many watches it has open) leaves a marker file in the folder beside the mesh file
+(``PATH.live/``), named for the channel and for a Unix socket of that process (in
+Linux's abstract namespace, so no path length limit); an append sends one empty
+datagram to each socket of its channel, and a writer asks whether a channel is watched
+by listing that folder, listed again only when its modification time changed. A
+marker whose socket is gone (its process died) is removed by the next append that
+finds it so.
 """
 
 from __future__ import annotations
@@ -84,19 +85,26 @@ def append(conn: sqlite3.Connection, channel: str, items: list[bytes], keep_byte
 def read(
     conn: sqlite3.Connection, channel: str, after: int, limit: int
 ) -> tuple[list[tuple[int, bytes]], int, int]:
-    """The rows of ``channel`` after ``after`` (at most ``limit``), its first and last."""
-    head = conn.execute("SELECT last FROM live_heads WHERE channel = ?", (channel,)).fetchone()
-    if head is None:
-        return [], 1, 0
-    first_row = conn.execute(
-        "SELECT min(offset) FROM live WHERE channel = ?", (channel,)
-    ).fetchone()
+    """The rows of ``channel`` after ``after`` (at most ``limit``), its first and last,
+    all read from one snapshot (an append between the reads would leave ``last``
+    behind the rows)."""
+    conn.execute("BEGIN")
+    try:
+        head = conn.execute("SELECT last FROM live_heads WHERE channel = ?", (channel,)).fetchone()
+        if head is None:
+            return [], 1, 0
+        first_row = conn.execute(
+            "SELECT min(offset) FROM live WHERE channel = ?", (channel,)
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT offset, data FROM live WHERE channel = ? AND offset > ? "
+            "ORDER BY offset LIMIT ?",
+            (channel, after, limit),
+        ).fetchall()
+    finally:
+        conn.execute("COMMIT")
     last = int(head[0])
     first = int(first_row[0]) if first_row[0] is not None else last + 1
-    rows = conn.execute(
-        "SELECT offset, data FROM live WHERE channel = ? AND offset > ? ORDER BY offset LIMIT ?",
-        (channel, after, limit),
-    ).fetchall()
     return rows, first, last
 
 
@@ -129,6 +137,7 @@ class SqliteLive(LiveChannels):
         self._read = read
         self._listed: tuple[int, dict[str, list[str]]] = (-1, {})
         self._sender: socket.socket | None = None
+        self._listeners: dict[str, _Listener] = {}
 
     def _markers(self) -> dict[str, list[str]]:
         """The folder's markers by channel tag, listed again when the folder changed."""
@@ -194,41 +203,60 @@ class SqliteLive(LiveChannels):
             self._sender = None
 
 
+class _Listener:
+    """One socket and marker for the watches of one channel in this process: an append
+    sends one datagram per watching process, however many watch there."""
+
+    def __init__(self, live: SqliteLive, channel: str) -> None:
+        token = new_id()
+        self.watches: set[LiveWatch] = set()
+        self.socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.socket.setblocking(False)
+        self.socket.bind(_SOCKET_PREFIX + token)
+        asyncio.get_running_loop().add_reader(self.socket.fileno(), self._readable)
+        live.folder.mkdir(parents=True, exist_ok=True)
+        self.marker = live.folder / f"{channel_tag(channel)}.{token}"
+        self.marker.touch()
+
+    def _readable(self) -> None:
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            while True:
+                self.socket.recv(16)
+        for watch in list(self.watches):
+            watch.notify()
+
+    def close(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.marker.unlink()
+        asyncio.get_running_loop().remove_reader(self.socket.fileno())
+        self.socket.close()
+
+
 class _SqliteWatch(LiveWatch):
     live: SqliteLive
 
     def __init__(self, live: SqliteLive, channel: str) -> None:
         super().__init__(live, channel)
-        self._socket: socket.socket | None = None
-        self._marker: Path | None = None
+        self._open = False
 
     async def open(self) -> None:
-        token = new_id()
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.setblocking(False)
-        sock.bind(_SOCKET_PREFIX + token)
-        asyncio.get_running_loop().add_reader(sock.fileno(), self._readable)
-        self._socket = sock
-        self.live.folder.mkdir(parents=True, exist_ok=True)
-        self._marker = self.live.folder / f"{channel_tag(self.channel)}.{token}"
-        self._marker.touch()
-
-    def _readable(self) -> None:
-        assert self._socket is not None
-        with contextlib.suppress(BlockingIOError, InterruptedError):
-            while True:
-                self._socket.recv(16)
-        self.notify()
+        listeners = self.live._listeners
+        listener = listeners.get(self.channel)
+        if listener is None:
+            listener = listeners[self.channel] = _Listener(self.live, self.channel)
+        listener.watches.add(self)
+        self._open = True
 
     async def close(self) -> None:
-        if self._marker is not None:
-            with contextlib.suppress(FileNotFoundError):
-                self._marker.unlink()
-            self._marker = None
-        if self._socket is not None:
-            asyncio.get_running_loop().remove_reader(self._socket.fileno())
-            self._socket.close()
-            self._socket = None
+        if not self._open:
+            return
+        self._open = False
+        listener = self.live._listeners.get(self.channel)
+        if listener is not None:
+            listener.watches.discard(self)
+            if not listener.watches:
+                del self.live._listeners[self.channel]
+                listener.close()
 
 
 __all__ = ["SCHEMA", "SqliteLive", "append", "channel_tag", "drop", "read"]
