@@ -116,7 +116,9 @@ class RedisLive(LiveChannels):
     def watched(self, channel: str) -> bool:
         if self._reader is None and self._starting is None:
             self._starting = asyncio.get_running_loop().create_task(self._start())
-        return self._counts.get(channel, 0) > 0
+        # This process's own watches count at once: a writer on this mesh object needs
+        # no round trip through the server (whose count may lag) to know of them.
+        return bool(self._watches.get(channel)) or self._counts.get(channel, 0) > 0
 
     async def _started(self) -> PubSub:
         if self._reader is None:

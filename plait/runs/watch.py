@@ -29,16 +29,17 @@ def settled(rec: RunRecord) -> bool:
     return rec.terminal or rec.waiting is not None
 
 
-def closing_event(rec: RunRecord, offset: int) -> LiveEvent:
-    """The progress event that says where a settled run stands (for a watch that found
-    it settled with no such event in the channel)."""
+def closing_event(rec: RunRecord) -> LiveEvent:
+    """The progress event that says where a settled run stands, for a watch that found
+    it settled with no such event in the channel; read from the record, so its offset
+    is 0 (the run's log has the transitions the channel did not carry)."""
     progress = Progress(
         status=rec.status,
         audit_seq=rec.audit_seq,
         ended_detail=rec.ended_detail,
         waiting=rec.waiting,
     )
-    return LiveEvent(offset=offset, kind="progress", progress=progress)
+    return LiveEvent(kind="progress", progress=progress)
 
 
 async def channel_end(mesh: Mesh, run_id: str) -> int:
@@ -48,6 +49,32 @@ async def channel_end(mesh: Mesh, run_id: str) -> int:
     return 0 if live is None else (await live.read(channel_of(run_id), limit=0)).last
 
 
+async def in_flight_start(mesh: Mesh, rec: RunRecord) -> int:
+    """Where a watcher that comes now starts so as to see the visits ``rec`` has in
+    flight from their start (as far as the channel keeps them): just before the first
+    ``attempt`` event of one of them, else the channel's end."""
+    end = await channel_end(mesh, rec.run_id)
+    live = mesh.live
+    flight = {(attempt.node, attempt.visit) for attempt in rec.attempts.values()}
+    if live is None or not flight:
+        return end
+    after = 0
+    while after < end:
+        found = await live.read(channel_of(rec.run_id), after)
+        for item in found.items:
+            data = item.data
+            if (
+                isinstance(data, dict)
+                and data.get("kind") == "attempt"
+                and (data.get("node"), data.get("visit")) in flight
+            ):
+                return item.offset - 1
+        if not found.items:
+            break
+        after = found.items[-1].offset
+    return end
+
+
 async def follow_run(
     mesh: Mesh, run_id: str, *, after: int = 0, quiet_s: float = QUIET_S
 ) -> AsyncIterator[LiveEvent]:
@@ -55,7 +82,7 @@ async def follow_run(
     the one that settles the run (see :attr:`LiveEvent.settles`).
 
     A run settled already gives what its channel still holds after ``after``, then a
-    closing progress made from its record if the channel held none.
+    closing progress made from its record (offset 0) if the channel held none.
 
     Raises:
         ConfigError: the mesh has no live channels.
@@ -85,7 +112,7 @@ async def follow_run(
             if found.items and after < found.last:
                 continue  # more than one read's worth came
             if done:
-                yield closing_event(rec, after)
+                yield closing_event(rec)
                 return
             if not found.items:
                 rec = await _record(store, run_id)
@@ -99,4 +126,11 @@ async def _record(store: RunStore, run_id: str) -> RunRecord:
     return rec
 
 
-__all__ = ["QUIET_S", "channel_end", "closing_event", "follow_run", "settled"]
+__all__ = [
+    "QUIET_S",
+    "channel_end",
+    "closing_event",
+    "follow_run",
+    "in_flight_start",
+    "settled",
+]
