@@ -15,6 +15,7 @@ writes one in Python (:mod:`~plait.graphs.builder`). Durable runs
 from __future__ import annotations
 
 from plait.graphs.builder import Graph
+from plait.graphs.live import SessionEvent
 from plait.graphs.loader import load_graph, load_graph_file
 from plait.graphs.session import GraphRun, TrajectoryStep, resume_graph, run_graph
 from plait.graphs.spec import Budget, Edge, GraphSpec, Node, graph_json_schema
@@ -30,6 +31,7 @@ __all__ = [
     "Node",
     "RunState",
     "RunStatus",
+    "SessionEvent",
     "TrajectoryStep",
     "ValidationReport",
     "Waiting",
