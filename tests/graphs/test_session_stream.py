@@ -60,7 +60,7 @@ async def test_a_failed_run_ends_the_stream_and_bad_input_raises_from_it() -> No
     graph.agent("draft", "Draft")
     seen = [e async for e in graph.stream("x", model=ScriptedModel([{"node": "no", "text": "?"}]))]
     assert [e.kind for e in seen] == ["step", "end"]  # the failed visit, then the end
-    assert seen[0].run is not None and seen[0].run.status == "failed"
+    assert seen[-1].run is not None and seen[-1].run.status == "failed"
     with pytest.raises(TypeError, match="no_such_option"):
         async for _ in graph.stream("x", no_such_option=1):
             pass
