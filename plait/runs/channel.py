@@ -174,12 +174,14 @@ class RunChannels:
         ends = progress.status in ("done", "failed", "cancelled")
         if not live.watched(channel_of(run_id)):
             if queue is not None:
-                if ends:
-                    self._forget(run_id, queue)
-                elif progress.node is not None:
+                if progress.node is not None:
                     kept = [i for i in queue.items if i.get("node") != progress.node]
                     queue.items = deque(kept)
                     queue.bytes = sum(len(i.get("text", "")) + _ITEM_OVERHEAD for i in kept)
+                if ends or not queue.items:
+                    # Nothing in flight to show a watcher that comes: a parked run
+                    # keeps no queue (what it numbered is read back if it streams again).
+                    self._forget(run_id, queue)
             return
         queue = queue or self._queue(run_id)
         queue.items.append({"kind": "progress", "progress": progress.stored()})
