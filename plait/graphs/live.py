@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal
 
 from plait.graphs.trajectory import TrajectoryStep
-
-if TYPE_CHECKING:
-    from plait.graphs.session import GraphRun
 
 SessionEventKind = Literal["delta", "step", "end"]
 """What a session event is.
@@ -35,7 +32,9 @@ class SessionEvent:
         visit: that node's visit.
         text: for ``delta``: the piece of text.
         step: for ``step``: the committed visit.
-        run: for ``end``: the run as :func:`~plait.graphs.session.run_graph` returns it.
+        run: for ``end``: the :class:`~plait.graphs.session.GraphRun`, as
+            :func:`~plait.graphs.session.run_graph` returns it (typed loosely here: the
+            session module imports this one).
     """
 
     kind: SessionEventKind
@@ -43,7 +42,7 @@ class SessionEvent:
     visit: int | None = None
     text: str | None = None
     step: TrajectoryStep | None = None
-    run: GraphRun | None = None
+    run: Any = None
 
 
 OnEvent = Callable[[SessionEvent], None]
