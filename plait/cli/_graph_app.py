@@ -105,6 +105,12 @@ GRAPH_COMMANDS = {
     "schedule-resume": LazyCommand(
         _SCHEDULES, "resume_cmd", "Resume a paused schedule from its next fire time."
     ),
+    "watch": LazyCommand(
+        "plait.cli.run_watch",
+        "watch_cmd",
+        "Follow a run as it happens: its models' replies token by token, each attempt and "
+        "commit, until it is done, failed, cancelled or waits on a person.",
+    ),
 }
 """Every ``plait graph`` command: where it is defined and its one-line help."""
 

@@ -1,6 +1,7 @@
 """What ``plait graph run`` and ``resume`` show on stderr while a run goes: each visit
 as it starts and commits, read from the run's :class:`~plait.runs.progress.Progress`;
-on a terminal, a running timer on the visits in flight."""
+on a terminal, a running timer on the visits in flight, under each the tail of the
+reply its model streams (from the run's live channel, :mod:`plait.runs.channel`)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,15 @@ from rich.live import Live
 from rich.text import Text
 
 from plait.cli._common import err_console
-from plait.cli._output import line, say, styled
+from plait.cli._output import clean, line, say, styled
+from plait.runs.channel import LiveEvent
 from plait.runs.progress import Progress
+
+STREAM_TAIL = 320
+"""How much of a streaming reply's end the display keeps under its visit's timer."""
+
+STREAM_LINES = 3
+"""How many of those lines it shows."""
 
 
 class RunProgress:
@@ -20,9 +28,11 @@ class RunProgress:
     events: each visit as it starts and commits; on a terminal, a running timer on the
     visits in flight instead of their start lines."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, *, stderr: bool = True) -> None:
         self.enabled = enabled
+        self.stderr = stderr
         self.flight: dict[str, tuple[int | None, float]] = {}  # node -> (visit, started at)
+        self.streams: dict[str, str] = {}  # node -> the tail of what its model streams
         self.live: Live | None = None
 
     def __enter__(self) -> RunProgress:
@@ -35,18 +45,42 @@ class RunProgress:
         if self.live is not None:
             self.live.stop()
 
+    @property
+    def streaming(self) -> bool:
+        """Whether the display shows streamed replies (on a terminal only)."""
+        return self.live is not None
+
     def __rich__(self) -> Text:
         now = time.time()
-        return Text("\n").join(
-            line(
-                styled("  ⏱ ", "cyan"),
-                str(node),
-                f" (visit {visit}) ",
-                styled(f"{now - at:.1f}s", "dim"),
+        shown: list[Text] = []
+        # Copies: Live's refresh thread renders while the event loop adds and removes.
+        streams = dict(self.streams)
+        for node, (visit, at) in list(self.flight.items()):
+            shown.append(
+                line(
+                    styled("  ⏱ ", "cyan"),
+                    str(node),
+                    f" (visit {visit}) ",
+                    styled(f"{now - at:.1f}s", "dim"),
+                )
             )
-            # A copy: Live's refresh thread renders while the event loop adds and removes.
-            for node, (visit, at) in list(self.flight.items())
-        )
+            tail = streams.get(node)
+            if tail:
+                shown += [
+                    Text("    " + text, style="dim") for text in tail.splitlines()[-STREAM_LINES:]
+                ]
+        return Text("\n").join(shown)
+
+    def stream(self, event: LiveEvent) -> None:
+        """Show a live event: a streamed piece of a reply under its visit's timer; a
+        restarted attempt begins its visit's text anew."""
+        if event.node is None:
+            return
+        if event.kind == "attempt":
+            self.streams[event.node] = "↻ restarted\n" if event.restart else ""
+        elif event.kind == "delta" and event.text:
+            text = self.streams.get(event.node, "") + clean(event.text)
+            self.streams[event.node] = text[-STREAM_TAIL:]
 
     def __call__(self, progress: Progress) -> None:
         if not self.enabled:
@@ -59,7 +93,7 @@ class RunProgress:
     def begin(self, node: str, visit: int | None, at: float | None) -> None:
         self.flight[node] = (visit, at if at is not None else time.time())
         if self.live is None:
-            say(styled("  … ", "dim"), node, f" (visit {visit})", stderr=True)
+            say(styled("  … ", "dim"), node, f" (visit {visit})", stderr=self.stderr)
 
     def done(self, progress: Progress, node: str) -> None:
         visit, status = progress.visit, str(progress.status)
@@ -67,6 +101,7 @@ class RunProgress:
             self.begin(node, visit, progress.at)  # a visit claimed by its own wake
             return
         began, _ = self.flight.pop(node, (None, 0.0))
+        self.streams.pop(node, None)
         elapsed = progress.elapsed
         took = f" {elapsed:.2f}s" if elapsed is not None else ""
         waiting = progress.waiting
@@ -83,13 +118,13 @@ class RunProgress:
             mark = styled("  ✓ ", "green")
         verdict = f" → {progress.verdict}" if progress.verdict else ""
         visit_text = f" (visit {visit})" if visit else ""
-        say(mark, node, visit_text, verdict, took, " ", styled(status, "dim"), stderr=True)
+        say(mark, node, visit_text, verdict, took, " ", styled(status, "dim"), stderr=self.stderr)
         if progress.error:
-            say("    ", styled("error: ", "red"), progress.error, stderr=True)
+            say("    ", styled("error: ", "red"), progress.error, stderr=self.stderr)
         revisits = any(v.visit > 1 for v in progress.started)
         critique = verifier_critique(progress.critique, progress.verdict)
         if critique and revisits:  # the verifier sends the flow back: say why
-            say("    ", styled("critique: ", "yellow"), critique, stderr=True)
+            say("    ", styled("critique: ", "yellow"), critique, stderr=self.stderr)
 
 
 def verifier_critique(reply: Any, verdict: Any) -> str:

@@ -124,7 +124,13 @@ async def _follow(
 
         with _progress_printer(not as_json) as show:
             settled = await interruptible(
-                lambda: runs.wait(run_id, since=since, on_progress=show), interrupted
+                lambda: runs.wait(
+                    run_id,
+                    since=since,
+                    on_progress=show,
+                    on_event=show.stream if show.streaming else None,
+                ),
+                interrupted,
             )
     if settled is None:
         raise typer.Exit(INTERRUPTED)

@@ -19,6 +19,7 @@ import typing as _typing
 
 if _typing.TYPE_CHECKING:
     from plait.graphs.builder import Graph
+    from plait.graphs.live import SessionEvent
     from plait.graphs.loader import load_graph, load_graph_file
     from plait.graphs.session import GraphRun, TrajectoryStep, resume_graph, run_graph
     from plait.graphs.spec import Budget, Edge, GraphSpec, Node, graph_json_schema
@@ -29,6 +30,7 @@ if _typing.TYPE_CHECKING:
 # the layers above import one submodule of it, not all of them).
 _EXPORTS: dict[str, tuple[str, str]] = {
     "Graph": ("plait.graphs.builder", "Graph"),
+    "SessionEvent": ("plait.graphs.live", "SessionEvent"),
     "load_graph": ("plait.graphs.loader", "load_graph"),
     "load_graph_file": ("plait.graphs.loader", "load_graph_file"),
     "GraphRun": ("plait.graphs.session", "GraphRun"),
@@ -71,6 +73,7 @@ __all__ = [
     "Node",
     "RunState",
     "RunStatus",
+    "SessionEvent",
     "TrajectoryStep",
     "ValidationReport",
     "Waiting",

@@ -8,6 +8,7 @@ again once the person answered, and finds the answer by the call's stable identi
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -148,12 +149,27 @@ async def _ask(
     observing = STATE.tracing or STATE.metrics
     observed = model_call(turn.model.spec, turn.context, messages) if observing else None
     try:
-        answer = turn.model.complete(
-            messages,
-            tools=specs,
-            context=turn.context,
-            response_format=turn.response_format,
-            **({} if choice is None else {"tool_choice": choice}),
+        chosen: dict[str, Any] = {} if choice is None else {"tool_choice": choice}
+        live = turn.env.live
+        answer = (
+            turn.model.complete(
+                messages,
+                tools=specs,
+                context=turn.context,
+                response_format=turn.response_format,
+                **chosen,
+            )
+            if live is None
+            else turn.model.stream(
+                messages,
+                tools=specs,
+                context=turn.context,
+                on_delta=functools.partial(
+                    live.delta, turn.context.instance or turn.context.node, turn.context.visit
+                ),
+                response_format=turn.response_format,
+                **chosen,
+            )
         )
         if turn.timeout_s is None:
             reply = await answer  # no cancel scope to build: most turns set no timeout

@@ -25,15 +25,17 @@ function returns the id of the node to run next, one of those it declares.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ValidationError
 
 from plait.errors import GraphValidationError, PlaitError, ProgramError, ProgramInputInvalid
+from plait.graphs.live import SessionEvent
 from plait.graphs.problems import Problem
 from plait.graphs.session import GraphRun, resume_graph, run_graph
 from plait.graphs.spec import GraphSpec
@@ -352,6 +354,40 @@ class Graph:
         changing one, or pass ``fresh=True``.
         """
         return await run_graph(self.compile(), input, run_key=run_key, fresh=fresh, **options)
+
+    async def stream(self, input: Any = None, **options: Any) -> AsyncIterator[SessionEvent]:
+        """Run the graph in this process as :meth:`run` does, giving its events as they
+        happen: each piece of a model's reply as it streams, each committed visit, and
+        last an ``end`` event holding the run (see :class:`~plait.graphs.live.SessionEvent`)::
+
+            async for event in graph.stream("the topic"):
+                if event.kind == "delta":
+                    print(event.text, end="", flush=True)
+
+        Raises what :meth:`run` raises, from the iteration.
+        """
+        events: asyncio.Queue[SessionEvent | BaseException] = asyncio.Queue()
+
+        async def running() -> None:
+            try:
+                await self.run(input, on_event=events.put_nowait, **options)
+            except BaseException as exc:  # handed to the iteration, which raises it
+                events.put_nowait(exc)
+                raise
+
+        task = asyncio.get_running_loop().create_task(running())
+        try:
+            while True:
+                event = await events.get()
+                if isinstance(event, BaseException):
+                    raise event
+                yield event
+                if event.kind == "end":
+                    return
+        finally:
+            if not task.done():
+                task.cancel()
+            await asyncio.gather(task, return_exceptions=True)  # raised above, if at all
 
     async def resume(self, run: GraphRun, answer: str, **options: Any) -> GraphRun:
         """Continue an in-session run that waits on a person, with their ``answer``."""

@@ -60,6 +60,17 @@ class ApprovalPort(Protocol):
         ...
 
 
+class LivePort(Protocol):
+    """Where a node's model streams its reply as it comes: a run's live channel, or an
+    in-session ``on_event`` callback. Nothing here is durable: the committed output
+    stays the only truth."""
+
+    def delta(self, key: str, visit: int, text: str) -> None:
+        """One piece of the reply text node ``key`` (visit ``visit``) streams; must not
+        block (it runs between the pieces a model sends)."""
+        ...
+
+
 class HistoryPort(Protocol):
     """Keeps each node's model conversation so its next visit in a loop carries on."""
 
@@ -171,6 +182,8 @@ class ExecEnv:
             them an agents capability that refuses.
         programs: the catalog program nodes look refs up in (None: the default one,
             what ``@plait.program`` collected in this process).
+        live: where agent nodes stream their models' replies as they come (None: they
+            do not stream, and call ``complete``).
     """
 
     agent: str = DEFAULT_ASSISTANT.name
@@ -188,6 +201,7 @@ class ExecEnv:
     mesh: Mesh | None = None
     agents: AgentsPort | None = None
     programs: ProgramCatalog | None = None
+    live: LivePort | None = None
     _models: dict[str, Model] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -241,6 +255,7 @@ __all__ = [
     "ExecEnv",
     "HistoryPort",
     "HumanPort",
+    "LivePort",
     "MemoryHistories",
     "SubgraphRunner",
     "read_only_tools",

@@ -28,6 +28,7 @@ from plait.graphs.compiled import CompiledGraph, compile_graph
 from plait.graphs.events import NodeCommitted
 from plait.graphs.executors import execute
 from plait.graphs.keyed import RunKeeper, opened, passed, store_url
+from plait.graphs.live import OnEvent, SessionEvent, SessionLive
 from plait.graphs.loader import load_graph
 from plait.graphs.ports import AnswersUpFront, ExecEnv, MemoryHistories
 from plait.graphs.spec import GraphSpec
@@ -83,6 +84,7 @@ class _Setup:
     max_concurrency: int
     cwd: Path
     on_step: Callable[[TrajectoryStep], None] | None
+    on_event: OnEvent | None = None
     once: Mapping[tuple[str, int], str] = field(default_factory=dict)
     """Answers to one visit each, given when a parked run resumed."""
     mesh: Mesh | None = None
@@ -104,7 +106,7 @@ class _Session:
 
 _OPTIONS = frozenset(
     {"graph", "model", "answers", "approve_tools", "profiles", "tools", "graphs",
-     "max_concurrency", "cwd", "on_step", "raise_budget"}
+     "max_concurrency", "cwd", "on_step", "on_event", "raise_budget"}
 )  # fmt: skip
 
 
@@ -121,6 +123,7 @@ async def run_graph(
     max_concurrency: int = 16,
     cwd: Path | None = None,
     on_step: Callable[[TrajectoryStep], None] | None = None,
+    on_event: OnEvent | None = None,
     run_id: str | None = None,
     input_untrusted: bool = False,
     mesh: Mesh | None = None,
@@ -154,6 +157,9 @@ async def run_graph(
         max_concurrency: how many ready nodes may run at once.
         cwd: working directory of file and shell tools.
         on_step: called with each committed visit, as it commits.
+        on_event: called with each :class:`~plait.graphs.live.SessionEvent` as it
+            happens: the pieces of each model reply as they stream (agent nodes then
+            stream), each committed visit, and last the run's end.
         run_id: the run's id (default: a fresh one).
         input_untrusted: the input came from outside (an uploaded document): what
             reads it is tainted and loses its pre-approved tools.
@@ -181,6 +187,7 @@ async def run_graph(
         max_concurrency=max_concurrency,
         cwd=cwd or Path.cwd(),
         on_step=on_step,
+        on_event=on_event,
         mesh=mesh,
         run_key=run_key,
         store=store_url(store, mesh) if run_key is not None else None,
@@ -321,6 +328,7 @@ def _session(
         histories=memory,
         cwd=setup.cwd,
         mesh=setup.mesh,
+        live=SessionLive(setup.on_event) if setup.on_event is not None else None,
     )
     session = _Session(setup, compile_graph(setup.spec), env, memory, list(trajectory))
     env.subgraphs = _subgraph_runner(session)
@@ -358,6 +366,8 @@ async def _loop(session: _Session, state: RunState) -> GraphRun:
     run._setup = session.setup
     run._histories = dict(session.histories.saved)
     run._key_version = keeper.version if keeper is not None else 0
+    if session.setup.on_event is not None:
+        session.setup.on_event(SessionEvent("end", run=run))
     return run
 
 
@@ -461,6 +471,8 @@ def _append(session: _Session, step: TrajectoryStep) -> None:
     session.trajectory.append(step)
     if session.setup.on_step is not None:
         session.setup.on_step(step)
+    if session.setup.on_event is not None:
+        session.setup.on_event(SessionEvent("step", node=step.node, visit=step.visit, step=step))
 
 
 def _subgraph_runner(session: _Session) -> Any:

@@ -56,6 +56,13 @@ from plait.mesh._codec import (
     skip_corrupt,
     skip_unreadable,
 )
+from plait.mesh._live import (
+    DEFAULT_KEEP_BYTES,
+    LiveChannels,
+    LiveItem,
+    LiveSlice,
+    LiveWatch,
+)
 from plait.mesh._urls import redact_url
 
 DEFAULT_MESH_URL = "sqlite:///.plait/mesh.db"
@@ -226,6 +233,7 @@ def open_mesh(
 
 
 __all__ = [
+    "DEFAULT_KEEP_BYTES",
     "DEFAULT_MAX_VALUE_BYTES",
     "DEFAULT_MESH_URL",
     "DEFAULT_VISIBILITY_TIMEOUT_MS",
@@ -234,6 +242,10 @@ __all__ = [
     "Delivery",
     "Entry",
     "Event",
+    "LiveChannels",
+    "LiveItem",
+    "LiveSlice",
+    "LiveWatch",
     "Mesh",
     "OnCorrupt",
     "StartFrom",

@@ -69,6 +69,7 @@ from plait.mesh._codec import (
     encode,
     prefix_end,
 )
+from plait.mesh._live import LiveChannels
 from plait.telemetry import STATE, observed_commit
 
 StartFrom = Literal["new", "begin"]
@@ -508,6 +509,12 @@ class Mesh(abc.ABC):
     def location(self) -> str:
         """Where this mesh's data lives, for messages (credentials masked)."""
         return self.url
+
+    @property
+    def live(self) -> LiveChannels | None:
+        """The mesh's live channels (see :mod:`plait.mesh._live`), or None for a backend
+        that has none: what would stream on it does not."""
+        return None
 
     @property
     def local_files(self) -> tuple[Path, ...]:

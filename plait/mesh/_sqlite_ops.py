@@ -27,9 +27,11 @@ from plait.mesh._base import (
     now_ms,
 )
 from plait.mesh._codec import prefix_end
+from plait.mesh._sqlite_live import SCHEMA as LIVE_SCHEMA
 
-SCHEMA_VERSION = 3
-"""Version 3 keeps a ``tainted`` flag beside each value, event and scheduled event;
+SCHEMA_VERSION = 4
+"""Version 4 adds the live channel tables (:mod:`plait.mesh._sqlite_live`); version 3
+keeps a ``tainted`` flag beside each value, event and scheduled event;
 version 2 has none, and version 1 also keeps ``kv`` ``WITHOUT ROWID``. Older files are
 migrated on open."""
 
@@ -66,7 +68,7 @@ CREATE TABLE IF NOT EXISTS scheduled (
     tainted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS scheduled_by_due ON scheduled (due_ms);
-"""
+{LIVE_SCHEMA}"""
 
 
 SYNCHRONOUS = ("NORMAL", "FULL")

@@ -48,6 +48,7 @@ from plait.mesh._codec import (
     prefix_end,
     topic_names,
 )
+from plait.mesh._memory_live import MemoryLive
 
 _SCAN_PAGE = 256
 
@@ -92,6 +93,12 @@ class MemoryMesh(Mesh):
         self._seq = 0
         self._changed: asyncio.Event | None = None  # made only while someone waits
         self._subs: set[_MemorySubscription] = set()
+        self._live = MemoryLive()
+
+    @property
+    def live(self) -> MemoryLive:
+        """The mesh's live channels, in this process."""
+        return self._live
 
     async def close(self) -> None:
         for sub in list(self._subs):

@@ -64,6 +64,7 @@ from plait.mesh._codec import (
 )
 from plait.mesh._redis_delivery import RedisSubscription, fields
 from plait.mesh._redis_io import Batcher, Bounded
+from plait.mesh._redis_live import RedisLive
 from plait.mesh._redis_ops import (
     commit_request,
     glob_escape,
@@ -188,6 +189,12 @@ class RedisMesh(Mesh):
         self._schedp = f"{prefix}schedp"
         self._group_tasks: set[asyncio.Task[None]] = set()
         self._subs: set[RedisSubscription] = set()
+        self._live = RedisLive(self)
+
+    @property
+    def live(self) -> RedisLive:
+        """The mesh's live channels (see :mod:`plait.mesh._redis_live`)."""
+        return self._live
 
     def _new_client(self) -> aioredis.Redis:
         # A plain pool (a blocking one costs a lock and a timer per command) with room
@@ -299,6 +306,7 @@ class RedisMesh(Mesh):
         for task in [*self._group_tasks, *self._commits.drains, *self._reads.drains]:
             task.cancel()
         await asyncio.gather(*(sub.close() for sub in list(self._subs)))
+        await self._live.close()
         with suppress(RedisError, OSError):
             await self._client.aclose()
 

@@ -50,6 +50,7 @@ from plait.mesh._codec import (
     topic_names,
 )
 from plait.mesh._sqlite_delivery import MeshLink, SqliteSubscription
+from plait.mesh._sqlite_live import SqliteLive
 from plait.mesh._sqlite_worker import LoopConnection, Worker
 
 DEFAULT_BUSY_TIMEOUT_MS = 5000
@@ -131,6 +132,14 @@ class SqliteMesh(Mesh):
         self._closed = False
         self._subs: set[SqliteSubscription] = set()
         self._stop_workers: weakref.finalize[Any, SqliteMesh] | None = None
+        self._live = SqliteLive(
+            self.path.with_name(self.path.name + ".live"), self._write, self._read
+        )
+
+    @property
+    def live(self) -> SqliteLive:
+        """The mesh's live channels (see :mod:`plait.mesh._sqlite_live`)."""
+        return self._live
 
     @property
     def location(self) -> str:
@@ -214,6 +223,7 @@ class SqliteMesh(Mesh):
         if self._closed:
             return
         self._closed = True
+        self._live.close()
         for sub in list(self._subs):
             await sub.close()
         if self._loop_conn is not None:

@@ -4,6 +4,11 @@ A :class:`Model` answers a conversation. It is told which tools it may call and 
 calling (a :class:`CallContext`: the node, its visit, the rendered prompt), and gives
 back a :class:`ModelReply` with text, tool calls, token usage and the stop reason.
 
+Streaming. :meth:`Model.stream` answers the same call while handing each piece of the
+reply's text to ``on_delta`` as it arrives; it returns the same assembled reply, usage
+included, that ``complete`` would. The default streams the whole text as one piece,
+so every adapter streams; the HTTP adapters and the scripted model stream for real.
+
 A tool loop is the caller's job: when a reply carries tool calls, the caller runs them,
 appends the assistant message (with its ``tool_calls``) and one ``"tool"`` message per
 result (with ``tool_call_id``), and calls ``complete`` again.
@@ -17,7 +22,7 @@ after the adapter's own retries are spent. No provider SDK exception escapes.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Literal, Self
 
@@ -131,6 +136,11 @@ class ModelReply(BaseModel):
     stop_reason: str | None = None
 
 
+OnDelta = Callable[[str], None]
+"""Called with each piece of a streamed reply's text, in order; it must not block (it
+runs on the event loop between the pieces a provider sends)."""
+
+
 class Model(abc.ABC):
     """A chat model adapter.
 
@@ -175,6 +185,36 @@ class Model(abc.ABC):
             ModelError: the call failed; the subclass says whether it is retryable.
         """
 
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: CallContext,
+        on_delta: OnDelta,
+        response_format: dict[str, Any] | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> ModelReply:
+        """Answer a conversation as :meth:`complete` does, streaming the reply's text.
+
+        Each piece of the text goes to ``on_delta`` as it arrives; the pieces joined are
+        the returned reply's ``text``. Tool calls are assembled, never handed out in
+        pieces. The default calls :meth:`complete` and hands its text over in one piece.
+
+        Raises:
+            ModelError: as :meth:`complete`; pieces already handed over stay handed over.
+        """
+        reply = await self.complete(
+            messages,
+            tools=tools,
+            context=context,
+            response_format=response_format,
+            **({} if tool_choice is None else {"tool_choice": tool_choice}),
+        )
+        if reply.text:
+            on_delta(reply.text)
+        return reply
+
     async def aclose(self) -> None:  # noqa: B027 (a no-op default is the point)
         """Release connections; the model must not be used after. The default does nothing."""
 
@@ -196,6 +236,7 @@ __all__ = [
     "Message",
     "Model",
     "ModelReply",
+    "OnDelta",
     "Role",
     "ToolCall",
     "ToolChoice",

@@ -23,6 +23,7 @@ from plait.models._base import (
     Message,
     Model,
     ModelReply,
+    OnDelta,
     ToolCall,
     ToolChoice,
     Usage,
@@ -105,8 +106,47 @@ class AnthropicModel(Model):
         tool_choice: ToolChoice | None = None,
     ) -> ModelReply:
         """Answer with one Messages API call; see :meth:`Model.complete`."""
+        request = self._request(messages, tools, response_format, tool_choice)
+        try:
+            reply = await self._client.messages.create(**request)
+        except self._sdk.AnthropicError as exc:
+            raise translate_error(self._sdk, exc, "anthropic", self.model) from exc
+        return self._reply(reply, forced=_forced(tools, response_format))
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: CallContext,
+        on_delta: OnDelta,
+        response_format: dict[str, Any] | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> ModelReply:
+        """Answer with one streamed Messages API call (its ``text_delta`` events go to
+        ``on_delta``; the SDK assembles the final message, tool inputs and usage
+        included); see :meth:`Model.stream`."""
+        request = self._request(messages, tools, response_format, tool_choice)
+        try:
+            async with self._client.messages.stream(**request) as events:
+                async for event in events:
+                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        on_delta(event.delta.text)
+                final = await events.get_final_message()
+        except self._sdk.AnthropicError as exc:
+            raise translate_error(self._sdk, exc, "anthropic", self.model) from exc
+        return self._reply(final, forced=_forced(tools, response_format))
+
+    def _request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        response_format: dict[str, Any] | None,
+        tool_choice: ToolChoice | None = None,
+    ) -> dict[str, Any]:
+        """The Messages API request body of a call."""
         system, turns = to_wire(messages)
-        forced = response_format is not None and not tools
+        forced = _forced(tools, response_format)
         if response_format is not None and tools:
             system = "\n\n".join(
                 part for part in (system, json_instruction(response_format)) if part
@@ -134,11 +174,7 @@ class AnthropicModel(Model):
             request["tool_choice"] = {"type": "tool", "name": OUTPUT_TOOL}
         if self.temperature is not None:
             request["temperature"] = self.temperature
-        try:
-            reply = await self._client.messages.create(**request)
-        except self._sdk.AnthropicError as exc:
-            raise translate_error(self._sdk, exc, "anthropic", self.model) from exc
-        return self._reply(reply, forced=forced)
+        return request
 
     def _reply(self, reply: WireMessage, *, forced: bool = False) -> ModelReply:
         texts: list[str] = []
@@ -215,6 +251,12 @@ def tool_choice_to_wire(choice: ToolChoice) -> dict[str, Any]:
     if choice in TOOL_CHOICE_WORDS:
         return {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
     return {"type": "tool", "name": choice}
+
+
+def _forced(tools: Sequence[ToolSpec], response_format: dict[str, Any] | None) -> bool:
+    """Whether a call's response format is asked for as a forced output tool (it is
+    when the call offers no tools of its own)."""
+    return response_format is not None and not tools
 
 
 def json_instruction(schema: dict[str, Any]) -> str:

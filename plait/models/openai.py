@@ -26,6 +26,7 @@ from plait.models._base import (
     Message,
     Model,
     ModelReply,
+    OnDelta,
     ToolCall,
     ToolChoice,
     Usage,
@@ -35,7 +36,7 @@ from plait.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
-    from openai.types.chat import ChatCompletion
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 LOCAL_API_KEY = "not-needed"
 """The key sent to a custom base URL when no key is configured."""
@@ -122,6 +123,58 @@ class OpenAIModel(Model):
         tool_choice: ToolChoice | None = None,
     ) -> ModelReply:
         """Answer with one chat completion; see :meth:`Model.complete`."""
+        request = self._request(messages, tools, response_format, tool_choice)
+        return self._reply(await self._create(request, response_format))
+
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: CallContext,
+        on_delta: OnDelta,
+        response_format: dict[str, Any] | None = None,
+        tool_choice: ToolChoice | None = None,
+    ) -> ModelReply:
+        """Answer with one streamed chat completion (``stream_options.include_usage``, so
+        the last chunk carries the usage); see :meth:`Model.stream`."""
+        request = self._request(messages, tools, response_format, tool_choice)
+        request["stream"] = True
+        request["stream_options"] = {"include_usage": True}
+        reply = StreamedReply(self.model)
+        chunks = await self._create(request, response_format)
+        try:
+            async for chunk in chunks:
+                text = reply.add(chunk)
+                if text:
+                    on_delta(text)
+        except self._sdk.OpenAIError as exc:
+            raise translate_error(self._sdk, exc, "openai", self.model) from exc
+        return reply.assembled(self.spec)
+
+    async def _create(self, request: dict[str, Any], response_format: dict[str, Any] | None) -> Any:
+        """Send ``request``; a server that refuses the ``json_schema`` response format is
+        asked again, and from then on, in the ``json_object`` form it enforces."""
+        try:
+            return await self._client.chat.completions.create(**request)
+        except self._sdk.OpenAIError as exc:
+            if response_format is None or not self._refuses_json_schema(exc):
+                raise translate_error(self._sdk, exc, "openai", self.model) from exc
+            self._json_mode, self._json_fallback = "json_object", False
+            request["response_format"] = response_format_to_wire(response_format, "json_object")
+            try:
+                return await self._client.chat.completions.create(**request)
+            except self._sdk.OpenAIError as again:
+                raise translate_error(self._sdk, again, "openai", self.model) from again
+
+    def _request(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        response_format: dict[str, Any] | None,
+        tool_choice: ToolChoice | None = None,
+    ) -> dict[str, Any]:
+        """The chat completions request body of a call."""
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [to_wire(message) for message in messages],
@@ -133,18 +186,7 @@ class OpenAIModel(Model):
                 request["tool_choice"] = tool_choice_to_wire(tool_choice, tools)
         if response_format is not None:
             request["response_format"] = response_format_to_wire(response_format, self._json_mode)
-        try:
-            completion = await self._client.chat.completions.create(**request)
-        except self._sdk.OpenAIError as exc:
-            if response_format is None or not self._refuses_json_schema(exc):
-                raise translate_error(self._sdk, exc, "openai", self.model) from exc
-            self._json_mode, self._json_fallback = "json_object", False
-            request["response_format"] = response_format_to_wire(response_format, "json_object")
-            try:
-                completion = await self._client.chat.completions.create(**request)
-            except self._sdk.OpenAIError as again:
-                raise translate_error(self._sdk, again, "openai", self.model) from again
-        return self._reply(completion)
+        return request
 
     def _refuses_json_schema(self, exc: Exception) -> bool:
         """Whether ``exc`` is a server refusing the ``json_schema`` response format."""
@@ -186,6 +228,75 @@ class OpenAIModel(Model):
     async def aclose(self) -> None:
         """Close the SDK's HTTP connections."""
         await self._client.close()
+
+
+class StreamedReply:
+    """A reply assembled from the chunks of a streamed chat completion: the text pieces
+    joined, each tool call's pieces (keyed by ``index``) joined, the usage of the last
+    chunk, the finish reason of the first choice."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.texts: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.usage = Usage()
+        self.finish_reason: str | None = None
+        self.chunks = 0
+
+    def add(self, chunk: ChatCompletionChunk) -> str:
+        """Take one chunk in; the text it adds (empty when none)."""
+        self.chunks += 1
+        if chunk.model:
+            self.model = chunk.model
+        if chunk.usage is not None:
+            self.usage = Usage(
+                input_tokens=chunk.usage.prompt_tokens,
+                output_tokens=chunk.usage.completion_tokens,
+            )
+        if not chunk.choices:
+            return ""
+        choice = chunk.choices[0]
+        if choice.finish_reason is not None:
+            self.finish_reason = choice.finish_reason
+        delta = choice.delta
+        for part in delta.tool_calls or []:
+            call = self.calls.setdefault(part.index, {"id": "", "name": "", "arguments": []})
+            if part.id:
+                call["id"] = part.id
+            if part.function is not None:
+                if part.function.name:
+                    call["name"] += part.function.name
+                if part.function.arguments:
+                    call["arguments"].append(part.function.arguments)
+        text = delta.content or ""
+        if text:
+            self.texts.append(text)
+        return text
+
+    def assembled(self, spec: str) -> ModelReply:
+        """The whole reply, as a non-streamed call would have returned it.
+
+        Raises:
+            ModelError: the stream held no chunk, or a tool call's arguments are not a
+                JSON object.
+        """
+        if not self.chunks:
+            raise ModelError(f"{spec}: the streamed response has no chunks")
+        calls = [
+            ToolCall(
+                id=call["id"],
+                name=call["name"],
+                arguments=parse_arguments("".join(call["arguments"]), call["name"], spec),
+            )
+            for _, call in sorted(self.calls.items())
+        ]
+        return ModelReply(
+            text="".join(self.texts),
+            tool_calls=calls,
+            usage=self.usage,
+            model=self.model,
+            stop_reason=self.finish_reason,
+        )
 
 
 def to_wire(message: Message) -> dict[str, Any]:

@@ -30,6 +30,10 @@ are tried in order and the first that matches answers::
         tool_calls:                  # a string that is one {{...}} becomes that value;
           - name: mesh_put           #   {{...}} inside a string is replaced by its text
             arguments: {key: "tasks/{{prompt.data.id}}", value: "{{instance}}", if_version: 0}
+      - node: write
+        text: "A long draft..."
+        chunks: 200                  # streamed (Model.stream) in 200 pieces...
+        chunk_delay_ms: 10           # ...each after a wait of 10 ms
       - text: "ok"                   # no node, visit, round or match: matches every call
 
 Arguments and texts may refer to the call: ``{{prompt}}`` (the prompt, or its JSON value
@@ -65,7 +69,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, ValidationError
 
 from plait.errors import ConfigError, ScriptedModelError
-from plait.models._base import CallContext, Message, Model, ModelReply, ToolCall, Usage
+from plait.models._base import (
+    CallContext,
+    Message,
+    Model,
+    ModelReply,
+    OnDelta,
+    ToolCall,
+    Usage,
+)
 from plait.tools.spec import ToolSpec
 
 
@@ -94,6 +106,11 @@ class ScriptRule(BaseModel):
     usage: Usage | None = None
     delay_ms: int = Field(default=0, ge=0)
     error: str | None = None
+    chunks: int = Field(default=1, ge=1)
+    """How many pieces :meth:`ScriptedModel.stream` cuts the text into (at most one per
+    character)."""
+    chunk_delay_ms: int = Field(default=0, ge=0)
+    """How long the stream waits before each piece."""
 
     def matches(
         self, context: CallContext, round_: int, prompt: str, tool_result: str | None = None
@@ -258,6 +275,41 @@ class ScriptedModel(Model):
             stop_reason="tool_calls" if calls else "stop",
         )
 
+    async def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] = (),
+        context: CallContext,
+        on_delta: OnDelta,
+        response_format: dict[str, Any] | None = None,
+        tool_choice: str | None = None,
+    ) -> ModelReply:
+        """Answer as :meth:`complete` does, the text cut into the matching rule's
+        ``chunks`` pieces, each handed over after its ``chunk_delay_ms``; see
+        :meth:`Model.stream`."""
+        reply = await self.complete(
+            messages,
+            tools=tools,
+            context=context,
+            response_format=response_format,
+            tool_choice=tool_choice,
+        )
+        rule = self._rule_for(messages, context)
+        delay = rule.chunk_delay_ms / 1000 if rule is not None else 0.0
+        for piece in cut(reply.text, rule.chunks if rule is not None else 1):
+            if delay:
+                await anyio.sleep(delay)
+            on_delta(piece)
+        return reply
+
+    def _rule_for(self, messages: Sequence[Message], context: CallContext) -> ScriptRule | None:
+        """The rule that answers this call (matching is pure: the one ``complete`` used)."""
+        prompt = context.prompt or _last_user_message(messages)
+        result = messages[-1].content if messages and messages[-1].role == "tool" else None
+        round_ = round_of(messages)
+        return next((r for r in self.rules if r.matches(context, round_, prompt, result)), None)
+
     def _input_words(self, context: CallContext, messages: Sequence[Message]) -> int:
         """The words of ``messages``, counting only what follows the conversation this
         node's last call counted (a conversation only grows by appending)."""
@@ -351,6 +403,19 @@ def _json_or_text(text: str) -> Any:
 
 def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def cut(text: str, pieces: int) -> list[str]:
+    """``text`` in ``pieces`` pieces of near-equal length (fewer for a shorter text; none
+    for an empty one), which joined are ``text``."""
+    pieces = max(1, min(pieces, len(text)))
+    size, extra = divmod(len(text), pieces)
+    out, start = [], 0
+    for index in range(pieces if text else 0):
+        end = start + size + (index < extra)
+        out.append(text[start:end])
+        start = end
+    return out
 
 
 def round_of(messages: Sequence[Message]) -> int:
@@ -490,6 +555,7 @@ __all__ = [
     "ScriptedModel",
     "ScriptedToolCall",
     "confine_scripted",
+    "cut",
     "pin_model_spec",
     "round_of",
     "scripted_root",

@@ -3,7 +3,9 @@
 The room is a line, each module importing only those before it:
 
 - :mod:`~plait.runs.record` — the run record and where a run's data lives;
+- :mod:`~plait.runs.channel` — a run's live channel, as the serving process writes it;
 - :mod:`~plait.runs.store` — reads (records, pinned specs, output values);
+- :mod:`~plait.runs.watch` — following a run's live channel until it settles;
 - :mod:`~plait.runs.commit` — :class:`RunCommit`, the one writer of run transitions;
 - :mod:`~plait.runs.replay` — a run's state at any point of its audit chain;
 - :mod:`~plait.runs.start` — starting a run, and a subgraph node's child run;

@@ -35,6 +35,7 @@ from plait.graphs.state import Attempt, copied
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
 from plait.runs.audit import AuditEvent, append, chained, chained_event, output_digest
+from plait.runs.channel import RunChannels
 from plait.runs.live import list_run
 from plait.runs.log import entry_value, output_ref
 from plait.runs.mesh_ports import ended, history_delta, history_part_key
@@ -105,6 +106,8 @@ class RunCommit:
         board: where a parked run's decision is read, for its tick's time.
         actor: who the audit events of steps name (the serving runtime's host id).
         tick_ms: how often a parked run re-checks its decision as a fallback.
+        channels: the live channels each committed transition's progress goes to
+            (None: it goes to none; watchers read it from the log).
     """
 
     def __init__(
@@ -115,8 +118,10 @@ class RunCommit:
         board: DecisionAsker | None = None,
         actor: str | None = None,
         tick_ms: int = 60_000,
+        channels: RunChannels | None = None,
     ) -> None:
         self.mesh = mesh
+        self.channels = channels
         self.store = store
         self.board = board or DecisionAsker(mesh)
         self.actor = actor
@@ -301,6 +306,8 @@ class RunCommit:
             )
             list_run(tx, claimed)
         await self._commit(tx, claimed, version)
+        if bodies and self.channels is not None:
+            self.channels.progress(claimed.run_id, progress)
 
     async def step(
         self,
@@ -390,6 +397,7 @@ class RunCommit:
             ended(tx, new)
         if listing_status(new.status) != listing_status(before.status):
             list_run(tx, new)
+        progress: Progress | None = None
         if entry_key is not None:
             progress = _progress(new, key, result, visited, retrying, started)
             tx.put(entry_key, entry_value(bodies, payloads, parts, progress), if_version=0)
@@ -402,6 +410,8 @@ class RunCommit:
             raise
         if STATE.tracing or STATE.metrics:
             observe_transition(spec, before, new, bodies)
+        if progress is not None and self.channels is not None:
+            self.channels.progress(new.run_id, progress)
         if history is not None and self.store is not None:
             self.store.histories[history[0]] = history[1]
         if took and committed.taken and wakes is not None:

@@ -22,6 +22,7 @@ from plait.mesh import Mesh
 from plait.models import Model, load_model
 from plait.profiles import AgentProfile, profiles_map
 from plait.programs import AgentsPort, ProgramCatalog
+from plait.runs.channel import RunChannels
 from plait.runs.mesh_ports import MeshHistories, RunDecisions
 from plait.runs.record import RunRecord
 from plait.runs.shared_loads import SharedLoads
@@ -48,6 +49,8 @@ class RunEnvironment:
         cwd: where tools work for runs whose record pins no workspace.
         agents: the agent actors' service program nodes get (None: one that refuses).
         programs: the catalog program nodes look refs up in (None: the default one).
+        channels: the live channels nodes stream their models' replies to (None: they
+            do not stream).
     """
 
     def __init__(
@@ -61,8 +64,10 @@ class RunEnvironment:
         cwd: Path,
         agents: AgentsPort | None = None,
         programs: ProgramCatalog | None = None,
+        channels: RunChannels | None = None,
     ) -> None:
         self.mesh = mesh
+        self.channels = channels
         self.store = store
         self.board = board
         self.tools = tools
@@ -95,6 +100,7 @@ class RunEnvironment:
             mesh=self.mesh,
             agents=self.agents,
             programs=self.programs,
+            live=None if self.channels is None else self.channels.port(rec.run_id, rec.attempts),
         )
 
     def workspace(self, rec: RunRecord) -> Path:

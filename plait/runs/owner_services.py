@@ -21,9 +21,10 @@ from pathlib import Path
 
 from plait.actors import LeasedRuntime, new_host_id
 from plait.decisions import DecisionAsker
-from plait.mesh import Mesh
+from plait.mesh import DEFAULT_KEEP_BYTES, Mesh
 from plait.models import Model
 from plait.programs import AgentsPort, ProgramCatalog
+from plait.runs.channel import RunChannels
 from plait.runs.commit import RunCommit
 from plait.runs.env import RunEnvironment
 from plait.runs.heartbeats import missing_tools, serves_run
@@ -50,6 +51,8 @@ class OwnerServices:
         store: the reads to use (default: a fresh :class:`RunStore`).
         agents: the agent actors' service program nodes get (None: one that refuses).
         programs: the catalog program nodes look refs up in (None: the default one).
+        live_keep_bytes: what each run's live channel keeps (see
+            :mod:`plait.runs.channel`).
 
     Attributes:
         id: the host id its claims and audit events name.
@@ -69,8 +72,10 @@ class OwnerServices:
         store: RunStore | None = None,
         agents: AgentsPort | None = None,
         programs: ProgramCatalog | None = None,
+        live_keep_bytes: int = DEFAULT_KEEP_BYTES,
     ) -> None:
         self.mesh = mesh
+        self.channels = RunChannels(mesh, keep_bytes=live_keep_bytes)
         self.id = host or new_host_id()
         self.started_at = time.time()
         """When this host started: a claim under its id made before then is another
@@ -87,6 +92,7 @@ class OwnerServices:
             cwd=cwd or Path.cwd(),
             agents=agents,
             programs=programs,
+            channels=self.channels,
         )
         self.commit = RunCommit(
             mesh,
@@ -94,6 +100,7 @@ class OwnerServices:
             board=self.board,
             actor=self.id,
             tick_ms=tick_ms,
+            channels=self.channels,
         )
         self._servable: Lru = Lru()
 

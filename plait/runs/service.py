@@ -34,9 +34,10 @@ from plait.graphs import waits
 from plait.graphs.state import Waiting
 from plait.graphs.trajectory import StepDecision, StepUsage, ToolCall, TrajectoryStep
 from plait.ids import DecisionId, RunId
-from plait.mesh import Backoff, Mesh
+from plait.mesh import Backoff, LiveWatch, Mesh
 from plait.runs.audit import AuditEvent, read_events
 from plait.runs.audit import verify as verify_chain
+from plait.runs.channel import LiveEvent, channel_of
 from plait.runs.commit import RunCommit
 from plait.runs.listing import LISTING_STATUSES, list_runs
 from plait.runs.log import LogEntry, LogFollower, read_log, read_payload, split_ref
@@ -47,12 +48,16 @@ from plait.runs.rerun import KEEP_INPUT, ForkOrigin, fork_origin, fork_run, retr
 from plait.runs.retention import prune as prune_runs
 from plait.runs.start import OWNER_CONCURRENCY, on_mesh, start_run
 from plait.runs.store import read_record, run_output
+from plait.runs.watch import channel_end
 
 log = logging.getLogger("plait.runs")
 
 _FOLLOW_MIN_S = 0.005
 _FOLLOW_MAX_S = 0.1
 """How often a watch reads a run's log again: soon after news, backing off to this."""
+
+_WATCHED_MAX_S = 1.0
+"""The same, for a watch woken by the run's live channel: a fallback only."""
 
 BUDGET_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
 """The limits a person may raise."""
@@ -98,6 +103,7 @@ class Runs:
         timeout: float | None = None,  # noqa: ASYNC109
         on_progress: Callable[[Progress], None] | None = None,
         since: RunRecord | None = None,
+        on_event: Callable[[LiveEvent], None] | None = None,
     ) -> RunRecord:
         """Wait until the run is done, failed, cancelled or waiting on a person.
 
@@ -109,10 +115,32 @@ class Runs:
             since: a record that waited on a decision just answered (what
                 :meth:`resume` returns); waiting on that same decision does not count
                 as settled.
+            on_event: called with each ``attempt`` and ``delta`` event of the run's
+                live channel from now on (its models' replies as they stream; see
+                :mod:`plait.runs.channel`).
 
         A run parked on a subgraph's child run settles when that child (or its own
-        child) waits on a person; see :meth:`asks`.
+        child) waits on a person; see :meth:`asks`. The wait watches the run's live
+        channel and reads the run again when it moves; on a mesh without live
+        channels, or a quiet channel, it reads again after a pause.
         """
+        live = self.mesh.live
+        if live is None:
+            return await self._wait(run_id, timeout, on_progress, since, None, None)
+        after = await channel_end(self.mesh, run_id)
+        async with live.watch(channel_of(run_id)) as watch:
+            return await self._wait(run_id, timeout, on_progress, since, watch, on_event, after)
+
+    async def _wait(
+        self,
+        run_id: RunId,
+        timeout: float | None,  # noqa: ASYNC109
+        on_progress: Callable[[Progress], None] | None,
+        since: RunRecord | None,
+        watch: LiveWatch | None,
+        on_event: Callable[[LiveEvent], None] | None,
+        after: int = 0,
+    ) -> RunRecord:
         answered = since.waiting.decision_id if since and since.waiting else None
         # Resuming, only what happened since the run parked is news worth showing: its
         # events carry the record's audit_seq, which every commit moves on.
@@ -139,12 +167,45 @@ class Runs:
                             on_progress(progress)
                     if settled:
                         return rec
-                    pause = _FOLLOW_MIN_S if news else min(pause * 2, _FOLLOW_MAX_S)
-                    await anyio.sleep(pause)
+                    if watch is None:
+                        pause = _FOLLOW_MIN_S if news else min(pause * 2, _FOLLOW_MAX_S)
+                        await anyio.sleep(pause)
+                        continue
+                    pause = _FOLLOW_MIN_S if news else min(pause * 2, _WATCHED_MAX_S)
+                    after = await self._streamed(watch, after, pause, on_event)
                 except MeshUnavailable as exc:
                     # A watch changes nothing a run needs: once the mesh is back, it
                     # reads on.
                     await backoff.wait(exc)
+
+    @staticmethod
+    async def _streamed(
+        watch: LiveWatch,
+        after: int,
+        pause: float,
+        on_event: Callable[[LiveEvent], None] | None,
+    ) -> int:
+        """Hand the run's streamed events to ``on_event`` until the channel brings a
+        progress (or stays quiet for ``pause``): then the run is worth reading again.
+        Returns the offset read up to."""
+        while True:
+            found = await watch.next(after, pause)
+            if found.last < after:
+                return 0  # the channel began again
+            if not found.items:
+                return after
+            moved = False
+            for item in found.items:
+                after = item.offset
+                event = LiveEvent.parse(item.offset, item.data)
+                if event is None:
+                    continue
+                if event.kind == "progress":
+                    moved = True
+                elif on_event is not None:
+                    on_event(event)
+            if moved:
+                return after
 
     async def asks(self, rec: RunRecord) -> tuple[RunRecord, Waiting] | None:
         """What a person must answer for ``rec`` to go on, and the run that asks it.

@@ -193,3 +193,45 @@ def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
         assert fork_id and fork_id != run_id
         assert api.get(f"/api/runs/{fork_id}/verify").json()["verified"] is True
         assert not errors, errors
+
+
+STREAM_TEXT = "".join(f"word{n} " for n in range(120))
+
+
+def test_the_run_page_shows_a_reply_as_it_streams(tmp_path: Path) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    graph = {
+        "name": "draft",
+        "agent": "assistant",
+        "entry": "draft",
+        "nodes": [{"id": "draft", "type": "agent", "prompt": "{{input}}"}],
+    }
+    rules = [{"node": "draft", "text": "{{prompt}}", "chunks": 120, "chunk_delay_ms": 40}]
+    with serving(tmp_path, rules) as served:
+        api = served.client
+        assert api.post("/api/graphs", json=graph).status_code == 201
+        run_id = api.post(
+            "/api/runs", json={"agent": "assistant", "name": "draft", "input": STREAM_TEXT}
+        ).json()["run_id"]
+        with playwright_sync.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(served.url + "/#/run/" + run_id)
+            page.fill("#token", served.token)
+            page.click("#login-form button")
+            expect = playwright_sync.expect
+            live = page.locator("#run-live section pre")
+            expect(live).to_contain_text("word10 ", timeout=15_000)
+            shown = live.text_content() or ""
+            assert STREAM_TEXT.startswith(shown) and len(shown) < len(STREAM_TEXT)  # mid-reply
+            expect(page.locator("#run-status")).to_have_text("running")
+            page.screenshot(path=str(ARTIFACTS / "console-run-streaming.png"), full_page=True)
+            expect(page.locator("#run-status")).to_have_text("done", timeout=30_000)
+            expect(live).to_have_text(STREAM_TEXT)
+            expect(page.locator("#run-live section.committed")).to_have_count(1)
+            expect(page.locator("#run-output")).to_have_text(STREAM_TEXT)
+            page.screenshot(path=str(ARTIFACTS / "console-run-streamed.png"), full_page=True)
+            browser.close()
+        assert not errors, errors

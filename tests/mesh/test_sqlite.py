@@ -152,7 +152,9 @@ async def test_an_older_file_is_migrated_with_its_keys_and_events(
         assert [(d.data, d.event.tainted) for d in got] == [(1, False), (2, False)]
     conn = sqlite3.connect(db_path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        assert {"live", "live_heads"} <= tables  # version 4: the live channels
         sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'kv'").fetchone()[0]
         assert "WITHOUT ROWID" not in sql
     finally:
@@ -162,9 +164,9 @@ async def test_an_older_file_is_migrated_with_its_keys_and_events(
 async def test_a_newer_file_is_refused(db_path: Path) -> None:
     _old_file(db_path, 2)
     conn = sqlite3.connect(db_path, isolation_level=None)
-    conn.execute("PRAGMA user_version = 4")
+    conn.execute("PRAGMA user_version = 5")
     conn.close()
-    with pytest.raises(ConfigError, match="schema version 4, newer"):
+    with pytest.raises(ConfigError, match="schema version 5, newer"):
         async with SqliteMesh(db_path) as mesh:
             await mesh.get("a")
 

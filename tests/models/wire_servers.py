@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -33,6 +34,9 @@ class WireReply:
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    frames: list[str] | None = None
+    """For a streamed answer: the server-sent event frames, each written and flushed on
+    its own (the body is then ignored)."""
 
 
 @dataclass
@@ -86,6 +90,11 @@ class WireServer:
         with self._lock:
             self._replies.append(WireReply(status, body, dict(headers or {}), delay))
 
+    def push_frames(self, frames: list[str]) -> None:
+        """Queue a streamed reply: ``text/event-stream`` frames, flushed one by one."""
+        with self._lock:
+            self._replies.append(WireReply(frames=list(frames)))
+
     def start(self) -> None:
         """Serve in the background."""
         self._thread.start()
@@ -133,6 +142,9 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
             reply = server._answer(request)
             if reply.delay and server._stopping.wait(reply.delay):
                 return
+            if reply.frames is not None:
+                self._stream(reply.frames)
+                return
             payload = json.dumps(reply.body).encode()
             try:
                 self.send_response(reply.status)
@@ -144,6 +156,19 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(payload)
             except OSError:
                 pass  # the client gave up (a timeout test): nothing to answer
+
+        def _stream(self, frames: list[str]) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                for frame in frames:
+                    self.wfile.write(frame.encode())
+                    self.wfile.flush()
+            except OSError:
+                pass
+            self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -203,6 +228,125 @@ class OpenAIWireServer(WireServer):
         """Queue an error in OpenAI's shape: ``{"error": {"message", "type", ...}}``."""
         body = {"error": {"message": message, "type": type, "param": None, "code": None}}
         self.push(body, status=status, headers=headers)
+
+
+def openai_frames(
+    texts: list[str],
+    *,
+    calls: Sequence[tuple[str, str, list[str]]] = (),
+    usage: tuple[int, int] = (10, 5),
+    finish_reason: str = "stop",
+    model: str = "gpt-test",
+) -> list[str]:
+    """A streamed chat completion as OpenAI sends it: a role chunk, one chunk per text
+    piece, tool calls ``(id, name, argument pieces)`` in pieces (the first with id and
+    name), the finish chunk, the usage chunk (``stream_options.include_usage``), [DONE]."""
+
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> str:
+        body: dict[str, Any] = {
+            "id": "chatcmpl-test",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": model,
+            "choices": []
+            if delta is None
+            else [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+            "usage": None,
+            **extra,
+        }
+        return f"data: {json.dumps(body)}\n\n"
+
+    frames = [chunk({"role": "assistant", "content": ""})]
+    frames += [chunk({"content": text}) for text in texts]
+    for index, (call_id, name, pieces) in enumerate(calls):
+        frames.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        frames += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in pieces
+        ]
+    frames.append(chunk({}, finish_reason))
+    usage_body = {
+        "prompt_tokens": usage[0],
+        "completion_tokens": usage[1],
+        "total_tokens": usage[0] + usage[1],
+    }
+    frames.append(chunk(None, usage=usage_body))
+    frames.append("data: [DONE]\n\n")
+    return frames
+
+
+def anthropic_frames(
+    texts: list[str],
+    *,
+    calls: Sequence[tuple[str, str, list[str]]] = (),
+    usage: tuple[int, int] = (10, 5),
+    stop_reason: str = "end_turn",
+    model: str = "claude-test",
+) -> list[str]:
+    """A streamed Messages reply as Anthropic sends it: ``message_start``, a text block
+    in ``text_delta`` pieces, ``tool_use`` blocks in ``input_json_delta`` pieces,
+    ``message_delta`` (stop reason, output tokens), ``message_stop``."""
+
+    def event(kind: str, **body: Any) -> str:
+        return f"event: {kind}\ndata: {json.dumps({'type': kind, **body})}\n\n"
+
+    start = {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage[0], "output_tokens": 1},
+    }
+    frames = [event("message_start", message=start), 'event: ping\ndata: {"type": "ping"}\n\n']
+    index = 0
+    if texts:
+        frames.append(
+            event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+        )
+        frames += [
+            event("content_block_delta", index=0, delta={"type": "text_delta", "text": text})
+            for text in texts
+        ]
+        frames.append(event("content_block_stop", index=0))
+        index = 1
+    for call_id, name, pieces in calls:
+        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        frames.append(event("content_block_start", index=index, content_block=block))
+        frames += [
+            event(
+                "content_block_delta",
+                index=index,
+                delta={"type": "input_json_delta", "partial_json": piece},
+            )
+            for piece in pieces
+        ]
+        frames.append(event("content_block_stop", index=index))
+        index += 1
+    frames.append(
+        event(
+            "message_delta",
+            delta={"stop_reason": stop_reason, "stop_sequence": None},
+            usage={"output_tokens": usage[1]},
+        )
+    )
+    frames.append(event("message_stop"))
+    return frames
 
 
 def _completion(
@@ -287,4 +431,6 @@ __all__ = [
     "WireReply",
     "WireRequest",
     "WireServer",
+    "anthropic_frames",
+    "openai_frames",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from plait.api.deps import PrincipalDep, ServicesDep
@@ -221,27 +221,44 @@ async def run_progress(
 
 @router.get(
     "/{run_id}/events",
-    summary="Follow a run's events until it settles (server-sent events)",
+    summary="Follow a run as it happens until it settles (server-sent events)",
     response_class=StreamingResponse,
     responses={
         200: {
-            "description": "``progress`` events, each a Progress as JSON, then one "
-            "``settled`` event with the run.",
+            "description": "Without Last-Event-ID, first a ``progress`` event (a Progress "
+            "as JSON, no id) per transition so far; then the run's live channel, each "
+            "event's id its offset: ``attempt`` (a visit starts streaming; ``restart`` "
+            "when an earlier try was cut off), ``delta`` (a piece of a model's reply) "
+            "and ``progress``; then one ``settled`` event with the run.",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
-        **problem_responses(404),
+        **problem_responses(404, 422),
     },
 )
-async def follow_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> StreamingResponse:
-    """``progress`` events as the run's log holds them, then one ``settled`` event
-    with the run as ``GET /api/runs/{run_id}`` shows it, when it ends or waits on a person."""
+async def follow_run(
+    run_id: RunId,
+    svc: ServicesDep,
+    who: PrincipalDep,
+    last_event_id: Annotated[
+        int | None,
+        Header(
+            alias="Last-Event-ID",
+            ge=0,
+            description="Resume after this event id (an offset): what follows it, "
+            "as far as the run's live channel still keeps it, then live events.",
+        ),
+    ] = None,
+) -> StreamingResponse:
+    """The run's events as it happens (see :mod:`plait.api.events`), then one
+    ``settled`` event with the run as ``GET /api/runs/{run_id}`` shows it, when it
+    ends or waits."""
     rec = await svc.runs.get(run_id)  # a 404 before the stream starts
 
     async def settled() -> dict[str, Any]:
         return (await run_view(svc.runs, await svc.runs.get(run_id))).model_dump(mode="json")
 
     return StreamingResponse(
-        run_events(svc.runs, rec, settled),
+        run_events(svc.runs, rec, settled, last_event_id=last_event_id),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -1,5 +1,7 @@
 // The plait console: runs, a run's timeline and graph, its pending decision, retry and
-// fork of a run, and the schedules.
+// fork of a run, and the schedules. The run page follows the run's server-sent events
+// (its models' replies as they stream, each commit), reconnecting with Last-Event-ID;
+// it reads the events with fetch, as EventSource cannot send the bearer token.
 // Every piece of run data is put on the page as text (textContent), never as HTML.
 "use strict";
 
@@ -66,6 +68,7 @@ function signOut(reason) {
 function stop() {
   if (timer !== null) clearTimeout(timer);
   timer = null;
+  stopStream();
 }
 
 function every(fn) {
@@ -221,7 +224,7 @@ async function retry(runId) {
   try {
     await api("/api/runs/" + encodeURIComponent(runId) + "/retry", { method: "POST" });
     $("action-error").textContent = "";
-    every(() => loadRun(runId));
+    followRun(runId);
   } catch (exc) {
     $("action-error").textContent = String(exc.message || exc);
   }
@@ -304,6 +307,8 @@ async function answer(decisionId, body) {
   try {
     await api("/api/decisions/" + encodeURIComponent(decisionId) + "/answer", { method: "POST", body });
     $("asking").hidden = true;
+    const runId = $("run").dataset.run;
+    if (runId && location.hash.startsWith("#/run/")) followRun(runId);
   } catch (exc) {
     $("answer-error").textContent = String(exc.message || exc);
   }
@@ -342,6 +347,119 @@ async function loadRun(runId) {
   await renderAsking(view);
   $("run-output").textContent = view.output === null ? "" : shown(view.output);
   return !TERMINAL.has(view.status);
+}
+
+// -- the run's live events ------------------------------------------------------------
+
+// The stream the run page follows: its run, abort handle, and the last event id seen.
+let stream = null;
+
+function stopStream() {
+  if (stream !== null) stream.controller.abort();
+  stream = null;
+}
+
+function parseFrame(text) {
+  const frame = { event: "message", data: "" };
+  for (const line of text.split("\n")) {
+    const colon = line.indexOf(":");
+    if (colon <= 0) continue;  // a comment, or no field
+    const name = line.slice(0, colon);
+    const value = line.slice(colon + 1).replace(/^ /, "");
+    if (name === "id") frame.id = Number(value);
+    else if (name === "event") frame.event = value;
+    else if (name === "data") frame.data += value;
+  }
+  return frame;
+}
+
+function liveSection(data) {
+  const key = data.node + "/" + data.visit + "/" + data.attempt;
+  let section = document.querySelector('#run-live section[data-key="' + CSS.escape(key) + '"]');
+  if (section === null) {
+    section = el("section");
+    section.dataset.key = key;
+    section.dataset.node = data.node;
+    section.append(el("h3", data.node + " (visit " + data.visit + ", attempt " + data.attempt + ")"));
+    if (data.restart) {
+      section.append(el("p", "↻ attempt " + data.attempt + " restarted this node", "restart"));
+    }
+    section.append(el("pre", "", "live-text"));
+    $("run-live").append(section);
+  }
+  return section;
+}
+
+function onLiveEvent(frame, refresh) {
+  if (frame.id !== undefined && !Number.isNaN(frame.id) && frame.id > 0) stream.lastId = frame.id;
+  const data = frame.data ? JSON.parse(frame.data) : null;
+  if (frame.event === "attempt") {
+    liveSection(data);
+  } else if (frame.event === "delta") {
+    // Appended as a text node: model output never becomes markup.
+    liveSection(data).querySelector("pre").append(document.createTextNode(data.text));
+  } else if (frame.event === "progress") {
+    if (data.node) {
+      for (const section of document.querySelectorAll("#run-live section")) {
+        if (section.dataset.node === data.node) section.classList.add("committed");
+      }
+    }
+    refresh();
+  } else if (frame.event === "settled") {
+    return true;
+  }
+  return false;
+}
+
+async function followRun(runId) {
+  stop();
+  const controller = new AbortController();
+  const mine = { controller, runId, lastId: null };
+  stream = mine;
+  $("run-live").replaceChildren();
+  let loading = null;
+  const refresh = () => {
+    if (loading !== null) return;
+    loading = loadRun(runId)
+      .then(() => { $("error").textContent = ""; })
+      .catch((exc) => { if (exc.status !== 401) $("error").textContent = String(exc.message || exc); })
+      .finally(() => { loading = null; });
+  };
+  refresh();
+  let failures = 0;
+  while (stream === mine) {
+    try {
+      const headers = { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
+      if (mine.lastId !== null) headers["Last-Event-ID"] = String(mine.lastId);
+      const response = await fetch("/api/runs/" + encodeURIComponent(runId) + "/events",
+        { headers, signal: controller.signal });
+      if (response.status === 401) { signOut("the token was refused"); return; }
+      if (!response.ok) throw new ApiError(response.status, response.statusText);
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const frame = parseFrame(buffer.slice(0, cut));
+          buffer = buffer.slice(cut + 2);
+          if (onLiveEvent(frame, refresh)) {
+            stream = null;  // settled: the page shows the run as it stands
+            await loadRun(runId);
+            return;
+          }
+        }
+      }
+      failures = 0;  // the server ended the stream early: reconnect where it stopped
+    } catch (exc) {
+      if (controller.signal.aborted) return;
+      failures += 1;
+      $("error").textContent = String(exc.message || exc);
+      await new Promise((done) => setTimeout(done, Math.min(5, failures) * 1000));
+    }
+  }
 }
 
 // -- schedules ----------------------------------------------------------------------
@@ -407,7 +525,7 @@ async function route() {
     $("action-error").textContent = "";
     const runId = decodeURIComponent(match[1]);
     $("run").dataset.run = runId;
-    every(() => loadRun(runId));
+    followRun(runId);
   } else if (location.hash === "#/schedules") {
     show("schedules");
     every(loadSchedules);
