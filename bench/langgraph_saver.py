@@ -10,12 +10,12 @@ Figures:
 - ``graph_10_steps_sqlite_200``: the same, 200 threads at once in one event loop.
 - ``get_tuple_latest_3000``: the cost of ``aget_tuple`` of a thread's latest checkpoint
   when the thread holds 3,000 checkpoints (less is better; ratio = baseline / value).
-
-- ``graph_10_steps_postgres``, ``graph_10_steps_postgres_50`` (50 threads at once) and
-  ``get_tuple_latest_3000_postgres``: the same on PostgreSQL (``PLAIT_BENCH_POSTGRES``, a
-  fresh schema dropped afterwards), PlaitSaver on a PostgreSQL mesh against
-  ``AsyncPostgresSaver`` (``langgraph-checkpoint-postgres``), each with a pool of four
-  connections.
+- ``list_10_of_3000``: the cost of ``alist(limit=10)`` on that thread (the ten newest).
+- ``graph_10_steps_postgres``, ``graph_10_steps_postgres_50`` (50 threads at once),
+  ``get_tuple_latest_3000_postgres`` and ``list_10_of_3000_postgres``: the same on
+  PostgreSQL (``PLAIT_BENCH_POSTGRES``, a fresh schema dropped afterwards), PlaitSaver
+  on a PostgreSQL mesh against ``AsyncPostgresSaver`` (``langgraph-checkpoint-postgres``),
+  each with a pool of four connections.
 
 The SQLite mesh runs WAL with ``synchronous=NORMAL``; the AsyncSqliteSaver connection is
 set to the same. ``--backend sqlite`` or ``--backend postgres`` measures one of the two.
@@ -144,6 +144,9 @@ async def _sqlite(seconds: float) -> list[Figure]:
                 [_latest_per_second(ours, "long"), _latest_per_second(theirs, "long")],
                 seconds,
             )
+            listing = await best_of(
+                [_list_per_second(ours, "long"), _list_per_second(theirs, "long")], seconds
+            )
     return [
         Figure(BENCH, "graph_10_steps_sqlite", runs[0], "runs/s", runs[1], 1.0,
                "AsyncSqliteSaver, same graph"),
@@ -151,6 +154,8 @@ async def _sqlite(seconds: float) -> list[Figure]:
                "AsyncSqliteSaver, 200 threads at once"),
         Cost(BENCH, "get_tuple_latest_3000", 1e6 / latest[0], "us", 1e6 / latest[1], 1.0,
              "AsyncSqliteSaver aget_tuple"),
+        Cost(BENCH, "list_10_of_3000", 1e6 / listing[0], "us", 1e6 / listing[1], 1.0,
+             "AsyncSqliteSaver alist(limit=10)"),
     ]  # fmt: skip
 
 
@@ -196,6 +201,9 @@ async def _postgres(seconds: float) -> list[Figure]:
                     [_latest_per_second(ours, "long"), _latest_per_second(theirs, "long")],
                     seconds,
                 )
+                listing = await best_of(
+                    [_list_per_second(ours, "long"), _list_per_second(theirs, "long")], seconds
+                )
         finally:
             await pool.close()
     return [
@@ -205,7 +213,23 @@ async def _postgres(seconds: float) -> list[Figure]:
                "AsyncPostgresSaver, 50 threads at once"),
         Cost(BENCH, "get_tuple_latest_3000_postgres", 1e6 / latest[0], "us",
              1e6 / latest[1], 1.0, "AsyncPostgresSaver aget_tuple"),
+        Cost(BENCH, "list_10_of_3000_postgres", 1e6 / listing[0], "us", 1e6 / listing[1], 1.0,
+             "AsyncPostgresSaver alist(limit=10)"),
     ]  # fmt: skip
+
+
+def _list_per_second(saver: BaseCheckpointSaver[Any], thread: str) -> Any:
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+    async def measure(seconds: float) -> float:
+        n = 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            assert len([t async for t in saver.alist(config, limit=10)]) == 10
+            n += 1
+        return n / (time.perf_counter() - started)
+
+    return measure
 
 
 async def main(argv: list[str] | None = None) -> list[Figure]:
