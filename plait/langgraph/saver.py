@@ -48,6 +48,7 @@ from plait.langgraph._keys import (
     newest_checkpoint,
     scan_all,
     scan_checkpoints,
+    unesc,
 )
 from plait.mesh import Entry, Mesh
 
@@ -153,13 +154,17 @@ class PlaitSaver(BaseCheckpointSaver[str]):
                 return entry
         return await newest_checkpoint(self.mesh, self.layout, thread, ns)
 
-    async def _tuple(self, entry: Entry) -> CheckpointTuple:
+    async def _tuple(
+        self, entry: Entry, writes: list[dict[str, Any]] | None = None
+    ) -> CheckpointTuple:
+        """The tuple of a checkpoint entry; its pending writes are read unless given."""
         thread, ns, checkpoint_id = self.layout.parse_checkpoint(entry.key)
         value = entry.value
-        writes = [
-            w.value
-            async for w in scan_all(self.mesh, self.layout.writes(thread, ns, checkpoint_id))
-        ]
+        if writes is None:
+            writes = [
+                w.value
+                async for w in scan_all(self.mesh, self.layout.writes(thread, ns, checkpoint_id))
+            ]
         writes.sort(key=lambda w: writes_sort_key(w["p"], w["t"], w["i"]))
         parent = value["p"]
         blob = self.layout.blob(thread, ns, checkpoint_id)
@@ -210,7 +215,6 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         before_id = get_checkpoint_id(before) if before else None
         if limit is not None and limit <= 0:
             return []
-        found: list[CheckpointTuple] = []
         entries: AsyncIterator[Entry] | list[Entry]
         if thread is not None and ns is not None and wanted_id:
             entry = await self.mesh.get(self.layout.checkpoint(thread, ns, wanted_id))
@@ -228,21 +232,45 @@ class PlaitSaver(BaseCheckpointSaver[str]):
             # Several namespaces (or threads): newest first across them all.
             entries = [e async for e in scan_all(self.mesh, self.layout.checkpoints(thread))]
             entries.sort(key=lambda e: self.layout.parse_checkpoint(e.key)[2], reverse=True)
+        chosen: list[Entry] = []
         async for entry in _each(entries):
-            if limit is not None and len(found) >= limit:
+            if limit is not None and len(chosen) >= limit:
                 break
-            checkpoint_id = self.layout.parse_checkpoint(entry.key)[2]
+            where = self.layout.parse_checkpoint(entry.key)
+            checkpoint_id = where[2]
             if wanted_id and checkpoint_id != wanted_id:
                 continue
             if before_id and checkpoint_id >= before_id:
                 continue
             if filter:
-                thread, ns, _id = self.layout.parse_checkpoint(entry.key)
-                blob = self.layout.blob(thread, ns, checkpoint_id) + "m"
+                blob = self.layout.blob(*where) + "m"
                 metadata = self.serde.loads_typed(await join(self.mesh, blob, entry.value["m"]))
                 if not all(metadata.get(k) == v for k, v in filter.items()):
                     continue
-            found.append(await self._tuple(entry))
+            chosen.append(entry)
+        if thread is None or ns is None or len(chosen) < 2:
+            return [await self._tuple(entry) for entry in chosen]
+        writes = await self._writes_of(thread, ns, [e.key for e in chosen])
+        return [await self._tuple(e, writes.get(e.key, [])) for e in chosen]
+
+    async def _writes_of(
+        self, thread: str, ns: str, keys: list[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The pending writes of checkpoints ``keys`` of one namespace (newest first), by
+        checkpoint key: one backwards read of the key range their writes span."""
+        ids = [self.layout.parse_checkpoint(key)[2] for key in keys]
+        wanted = dict(zip(ids, keys, strict=True))
+        prefix = self.layout.writes(thread, ns)
+        newest = self.layout.writes(thread, ns, ids[0])
+        oldest = self.layout.writes(thread, ns, ids[-1])
+        found: dict[str, list[dict[str, Any]]] = {}
+        # "0" sorts just past "/": start above every write of the newest checkpoint.
+        async for entry in self.mesh.scan(prefix, reverse=True, after=newest[:-1] + "0"):
+            if entry.key < oldest:
+                break
+            checkpoint_id = unesc(entry.key[len(prefix) :].split("/")[0])
+            if checkpoint_id in wanted:
+                found.setdefault(wanted[checkpoint_id], []).append(entry.value)
         return found
 
     # -- writes -------------------------------------------------------------------

@@ -115,6 +115,22 @@ async def test_a_listing_with_limit_and_before_reads_one_namespace_newest_first(
     ]
     assert await listed(limit=0) == []
     assert await listed(limit=1, filter={"run_id": "r2"}) == [ids[1]]
+
+    for checkpoint_id in ids[:4]:  # the writes of a listing are read in one range
+        written = generate_config("t", checkpoint_id=checkpoint_id)
+        await saver.aput_writes(written, [("a", checkpoint_id), ("b", 1)], "task")
+    await saver.aput_writes(generate_config("u", checkpoint_id=other[0]), [("a", "u")], "task")
+    tuples = [t async for t in saver.alist(config, limit=4)]
+    assert [t.pending_writes for t in tuples] == [
+        [],
+        *([("task", "a", checkpoint_id), ("task", "b", 1)] for checkpoint_id in ids[3:0:-1]),
+    ]
+    newest = generate_config("t", checkpoint_id=ids[4])
+    await saver.aput_writes(newest, [("a", ids[4])], "task")
+    tuples = [t async for t in saver.alist(config, limit=2, before=newest)]
+    assert [t.pending_writes for t in tuples] == [
+        [("task", "a", checkpoint_id), ("task", "b", 1)] for checkpoint_id in ids[3:1:-1]
+    ]
     everything = [t.checkpoint["id"] async for t in saver.alist(None, limit=2)]
     assert everything == [other[0], ids[4]]
 
