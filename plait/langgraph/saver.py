@@ -399,7 +399,8 @@ class PlaitSaver(BaseCheckpointSaver[str]):
             await tx.commit()
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and head of a thread, in one transaction."""
+        """Delete every checkpoint, write and head of a thread: the checkpoints in one
+        transaction (no reader finds the thread after it), then the rest by prefix."""
         await self._bridge.call(self._delete_thread(str(thread_id)))
 
     async def _delete_thread(self, thread: str) -> None:
