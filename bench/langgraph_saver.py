@@ -1,4 +1,5 @@
-"""PlaitSaver against LangGraph's AsyncSqliteSaver, both on a SQLite file.
+"""PlaitSaver against LangGraph's AsyncSqliteSaver on a SQLite file, and against its
+AsyncPostgresSaver on PostgreSQL.
 
 Figures:
 
@@ -9,9 +10,15 @@ Figures:
 - ``graph_10_steps_sqlite_200``: the same, 200 threads at once in one event loop.
 - ``get_tuple_latest_3000``: the cost of ``aget_tuple`` of a thread's latest checkpoint
   when the thread holds 3,000 checkpoints (less is better; ratio = baseline / value).
+- ``list_10_of_3000``: the cost of ``alist(limit=10)`` on that thread (the ten newest).
+- ``graph_10_steps_postgres``, ``graph_10_steps_postgres_50`` (50 threads at once),
+  ``get_tuple_latest_3000_postgres`` and ``list_10_of_3000_postgres``: the same on
+  PostgreSQL (``PLAIT_BENCH_POSTGRES``, a fresh schema dropped afterwards), PlaitSaver
+  on a PostgreSQL mesh against ``AsyncPostgresSaver`` (``langgraph-checkpoint-postgres``),
+  each with a pool of four connections.
 
 The SQLite mesh runs WAL with ``synchronous=NORMAL``; the AsyncSqliteSaver connection is
-set to the same.
+set to the same. ``--backend sqlite`` or ``--backend postgres`` measures one of the two.
 """
 
 from __future__ import annotations
@@ -25,7 +32,16 @@ import uuid
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from _common import Cost, Figure, best_of, parse_args, report
+from _common import (
+    POSTGRES_URL,
+    Cost,
+    Figure,
+    best_of,
+    parse_args,
+    postgres_mesh_url,
+    postgres_scratch,
+    report,
+)
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -104,9 +120,7 @@ def _latest_per_second(saver: BaseCheckpointSaver[Any], thread: str) -> Any:
     return measure
 
 
-async def main(argv: list[str] | None = None) -> list[Figure]:
-    """Measure and print the figures."""
-    args = parse_args(__doc__ or "", argv)
+async def _sqlite(seconds: float) -> list[Figure]:
     with tempfile.TemporaryDirectory() as tmp:
         async with (
             open_mesh(f"sqlite:///{Path(tmp) / 'mesh.db'}") as mesh,
@@ -117,28 +131,116 @@ async def main(argv: list[str] | None = None) -> list[Figure]:
             await theirs.conn.execute("PRAGMA synchronous=NORMAL")
             ours = PlaitSaver(mesh)
             runs = await best_of(
-                [_runs_per_second(ours), _runs_per_second(theirs)], args.seconds * 4, rounds=10
+                [_runs_per_second(ours), _runs_per_second(theirs)], seconds * 4, rounds=10
             )
             many = await best_of(
                 [_runs_per_second(ours, 200), _runs_per_second(theirs, 200)],
-                args.seconds * 4,
+                seconds * 4,
                 rounds=2,
             )
             await _fill(ours, "long")
             await _fill(theirs, "long")
             latest = await best_of(
                 [_latest_per_second(ours, "long"), _latest_per_second(theirs, "long")],
-                args.seconds,
+                seconds,
             )
-    figures: list[Figure] = [
+            listing = await best_of(
+                [_list_per_second(ours, "long"), _list_per_second(theirs, "long")], seconds
+            )
+    return [
         Figure(BENCH, "graph_10_steps_sqlite", runs[0], "runs/s", runs[1], 1.0,
                "AsyncSqliteSaver, same graph"),
         Figure(BENCH, "graph_10_steps_sqlite_200", many[0], "runs/s", many[1], 1.0,
                "AsyncSqliteSaver, 200 threads at once"),
         Cost(BENCH, "get_tuple_latest_3000", 1e6 / latest[0], "us", 1e6 / latest[1], 1.0,
              "AsyncSqliteSaver aget_tuple"),
+        Cost(BENCH, "list_10_of_3000", 1e6 / listing[0], "us", 1e6 / listing[1], 1.0,
+             "AsyncSqliteSaver alist(limit=10)"),
     ]  # fmt: skip
-    report(figures, as_json=args.json, title="PlaitSaver vs AsyncSqliteSaver")
+
+
+async def _postgres(seconds: float) -> list[Figure]:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    async with postgres_scratch() as schema:
+        if schema is None:
+            return []
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            POSTGRES_URL,
+            min_size=4,
+            max_size=4,
+            open=False,
+            kwargs={
+                "autocommit": True,
+                "prepare_threshold": 0,
+                "row_factory": dict_row,
+                "options": f"-c search_path={schema}",
+            },
+        )
+        await pool.open()
+        try:
+            async with pool.connection() as conn:
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            theirs = AsyncPostgresSaver(pool)
+            await theirs.setup()
+            async with open_mesh(f"{postgres_mesh_url(schema)}&pool=4") as mesh:
+                ours = PlaitSaver(mesh)
+                runs = await best_of(
+                    [_runs_per_second(ours), _runs_per_second(theirs)], seconds * 4, rounds=10
+                )
+                many = await best_of(
+                    [_runs_per_second(ours, 50), _runs_per_second(theirs, 50)],
+                    seconds * 4,
+                    rounds=2,
+                )
+                await _fill(ours, "long")
+                await _fill(theirs, "long")
+                latest = await best_of(
+                    [_latest_per_second(ours, "long"), _latest_per_second(theirs, "long")],
+                    seconds,
+                )
+                listing = await best_of(
+                    [_list_per_second(ours, "long"), _list_per_second(theirs, "long")], seconds
+                )
+        finally:
+            await pool.close()
+    return [
+        Figure(BENCH, "graph_10_steps_postgres", runs[0], "runs/s", runs[1], 1.0,
+               "AsyncPostgresSaver, same graph"),
+        Figure(BENCH, "graph_10_steps_postgres_50", many[0], "runs/s", many[1], 1.0,
+               "AsyncPostgresSaver, 50 threads at once"),
+        Cost(BENCH, "get_tuple_latest_3000_postgres", 1e6 / latest[0], "us",
+             1e6 / latest[1], 1.0, "AsyncPostgresSaver aget_tuple"),
+        Cost(BENCH, "list_10_of_3000_postgres", 1e6 / listing[0], "us", 1e6 / listing[1], 1.0,
+             "AsyncPostgresSaver alist(limit=10)"),
+    ]  # fmt: skip
+
+
+def _list_per_second(saver: BaseCheckpointSaver[Any], thread: str) -> Any:
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+    async def measure(seconds: float) -> float:
+        n = 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            assert len([t async for t in saver.alist(config, limit=10)]) == 10
+            n += 1
+        return n / (time.perf_counter() - started)
+
+    return measure
+
+
+async def main(argv: list[str] | None = None) -> list[Figure]:
+    """Measure and print the figures."""
+    args = parse_args(__doc__ or "", argv)
+    figures: list[Figure] = []
+    if args.backend in (None, "sqlite"):
+        figures += await _sqlite(args.seconds)
+    if args.backend in (None, "postgres"):
+        figures += await _postgres(args.seconds)
+    report(figures, as_json=args.json, title="PlaitSaver vs LangGraph's own savers")
     return figures
 
 

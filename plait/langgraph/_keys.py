@@ -11,10 +11,9 @@ thread ``a`` never shares a key prefix with a thread ``a/b``::
 
 Names are percent-escaped (``/`` and ``%`` at least), so ``/`` only ever separates.
 
-The reads that walk a thread (:func:`scan_checkpoints`, :func:`newest_checkpoint`) are
-the only ones that scan; they read forward, in key order, because the mesh offers
-nothing else yet. Once the mesh reads a prefix backwards they become reverse scans that
-stop at the first entry (or at ``limit``), and nothing else changes.
+Checkpoint ids are uuid6, so within a namespace key order is time order: the reads that
+walk a thread (:func:`scan_checkpoints`, :func:`newest_checkpoint`) scan it backwards and
+stop at the first entry, or at ``limit``, reading no more pages than that needs.
 """
 
 from __future__ import annotations
@@ -106,26 +105,25 @@ class Layout:
         return unesc(thread), unesc(ns), unesc(checkpoint_id)
 
 
-async def scan_checkpoints(mesh: Mesh, prefix: str) -> list[Entry]:
-    """The checkpoint entries under ``prefix``, newest first within each namespace.
+def scan_checkpoints(
+    mesh: Mesh, prefix: str, *, before: str | None = None, limit: int | None = None
+) -> AsyncIterator[Entry]:
+    """The checkpoint entries under ``prefix``, newest first within each namespace, read
+    lazily (a caller that stops early reads no further pages).
 
-    Reads the whole prefix forward and sorts; a reverse scan of the mesh replaces this.
+    Args:
+        before: only keys below this checkpoint key.
+        limit: at most this many entries.
     """
-    entries = [entry async for entry in mesh.scan(prefix)]
-    entries.reverse()  # keys sort by thread, namespace, then id (uuid6: time order)
-    return entries
+    return mesh.scan(prefix, reverse=True, after=before, limit=limit)
 
 
 async def newest_checkpoint(mesh: Mesh, layout: Layout, thread: str, ns: str) -> Entry | None:
     """A namespace's newest checkpoint found without its head (a head that is missing,
-    or names a deleted checkpoint): the last key of the namespace.
-
-    Reads the namespace forward; a reverse scan stopping at the first key replaces this.
-    """
-    last: Entry | None = None
-    async for entry in mesh.scan(layout.checkpoints(thread, ns)):
-        last = entry
-    return last
+    or names a deleted checkpoint): the last key of the namespace, one reverse read."""
+    async for entry in mesh.scan(layout.checkpoints(thread, ns), reverse=True, limit=1):
+        return entry
+    return None
 
 
 async def scan_all(mesh: Mesh, prefix: str) -> AsyncIterator[Entry]:

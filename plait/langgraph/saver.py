@@ -1,10 +1,14 @@
-"""PlaitSaver: a LangGraph checkpointer over a plait mesh (memory, SQLite, Redis).
+"""PlaitSaver: a LangGraph checkpointer over a plait mesh (memory, SQLite, Redis,
+PostgreSQL).
 
 The keys it writes are laid out in :mod:`plait.langgraph._keys`. Each checkpoint is one
 entry (the checkpoint with its channel values, its metadata, its parent); each pending
 write is one entry; each namespace of a thread has a *head* naming its newest
-checkpoint, so the latest checkpoint is two reads, however long the thread. A put
-writes the checkpoint and moves the head in one transaction.
+checkpoint, so the latest checkpoint is two reads, however long the thread (one, when
+this saver already knows the head: it reads the head and the checkpoint it names in one
+multi-get). A put writes the checkpoint and moves the head in one transaction; a
+checkpoint's chunks are one multi-get; a listing with ``limit`` reads the namespace
+backwards and stops there.
 
 With ``fenced=True`` the head is also the thread's fence: each put is a compare-and-swap
 on the head version this saver last read or wrote, so of two processes resuming one
@@ -36,13 +40,15 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from plait.errors import ConfigError, ThreadFenced, VersionConflict
 from plait.ids import new_id
 from plait.langgraph._bridge import LoopBridge
-from plait.langgraph._chunks import join, split
+from plait.langgraph._chunks import join, join_all, split
 from plait.langgraph._keys import (
     DEFAULT_PREFIX,
     Layout,
+    esc,
     newest_checkpoint,
     scan_all,
     scan_checkpoints,
+    unesc,
 )
 from plait.mesh import Entry, Mesh
 
@@ -130,7 +136,17 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         return await self._tuple(entry)
 
     async def _latest(self, thread: str, ns: str) -> Entry | None:
-        head = await self.mesh.get(self.layout.head(thread, ns))
+        head_key = self.layout.head(thread, ns)
+        known = self._heads.get((thread, ns))
+        if known is not None and known[1]:
+            # The head this saver last saw, and the checkpoint it named, in one read.
+            guess_key = self.layout.checkpoint(thread, ns, known[1])
+            head, guess = await self.mesh.get_many([head_key, guess_key])
+            if head is not None and guess is not None and head.value["id"] == known[1]:
+                self._remember(thread, ns, head.version, known[1])
+                return guess
+        else:
+            head = await self.mesh.get(head_key)
         self._remember(thread, ns, head.version if head else 0, head.value["id"] if head else "")
         if head is not None:
             entry = await self.mesh.get(self.layout.checkpoint(thread, ns, head.value["id"]))
@@ -138,24 +154,33 @@ class PlaitSaver(BaseCheckpointSaver[str]):
                 return entry
         return await newest_checkpoint(self.mesh, self.layout, thread, ns)
 
-    async def _tuple(self, entry: Entry) -> CheckpointTuple:
+    async def _tuple(
+        self, entry: Entry, writes: list[dict[str, Any]] | None = None
+    ) -> CheckpointTuple:
+        """The tuple of a checkpoint entry; its pending writes are read unless given."""
         thread, ns, checkpoint_id = self.layout.parse_checkpoint(entry.key)
         value = entry.value
-        writes = [
-            w.value
-            async for w in scan_all(self.mesh, self.layout.writes(thread, ns, checkpoint_id))
-        ]
+        if writes is None:
+            writes = [
+                w.value
+                async for w in scan_all(self.mesh, self.layout.writes(thread, ns, checkpoint_id))
+            ]
         writes.sort(key=lambda w: writes_sort_key(w["p"], w["t"], w["i"]))
         parent = value["p"]
         blob = self.layout.blob(thread, ns, checkpoint_id)
+        checkpoint, metadata, *values = await join_all(
+            self.mesh,
+            [(blob + "c", value["c"]), (blob + "m", value["m"])]
+            + [(blob + "w", w["v"]) for w in writes],
+        )
         return CheckpointTuple(
             config=_config(thread, ns, checkpoint_id),
-            checkpoint=self.serde.loads_typed(await join(self.mesh, blob + "c", value["c"])),
-            metadata=self.serde.loads_typed(await join(self.mesh, blob + "m", value["m"])),
+            checkpoint=self.serde.loads_typed(checkpoint),
+            metadata=self.serde.loads_typed(metadata),
             parent_config=_config(thread, ns, parent) if parent else None,
             pending_writes=[
-                (w["t"], w["c"], self.serde.loads_typed(await join(self.mesh, blob + "w", w["v"])))
-                for w in writes
+                (w["t"], w["c"], self.serde.loads_typed(typed))
+                for w, typed in zip(writes, values, strict=True)
             ],
         )
 
@@ -180,32 +205,72 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None,
         limit: int | None,
     ) -> list[CheckpointTuple]:
-        if config is None:
-            prefix = self.layout.checkpoints()
-            wanted_id = None
-        else:
+        thread: str | None = None
+        ns: str | None = None
+        wanted_id = None
+        if config is not None:
             conf = config["configurable"]
-            prefix = self.layout.checkpoints(str(conf["thread_id"]), conf.get("checkpoint_ns"))
+            thread, ns = str(conf["thread_id"]), conf.get("checkpoint_ns")
             wanted_id = get_checkpoint_id(config)
         before_id = get_checkpoint_id(before) if before else None
-        entries = await scan_checkpoints(self.mesh, prefix)
-        entries.sort(key=lambda e: self.layout.parse_checkpoint(e.key)[2], reverse=True)
-        found: list[CheckpointTuple] = []
-        for entry in entries:
-            if limit is not None and len(found) >= limit:
+        if limit is not None and limit <= 0:
+            return []
+        entries: AsyncIterator[Entry] | list[Entry]
+        if thread is not None and ns is not None and wanted_id:
+            entry = await self.mesh.get(self.layout.checkpoint(thread, ns, wanted_id))
+            entries = [entry] if entry else []
+        elif thread is not None and ns is not None:
+            # One namespace: its keys in time order, read backwards, so a limit stops
+            # the read (a filter may skip entries, so then the limit is ours alone).
+            entries = scan_checkpoints(
+                self.mesh,
+                self.layout.checkpoints(thread, ns),
+                before=self.layout.checkpoint(thread, ns, before_id) if before_id else None,
+                limit=None if filter else limit,
+            )
+        else:
+            # Several namespaces (or threads): newest first across them all.
+            entries = [e async for e in scan_all(self.mesh, self.layout.checkpoints(thread))]
+            entries.sort(key=lambda e: self.layout.parse_checkpoint(e.key)[2], reverse=True)
+        chosen: list[Entry] = []
+        async for entry in _each(entries):
+            if limit is not None and len(chosen) >= limit:
                 break
-            checkpoint_id = self.layout.parse_checkpoint(entry.key)[2]
+            where = self.layout.parse_checkpoint(entry.key)
+            checkpoint_id = where[2]
             if wanted_id and checkpoint_id != wanted_id:
                 continue
             if before_id and checkpoint_id >= before_id:
                 continue
             if filter:
-                thread, ns, _id = self.layout.parse_checkpoint(entry.key)
-                blob = self.layout.blob(thread, ns, checkpoint_id) + "m"
+                blob = self.layout.blob(*where) + "m"
                 metadata = self.serde.loads_typed(await join(self.mesh, blob, entry.value["m"]))
                 if not all(metadata.get(k) == v for k, v in filter.items()):
                     continue
-            found.append(await self._tuple(entry))
+            chosen.append(entry)
+        if thread is None or ns is None or len(chosen) < 2:
+            return [await self._tuple(entry) for entry in chosen]
+        writes = await self._writes_of(thread, ns, [e.key for e in chosen])
+        return [await self._tuple(e, writes.get(e.key, [])) for e in chosen]
+
+    async def _writes_of(
+        self, thread: str, ns: str, keys: list[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The pending writes of checkpoints ``keys`` of one namespace (newest first), by
+        checkpoint key: one backwards read of the key range their writes span."""
+        ids = [self.layout.parse_checkpoint(key)[2] for key in keys]
+        wanted = dict(zip(ids, keys, strict=True))
+        prefix = self.layout.writes(thread, ns)
+        newest = self.layout.writes(thread, ns, ids[0])
+        oldest = self.layout.writes(thread, ns, ids[-1])
+        found: dict[str, list[dict[str, Any]]] = {}
+        # "0" sorts just past "/": start above every write of the newest checkpoint.
+        async for entry in self.mesh.scan(prefix, reverse=True, after=newest[:-1] + "0"):
+            if entry.key < oldest:
+                break
+            checkpoint_id = unesc(entry.key[len(prefix) :].split("/")[0])
+            if checkpoint_id in wanted:
+                found.setdefault(wanted[checkpoint_id], []).append(entry.value)
         return found
 
     # -- writes -------------------------------------------------------------------
@@ -297,10 +362,11 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's pending writes for a checkpoint.
+        """Store a task's pending writes for a checkpoint, in one transaction.
 
-        Idempotent per (task, index): a write already stored is kept, not replaced;
-        writes to LangGraph's special channels (errors, interrupts) replace.
+        Idempotent per (task, index): a write already stored is kept, not replaced
+        (an insert-if-absent); writes to LangGraph's special channels (errors,
+        interrupts) replace.
         """
         await self._bridge.call(self._put_writes(config, writes, task_id, task_path))
 
@@ -316,53 +382,46 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         ns = conf.get("checkpoint_ns", "")
         checkpoint_id = conf["checkpoint_id"]
         blob = self.layout.blob(thread, ns, checkpoint_id) + "w"
-        pending: dict[str, tuple[dict[str, Any], int | None, dict[str, bytes]]] = {}
+        tx = self.mesh.transact()
         for idx, (channel, value) in enumerate(writes):
             i = WRITES_IDX_MAP.get(channel, idx)
             key = self.layout.write(thread, ns, checkpoint_id, task_id, i)
-            stored_value, chunks = split(self.mesh, blob, self.serde.dumps_typed(value))
+            typed = self.serde.dumps_typed(value)
+            if i < 0:  # a special channel: replaced, its chunks fresh
+                stored_value, chunks = split(self.mesh, blob, typed)
+            else:  # kept if stored: its chunks named by its key, inserted alike
+                stored_value, chunks = split(self.mesh, blob, typed, f"{esc(task_id)}.{i}")
             stored = {"t": task_id, "c": channel, "v": stored_value, "p": task_path, "i": i}
-            pending[key] = (stored, 0 if i >= 0 else None, chunks)
-        # Create-only puts keep what is stored; each conflict names one key that exists
-        # already, which is dropped before the batch is tried again.
-        while pending:
-            tx = self.mesh.transact()
-            for key, (stored, if_version, chunks) in pending.items():
-                for chunk_key, chunk in chunks.items():
-                    tx.put(chunk_key, chunk)
-                tx.put(key, stored, if_version)
-            try:
-                await tx.commit()
-                return
-            except VersionConflict as exc:
-                if exc.key not in pending or pending[exc.key][1] != 0:
-                    raise
-                del pending[exc.key]
+            for chunk_key, chunk in chunks.items():
+                (tx.put if i < 0 else tx.insert)(chunk_key, chunk)
+            (tx.put if i < 0 else tx.insert)(key, stored)
+        if tx.ops:
+            await tx.commit()
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, write and head of a thread, in one transaction."""
+        """Delete every checkpoint, write and head of a thread: the checkpoints in one
+        transaction (no reader finds the thread after it), then the rest by prefix."""
         await self._bridge.call(self._delete_thread(str(thread_id)))
 
     async def _delete_thread(self, thread: str) -> None:
-        # Reads every key it deletes (the mesh has no prefix delete yet); a delete by
-        # prefix of cp/, wr/, head/ and bl/ replaces the scans, the run index keys stay
-        # read from the checkpoints.
+        # The checkpoints (read for their run index keys) go in one transaction: from
+        # then on no reader finds the thread. Its heads, writes and chunks, reachable
+        # only through a checkpoint, then go by prefix, unread.
         tx = self.mesh.transact()
         async for entry in scan_all(self.mesh, self.layout.checkpoints(thread)):
             tx.delete(entry.key)
             if entry.value.get("r") is not None:
                 _t, ns, checkpoint_id = self.layout.parse_checkpoint(entry.key)
                 tx.delete(self.layout.run(entry.value["r"], thread, ns, checkpoint_id))
-        for prefix in (
-            self.layout.writes(thread),
-            self.layout.heads(thread),
-            self.layout.blobs(thread),
-        ):
-            async for entry in scan_all(self.mesh, prefix):
-                tx.delete(entry.key)
         if tx.ops:
             await tx.commit()
         self._forget(thread)
+        for prefix in (
+            self.layout.heads(thread),
+            self.layout.writes(thread),
+            self.layout.blobs(thread),
+        ):
+            await self.mesh.delete_prefix(prefix)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) that these runs wrote, in every
@@ -377,33 +436,44 @@ class PlaitSaver(BaseCheckpointSaver[str]):
                 thread, ns, checkpoint_id = self.layout.parse_run(entry.key)
                 doomed.setdefault((thread, ns), set()).add(checkpoint_id)
                 tx.delete(entry.key)
+        leftovers: list[str] = []
         for (thread, ns), ids in doomed.items():
-            await self._drop_checkpoints(tx, thread, ns, ids, keep_run_index=True)
+            leftovers += await self._drop_checkpoints(tx, thread, ns, ids, keep_run_index=True)
         if tx.ops:
             await tx.commit()
         for thread, _ns in doomed:
             self._forget(thread)
+        for prefix in leftovers:
+            await self.mesh.delete_prefix(prefix)
 
     async def _drop_checkpoints(
         self, tx: Any, thread: str, ns: str, ids: set[str], *, keep_run_index: bool = False
-    ) -> None:
-        """Add to ``tx`` the deletes of checkpoints ``ids`` of one namespace, their
-        writes (and run index keys), and the move of its head to the newest one left."""
+    ) -> list[str]:
+        """Add to ``tx`` the deletes of checkpoints ``ids`` of one namespace (and of
+        their run index keys), and the move of its head to the newest one left.
+
+        Returns:
+            The prefixes of the doomed checkpoints' writes and chunks, for the caller to
+            delete once ``tx`` committed (unreachable from then on).
+        """
+        doomed = sorted(ids)
+        keys = [self.layout.checkpoint(thread, ns, checkpoint_id) for checkpoint_id in doomed]
+        if keep_run_index:
+            for key in keys:
+                tx.delete(key)
+        else:
+            for checkpoint_id, entry in zip(doomed, await self.mesh.get_many(keys), strict=True):
+                if entry is None:
+                    continue
+                tx.delete(entry.key)
+                if entry.value.get("r") is not None:
+                    tx.delete(self.layout.run(entry.value["r"], thread, ns, checkpoint_id))
         newest: str | None = None
-        async for entry in scan_all(self.mesh, self.layout.checkpoints(thread, ns)):
+        async for entry in scan_checkpoints(self.mesh, self.layout.checkpoints(thread, ns)):
             checkpoint_id = self.layout.parse_checkpoint(entry.key)[2]
             if checkpoint_id not in ids:
-                newest = checkpoint_id if newest is None else max(newest, checkpoint_id)
-                continue
-            tx.delete(entry.key)
-            if not keep_run_index and entry.value.get("r") is not None:
-                tx.delete(self.layout.run(entry.value["r"], thread, ns, checkpoint_id))
-            for prefix in (
-                self.layout.writes(thread, ns, checkpoint_id),
-                self.layout.blob(thread, ns, checkpoint_id),
-            ):
-                async for doomed in scan_all(self.mesh, prefix):
-                    tx.delete(doomed.key)
+                newest = checkpoint_id
+                break
         head_key = self.layout.head(thread, ns)
         head = await self.mesh.get(head_key)
         if newest is None:
@@ -411,6 +481,14 @@ class PlaitSaver(BaseCheckpointSaver[str]):
                 tx.delete(head_key, head.version)
         elif head is None or head.value["id"] != newest:
             tx.put(head_key, {"id": newest, "w": self.writer}, head.version if head else 0)
+        return [
+            prefix
+            for checkpoint_id in doomed
+            for prefix in (
+                self.layout.writes(thread, ns, checkpoint_id),
+                self.layout.blob(thread, ns, checkpoint_id),
+            )
+        ]
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, write and head of a thread to another, in one
@@ -452,11 +530,14 @@ class PlaitSaver(BaseCheckpointSaver[str]):
                 _t, ns, checkpoint_id = self.layout.parse_checkpoint(entry.key)
                 by_ns.setdefault(ns, set()).add(checkpoint_id)
             tx = self.mesh.transact()
+            leftovers: list[str] = []
             for ns, ids in by_ns.items():
-                await self._drop_checkpoints(tx, thread, ns, ids - {max(ids)})
+                leftovers += await self._drop_checkpoints(tx, thread, ns, ids - {max(ids)})
             if tx.ops:
                 await tx.commit()
             self._forget(thread)
+            for prefix in leftovers:
+                await self.mesh.delete_prefix(prefix)
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The next channel version: a zero-padded counter and a random tiebreak."""
@@ -532,6 +613,16 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         self._bridge.call_sync(
             self._prune([str(t) for t in thread_ids], strategy), "PlaitSaver.prune"
         )
+
+
+async def _each(entries: AsyncIterator[Entry] | list[Entry]) -> AsyncIterator[Entry]:
+    """The entries of a list or of a lazy scan, alike."""
+    if isinstance(entries, list):
+        for entry in entries:
+            yield entry
+    else:
+        async for entry in entries:
+            yield entry
 
 
 def _config(thread: str, ns: str, checkpoint_id: str) -> RunnableConfig:

@@ -39,9 +39,16 @@ def _wait_for_line(process: LoggedProcess, word: str, timeout: float) -> dict[st
     raise AssertionError(f"no {word!r} line within {timeout}s:\n{process.text()[-3000:]}")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
 def shared_mesh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A mesh URL that other processes open too: SQLite and Redis (not memory)."""
+    """A mesh URL that other processes open too: SQLite, Redis and PostgreSQL (not
+    memory)."""
     url, cleanup = make_url_factory(request.param, tmp_path)
     try:
         yield url()
