@@ -597,7 +597,9 @@ class PostgresMesh(Mesh):
             sub.wake()
 
     async def _ack(self, delivery: Delivery) -> None:
-        await self._move(ops.ack, delivery.topic, delivery.group, delivery.position)
+        await self._move(
+            ops.ack, delivery.topic, delivery.group, delivery.position, delivery.consumer
+        )
 
     async def extend(self, delivery: Delivery) -> None:
         await self._move(
