@@ -180,7 +180,7 @@ _SCHEDULE = (
     "tainted = EXCLUDED.tainted"
 )
 _CANCEL = "DELETE FROM scheduled WHERE skey = %s"
-_ACK = "DELETE FROM pending WHERE topic = %s AND grp = %s AND seq = %s"
+_ACK = "DELETE FROM pending WHERE topic = %s AND grp = %s AND seq = %s AND consumer = %s"
 _NOTIFY = "SELECT pg_notify(%s, t) FROM unnest(%s::text[]) AS t"
 
 Row = tuple[str, str, str, bytes, int, bool]
@@ -274,7 +274,7 @@ async def commit(
             await conn.execute(_CANCEL, (schedule_key(op.key),))
         elif isinstance(op, AckOp):
             d = op.delivery
-            await conn.execute(_ACK, (d.topic, d.group, d.position))
+            await conn.execute(_ACK, (d.topic, d.group, d.position, d.consumer))
         elif isinstance(op, CheckOp):
             actual = await _version(conn, op.key)
             if actual != op.version:
@@ -327,9 +327,16 @@ async def create_groups(conn: Conn, topics: Sequence[str], group: str, start: St
     await conn.execute(_CREATE_GROUPS, (group, start == "begin", list(topics)))
 
 
-async def ack(conn: Conn, topic: str, group: str, seq: int) -> None:
-    """Forget a pending delivery (acked)."""
-    await conn.execute(_ACK, (topic, group, seq))
+async def ack(conn: Conn, topic: str, group: str, seq: int, consumer: str) -> None:
+    """Forget a pending delivery (acked) if ``consumer`` still holds it.
+
+    A delivery that outlived its visibility timeout went to another consumer (or to
+    the same one again), which may be running it now, as a new attempt. An ack by a
+    consumer it went away from leaves it pending for its holder: deleting it would
+    leave the holder's attempt with nothing to deliver it again if that holder dies
+    before it acks (a run whose wake went on to claim its next node would stall).
+    """
+    await conn.execute(_ACK, (topic, group, seq, consumer))
 
 
 _EXTEND = (

@@ -11,7 +11,9 @@ Every write is one transaction at READ COMMITTED: ``transact()`` is one Postgres
 transaction, a CAS is ``UPDATE ... WHERE version = N`` (whose row lock makes concurrent
 writers of a key wait, then re-check). What each request runs is in
 :mod:`plait.mesh._pg_ops`; topic delivery (``FOR UPDATE SKIP LOCKED`` claims,
-``LISTEN``/``NOTIFY`` wake-ups) in :mod:`plait.mesh._pg_delivery`.
+``LISTEN``/``NOTIFY`` wake-ups) in :mod:`plait.mesh._pg_delivery`. An ack applies only
+while the acking consumer holds the delivery: one that outlived its visibility timeout
+and went to another consumer stays pending for that one (see :func:`~plait.mesh._pg_ops.ack`).
 
 Retries. A transaction that was not committed is not applied, so the mesh retries
 what provably did not apply and nothing else: a transaction that failed on a
@@ -597,7 +599,9 @@ class PostgresMesh(Mesh):
             sub.wake()
 
     async def _ack(self, delivery: Delivery) -> None:
-        await self._move(ops.ack, delivery.topic, delivery.group, delivery.position)
+        await self._move(
+            ops.ack, delivery.topic, delivery.group, delivery.position, delivery.consumer
+        )
 
     async def extend(self, delivery: Delivery) -> None:
         await self._move(
