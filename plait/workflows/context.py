@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from plait.errors import CapabilityMissing, ConfigError
+from plait.ids import new_id
 from plait.programs import Grants
 from plait.tools import ToolRegistry
 from plait.workflows.replay import INSIDE_STEP, Replay, Replayed, StepPolicy, Verify, timer_ask
@@ -258,7 +258,7 @@ class Context:
 
     def uuid(self) -> str:
         """A fresh id (hex), as the first run made it."""
-        return str(self._replay.recorded("uuid", None, lambda: uuid.uuid4().hex))
+        return str(self._replay.recorded("uuid", None, new_id))
 
     def patched(self, name: str) -> bool:
         """True in a run that reaches this call on code that has it; False in a run

@@ -154,7 +154,13 @@ async def test_the_resumable_graph_runs_end_to_end_and_the_answer_wakes_it(mesh:
         # nothing more is told: the answer to the decision the actor raised wakes it
         await DecisionAnswerer(mesh).answer(asking["decisionId"], option="yes", by=Human("bo"))
         await assert_done_once(mesh, "r1")
-        turns = await last_turns(mesh, "graph-r1", 20)
+
+        async def five_turns() -> Any:
+            # The turn that commits the run's end is recorded just after that commit.
+            found = await last_turns(mesh, "graph-r1", 20)
+            return found if len(found) >= 5 else None
+
+        turns = await eventually(five_turns, timeout_s=40)
     assert [t.tools for t in turns] == [["exec"]] * 5
     assert [t.text for t in turns][2:4] == [
         '{"status": "waiting", "decisionId": "' + asking["decisionId"] + '"}',

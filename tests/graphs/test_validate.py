@@ -80,7 +80,7 @@ EXPECTED = {
     "nodes[6].prompt: missing required field",
     "nodes[6].colour: unknown field",
     'nodes[10].type: unknown node type "teleport" (one of agent, verifier, human, parallel, '
-    "tool, begin, end, fan_out, fan_in, subgraph, program)",
+    "tool, begin, end, fan_out, fan_in, subgraph, program, workflow)",
     # budget cap
     "budget.steps: 500 is over the cap of 100",
     # ids and begin/end form

@@ -22,6 +22,7 @@ RUNS = REPO / "plait" / "runs"
 LINE = [
     "shared_loads",
     "record",
+    "listing",
     "wake",
     "progress",
     "channel",

@@ -71,9 +71,10 @@ async def leased(
         yield served.runtime
 
 
-async def take_and_ack(mesh: Mesh, run_id: str) -> str:
-    """Take the next message of ``run_id``'s owner as a consumer of the runtimes' group
-    and ack it, as a holder that acked its wake and died; the message's id."""
+async def take_and_ack(mesh: Mesh, run_id: str, wake: str | None = None) -> str:
+    """Take the next message of ``run_id``'s owner (with ``wake``, that message: another
+    one taken first, a lease change's, is left to come back) as a consumer of the
+    runtimes' group and ack it, as a holder that acked its wake and died; its id."""
     topic = mailbox_of(mesh, owner_id(run_id))
     sub = mesh.subscribe([topic], "actors", "gone", start="begin", visibility_timeout_ms=300)
     try:
@@ -81,6 +82,8 @@ async def take_and_ack(mesh: Mesh, run_id: str) -> str:
             async for delivery in sub:
                 data = delivery.data if isinstance(delivery.data, dict) else {}
                 assert data.get("to") == owner_id(run_id)  # the mesh holds one run
+                if wake is not None and delivery.id != wake:
+                    continue
                 await delivery.ack()
                 return delivery.id
     finally:
@@ -226,7 +229,8 @@ async def test_a_dead_holders_claim_is_run_once_by_the_next_holder(
     same = "ray:plait/host-0" if next_holder == "restarted" else None
     rec, dead = await die_during_second(mesh, runs, host=same)
     if wake == "acked":
-        assert await take_and_ack(mesh, rec.run_id) == rec.attempts["second"].wake
+        wake_id = rec.attempts["second"].wake
+        assert await take_and_ack(mesh, rec.run_id, wake_id) == wake_id
     # With its wake back (after the visibility timeout) while the takeover's visit
     # runs, the two must not both run it.
     model = ScriptedModel(

@@ -84,7 +84,7 @@ async def _drive(url: str, where: Path, kill: str) -> tuple[RunRecord, list[str]
     """Run the release workflow to its end through killed and restarted servers: its
     record, the names of the steps journaled, and how many servers were started."""
     servers = _Servers(url, where)
-    killed_on_timer = False
+    killed_on_timer = answered = False
     try:
         async with open_mesh(url) as mesh:
             await put_profile(
@@ -97,8 +97,10 @@ async def _drive(url: str, where: Path, kill: str) -> tuple[RunRecord, list[str]
                     server = servers.ensure()
                     rec = await runs.get(rec.run_id)
                     waiting = rec.waiting
-                    if waiting is not None and waiting.ask == "Release pkg?":
+                    if waiting is not None and waiting.ask == "Release pkg?" and not answered:
+                        # Once: the record shows the wait until the server takes the answer.
                         await runs.resume(rec.run_id, "yes", by=Human("tester"))
+                        answered = True
                     elif waiting is not None and waiting.ask.startswith("Timer:"):
                         if kill == "timer" and not killed_on_timer:
                             server.sigkill()  # the next server fires the timer
