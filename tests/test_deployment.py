@@ -220,7 +220,10 @@ def test_a_postgres_profile_runs_the_mesh_on_postgresql_instead_of_redis(
         profile: {name for name, s in services.items() if profile in s.get("profiles", [])}
         for profile in ("redis", "postgres")
     }
-    assert by_profile == {"redis": {"redis", "plait"}, "postgres": {"postgres", "plait-pg"}}
+    assert by_profile == {
+        "redis": {"redis", "plait", "prometheus"},
+        "postgres": {"postgres", "plait-pg"},
+    }
     unprofiled = {name for name, s in services.items() if "profiles" not in s}
     assert unprofiled == {"ray-head", "ray-worker"}
     for name in unprofiled:  # they start under either profile: they need neither server

@@ -115,7 +115,7 @@ class RedisLive(LiveChannels):
 
     def watched(self, channel: str) -> bool:
         if self._reader is None and self._starting is None:
-            self._starting = asyncio.get_running_loop().create_task(self._start())
+            self._starting = self._start_task()
         # This process's own watches count at once: a writer on this mesh object needs
         # no round trip through the server (whose count may lag) to know of them.
         return bool(self._watches.get(channel)) or self._counts.get(channel, 0) > 0
@@ -123,10 +123,18 @@ class RedisLive(LiveChannels):
     async def _started(self) -> PubSub:
         if self._reader is None:
             if self._starting is None:
-                self._starting = asyncio.get_running_loop().create_task(self._start())
+                self._starting = self._start_task()
             await asyncio.shield(self._starting)
         assert self._pubsub is not None
         return self._pubsub
+
+    def _start_task(self) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(self._start())
+        # A start nobody awaits (a writer asking whether a channel is watched) or whose
+        # waiter was cancelled leaves its failure to no one: it is read here, so it is
+        # not reported as never retrieved; the next call starts again.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return task
 
     async def _start(self) -> None:
         try:

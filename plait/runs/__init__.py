@@ -4,6 +4,7 @@ The room is a line, each module importing only those before it:
 
 - :mod:`~plait.runs.record` — the run record and where a run's data lives;
 - :mod:`~plait.runs.listing` — listing runs by status, newest first;
+- :mod:`~plait.runs.telemetry` — what a transition tells the traces and metrics;
 - :mod:`~plait.runs.channel` — a run's live channel, as the serving process writes it;
 - :mod:`~plait.runs.store` — reads (records, pinned specs, output values);
 - :mod:`~plait.runs.watch` — following a run's live channel until it settles;

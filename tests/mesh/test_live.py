@@ -7,10 +7,13 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from plait.mesh import LiveChannels, Mesh, open_mesh
+from tests._support.meshes import LIVE_BACKENDS, make_url_factory
 from tests._support.timing import scaled
 
 pytestmark = pytest.mark.anyio
@@ -20,6 +23,16 @@ def live_of(mesh: Mesh) -> LiveChannels:
     live = mesh.live
     assert live is not None
     return live
+
+
+@pytest.fixture(params=LIVE_BACKENDS)
+def mesh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """This test's mesh URL, once per backend with live channels."""
+    url, cleanup = make_url_factory(request.param, tmp_path)
+    try:
+        yield url()
+    finally:
+        cleanup()
 
 
 async def test_offsets_count_from_one_and_reads_resume_after_an_offset(mesh: Mesh) -> None:

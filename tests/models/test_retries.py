@@ -120,7 +120,7 @@ async def test_timeout_s_bounds_each_model_call_and_a_timeout_is_retried(
     openai_server.reply_text("quick")
     with anyio.fail_after(scaled(4)):
         got = await runner(openai_server, graph(timeout_s=0.2))
-    assert (got["status"], got["output"], got["retries"]) == ("done", "quick", 1)
+    assert (got["status"], got["output"], got["retries"]) == ("done", "quick", 1), got
     assert len(openai_server.requests) == 2
 
 

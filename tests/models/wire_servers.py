@@ -139,7 +139,7 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
                 headers={name.lower(): value for name, value in self.headers.items()},
                 body=json.loads(raw) if raw else None,
             )
-            reply = server._answer(request)
+            reply = _as_streamed(request, server._answer(request))
             if reply.delay and server._stopping.wait(reply.delay):
                 return
             if reply.frames is not None:
@@ -434,3 +434,45 @@ __all__ = [
     "anthropic_frames",
     "openai_frames",
 ]
+
+
+def _as_streamed(request: WireRequest, reply: WireReply) -> WireReply:
+    """``reply`` as the server sends it to a request that asked to stream: a whole
+    completion queued as JSON goes out as the frames of the same reply, as the real
+    servers do; an error, or a reply queued as frames, goes out as it is."""
+    asked = isinstance(request.body, dict) and request.body.get("stream") is True
+    body = reply.body
+    if not asked or reply.frames is not None or reply.status != 200 or not isinstance(body, dict):
+        return reply
+    if "choices" in body:  # an OpenAI chat completion
+        choice = body["choices"][0]
+        message = choice.get("message") or {}
+        calls = [
+            (call["id"], call["function"]["name"], [call["function"]["arguments"]])
+            for call in message.get("tool_calls") or []
+        ]
+        used = body.get("usage") or {}
+        frames = openai_frames(
+            [message["content"]] if message.get("content") else [],
+            calls=calls,
+            usage=(used.get("prompt_tokens", 0), used.get("completion_tokens", 0)),
+            finish_reason=choice.get("finish_reason") or "stop",
+            model=body.get("model", "gpt-test"),
+        )
+    elif body.get("type") == "message":  # an Anthropic message
+        blocks = body.get("content") or []
+        used = body.get("usage") or {}
+        frames = anthropic_frames(
+            [b["text"] for b in blocks if b.get("type") == "text"],
+            calls=[
+                (b["id"], b["name"], [json.dumps(b.get("input", {}))])
+                for b in blocks
+                if b.get("type") == "tool_use"
+            ],
+            usage=(used.get("input_tokens", 0), used.get("output_tokens", 0)),
+            stop_reason=body.get("stop_reason") or "end_turn",
+            model=body.get("model", "claude-test"),
+        )
+    else:
+        return reply
+    return WireReply(status=200, delay=reply.delay, frames=frames)

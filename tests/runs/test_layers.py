@@ -23,6 +23,7 @@ LINE = [
     "shared_loads",
     "record",
     "listing",
+    "telemetry",
     "wake",
     "progress",
     "channel",

@@ -5,6 +5,8 @@ a visit streams as a new attempt after a restart marker."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,7 @@ from plait.runs import Runs
 from plait.runs.channel import LiveEvent, RunChannels, channel_of
 from plait.runs.progress import Progress
 from plait.runs.watch import follow_run
+from tests._support.meshes import LIVE_BACKENDS, make_url_factory
 
 from .helpers import agent_chain, hosting, settle, store
 
@@ -28,6 +31,16 @@ def streaming_model(**rule: object) -> ScriptedModel:
 
 async def collect(mesh: Mesh, run_id: str, after: int = 0) -> list[LiveEvent]:
     return [event async for event in follow_run(mesh, run_id, after=after)]
+
+
+@pytest.fixture(params=LIVE_BACKENDS)
+def mesh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """This test's mesh URL, once per backend with live channels."""
+    url, cleanup = make_url_factory(request.param, tmp_path)
+    try:
+        yield url()
+    finally:
+        cleanup()
 
 
 async def test_a_watcher_sees_every_chunk_in_order_then_the_commit(mesh: Mesh) -> None:
