@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,6 +221,47 @@ return len(pids)
     with pytest.raises(ProgramError, match=r"bomb\.py:5: SandboxRefused: os\.fork is not"):
         await run_source(text, None, grant_all(None), filename="bomb.py")
     assert await run_source("return 'still serving'", None, grant_all(None)) == "still serving"
+
+
+_ON_A_TERMINAL = """
+import asyncio, json, os, sys
+from plait.programs import grant_all, run_source
+from plait.programs.sandbox import SandboxPool, use_pool
+
+# This process on a terminal of its own, as a server started from a shell is.
+_, terminal = os.openpty()
+os.setsid()
+os.close(os.open(os.ttyname(terminal), os.O_RDWR))
+os.close(os.open("/dev/tty", os.O_RDWR))  # it is this process's controlling terminal
+TEXT = (
+    "import os\\n"
+    "with open(f'/proc/{os.getpid()}/stat') as f:\\n"
+    "    fields = f.read().rsplit(')', 1)[1].split()\\n"
+    "return int(fields[4])\\n"
+)
+
+async def main():
+    with use_pool(SandboxPool(size=0, isolation=sys.argv[1])):
+        print(json.dumps(await run_source(TEXT, None, grant_all(None))))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "rlimits"])
+def test_a_program_has_no_terminal_to_type_into(mode: str) -> None:
+    # A process that holds the serving process's controlling terminal could push input
+    # into it (TIOCSTI): the program's process has none, though it shares the session.
+    if mode == "bwrap" and (why := bwrap_usable()) is not None:
+        pytest.skip(why)
+    done = subprocess.run(
+        [sys.executable, "-c", _ON_A_TERMINAL, mode],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == 0  # tty_nr: no controlling terminal
 
 
 async def test_a_memory_hog_fails_under_the_limit(isolation: str) -> None:

@@ -15,6 +15,7 @@ program is one :class:`~plait.errors.ProgramError` line: ``file:line: Type: mess
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import marshal
@@ -39,6 +40,8 @@ METHODS: Mapping[str, frozenset[str]] = {
 }
 """The capability methods a sandboxed program may call, by capability."""
 
+_SORTED = {name: sorted(methods) for name, methods in METHODS.items()}
+
 MAX_FRAME = 16 << 20
 """The largest frame the child may send (a program that sends more is ended)."""
 
@@ -48,38 +51,36 @@ log = logging.getLogger(__name__)
 
 
 class _Channel:
-    """Frames over the serving end of the socket pair."""
+    """Frames over the serving end of the socket pair, on this thread's event loop.
+
+    A frame is sent at once where the socket takes it (it mostly does); only a full
+    socket is waited on, under a lock so that frames never interleave.
+    """
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buffer = bytearray()
-        self.lock = anyio.Lock()
+        self.loop = asyncio.get_running_loop()
+        self.lock = asyncio.Lock()
 
     async def send(self, frame: Mapping[str, Any]) -> None:
-        """Send ``frame`` as JSON."""
-        await self._send(json.dumps(frame, default=str).encode())
+        """Send ``frame`` (a reply: marshal, JSON data only; the child trusts this process,
+        and what the child sends is only ever read here as JSON)."""
+        await self._send(marshal.dumps(dict(frame)))
 
     async def send_run(self, frame: Mapping[str, Any]) -> None:
-        """Send the ``run`` frame: marshal, the code object in it as is (the child
-        trusts this process; what the child sends is only ever read as JSON)."""
+        """Send the ``run`` frame: marshal, the code object in it as is."""
         await self._send(marshal.dumps(dict(frame)))
 
     async def _send(self, data: bytes) -> None:
-        view = memoryview(HEADER.pack(len(data)) + data)
-        async with self.lock:
-            while view:
-                try:
-                    sent = self.sock.send(view)
-                except BlockingIOError:  # full: only then wait (a frame mostly fits at once)
-                    await anyio.wait_writable(self.sock)
-                    continue
-                view = view[sent:]
+        async with self.lock:  # uncontended: taken without a switch
+            await self.loop.sock_sendall(self.sock, HEADER.pack(len(data)) + data)
 
     async def receive(self) -> dict[str, Any] | None:
         """The next frame, or None once the child closed its end."""
         while True:
             if len(self.buffer) >= HEADER.size:
-                size = HEADER.unpack(self.buffer[: HEADER.size])[0]
+                size = HEADER.unpack_from(self.buffer)[0]
                 if size > MAX_FRAME:
                     raise ProgramError(
                         f"the program sent a frame of {size} bytes (at most {MAX_FRAME})"
@@ -94,11 +95,8 @@ class _Channel:
                     if not isinstance(frame, dict):
                         raise ProgramError("the program sent a frame that is not an object")
                     return frame
-            await anyio.wait_readable(self.sock)
             try:
-                chunk = self.sock.recv(1 << 16)
-            except BlockingIOError:
-                continue
+                chunk = await self.loop.sock_recv(self.sock, 1 << 16)
             except ConnectionError:
                 chunk = b""
             if not chunk:
@@ -125,18 +123,7 @@ async def run_on(
     channel = _Channel(proc.sock)
     capabilities = {n: v for n, v in names.items() if n in METHODS}
     errors: list[Exception] = []
-    await channel.send_run(
-        {
-            "op": "run",
-            "code": code,
-            "filename": filename,
-            "input": _jsonable(input),
-            "capabilities": {
-                n: [] if isinstance(v, Missing) else sorted(METHODS[n])
-                for n, v in capabilities.items()
-            },
-        }
-    )
+    answering: set[asyncio.Task[None]] = set()
 
     async def answer(frame: dict[str, Any]) -> None:
         call_id = frame.get("id")
@@ -153,21 +140,43 @@ async def run_on(
             pass  # the child is gone: its end is read as such
 
     done: dict[str, Any] | None = None
-    with anyio.move_on_after(wall_seconds) as deadline:
-        async with anyio.create_task_group() as group:
+    deadline = asyncio.timeout(wall_seconds)
+    try:
+        async with deadline:
+            await channel.send_run(
+                {
+                    "op": "run",
+                    "code": code,
+                    "filename": filename,
+                    "input": _jsonable(input),
+                    "capabilities": {
+                        n: [] if isinstance(v, Missing) else _SORTED[n]
+                        for n, v in capabilities.items()
+                    },
+                }
+            )
             while done is None:
                 frame = await channel.receive()
                 if frame is None:
                     break
                 if frame.get("op") == "call":
-                    group.start_soon(answer, frame)
+                    # Each call answered on its own: a program may wait on several at once.
+                    task = channel.loop.create_task(answer(frame))
+                    answering.add(task)
+                    task.add_done_callback(answering.discard)
                 elif frame.get("op") == "done":
                     done = frame
-            group.cancel_scope.cancel()
-    if deadline.cancelled_caught:
+    except TimeoutError:
+        if not deadline.expired():
+            raise
         raise ProgramError(
             f"{filename}: the program ran past its {wall_seconds:g} s wall-clock limit"
-        )
+        ) from None
+    finally:
+        for task in answering:
+            task.cancel()
+        if answering:
+            await asyncio.gather(*answering, return_exceptions=True)
     if done is None:
         raise ProgramError(await anyio.to_thread.run_sync(_ended, proc, filename))
     printed = done.get("printed")

@@ -51,7 +51,7 @@ Isolation = Literal["bwrap", "rlimits"]
 """``bwrap``: bubblewrap namespaces and the limits; ``rlimits``: the limits only."""
 
 HEADER = struct.Struct(">I")
-"""A frame's length prefix (4 bytes, big-endian) before its UTF-8 JSON."""
+"""A frame's length prefix (4 bytes, big-endian) before its body."""
 
 NOBODY = 65534
 """The uid and gid a program runs as, when the serving process may choose (root)."""
@@ -149,7 +149,9 @@ def start_zygote(
             pass_fds=(theirs.fileno(),),
             cwd=cwd,
             env=env,
-            start_new_session=True,
+            # Its own process group (ended as one), in this session: see the stub's
+            # _no_terminal for why not a session of its own.
+            process_group=0,
         )
     except BaseException:
         ours.close()
@@ -162,7 +164,7 @@ def start_zygote(
 
 def _bwrap_prefix(bwrap: str, workspace: Path) -> list[str]:
     argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
-    argv += ["--unshare-cgroup-try", "--new-session", "--die-with-parent"]
+    argv += ["--unshare-cgroup-try", "--die-with-parent"]
     if os.geteuid() != 0:
         # Unprivileged: a user namespace, the program nobody in it.
         argv += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--cap-drop", "ALL"]

@@ -22,8 +22,9 @@ A proxy's every method is one ``call`` frame answered by the serving process, wh
 holds the real capabilities and decides; a capability's error comes back as data
 (type name, message and a reference the server re-raises the original by).
 
-Frames are a 4-byte big-endian length and UTF-8 JSON, but for the ``run`` frame (marshal:
-it comes from the serving process; what the child sends is never unmarshalled there).
+Frames are a 4-byte big-endian length and a body: UTF-8 JSON from the child, marshal
+from the serving process (the ``run`` frame and the replies: the child trusts it; what
+the child sends is never unmarshalled there).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def _apply_limits(limits: Mapping[str, int]) -> None:
 
 
 class _Frames:
-    """Length-prefixed JSON frames over the RPC socket."""
+    """Length-prefixed frames over the RPC socket (JSON out, marshal in)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -161,7 +162,7 @@ class _Client:
                     break
                 body = self.buffer[_HEADER.size : _HEADER.size + size]
                 self.buffer = self.buffer[_HEADER.size + size :]
-                self._settle(json.loads(body))
+                self._settle(marshal.loads(body))  # from the serving process
 
     def _settle(self, reply: dict[str, Any]) -> None:
         future = self.pending.pop(reply.get("id", -1), None)
@@ -388,6 +389,8 @@ async def _run(client: _Client, code: CodeType, names: dict[str, Any]) -> Any:
     finally:
         if client.reader is not None:
             client.reader.cancel()
+            with contextlib.suppress(BaseException):
+                await client.reader
 
 
 def _child(sock: socket.socket, config: Mapping[str, Any], name: str) -> None:
@@ -429,6 +432,18 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
         return
     if job.get("op") != "run":
         return
+    _run_job(frames, loop, job)
+    # Exit only once the serving process is done with the channel: tearing this
+    # process down now would hold the CPU the serving process wakes on to read the result.
+    with contextlib.suppress(OSError):
+        while sock.recv(4096):
+            pass
+
+
+def _run_job(frames: _Frames, loop: asyncio.AbstractEventLoop, job: Mapping[str, Any]) -> None:
+    """Run the program of a ``run`` frame on ``loop``, its calls over ``frames``; send
+    its ``done`` frame."""
+    sock = frames.sock
     printed = io.StringIO()
     sys.stdout = sys.stderr = printed
     filename = str(job["filename"])
@@ -450,11 +465,6 @@ def _serve_one(sock: socket.socket, config: Mapping[str, Any], workspace: str) -
         data = json.dumps({**failed, "printed": printed.getvalue()[-_PRINTED:]}).encode()
     sock.setblocking(True)
     sock.sendall(_HEADER.pack(len(data)) + data)
-    # Exit only once the serving process is done with the channel: tearing this
-    # process down now would hold the CPU the serving process wakes on to read the result.
-    with contextlib.suppress(OSError):
-        while sock.recv(4096):
-            pass
 
 
 class _Zygote:
@@ -526,23 +536,40 @@ class _Zygote:
             self.send({"op": "exited", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
+_REHEARSAL = """
+async def __plait_program__():
+    seen = await mesh.get("rehearsal")
+    print(seen)
+    return {"who": payload.who, "seen": seen}
+"""
+
+
 def _rehearse(loop: asyncio.AbstractEventLoop) -> None:
-    """Take, on ``loop``, the paths a program's run takes (a socket read on the loop, an
-    async function run, JSON, marshal): what they load, allocate or copy on first use is
+    """Run a program's whole path on ``loop`` once (its run frame read, a capability
+    call and its reply, the program run, its done frame sent), over a socket pair that
+    plays the serving process: what the path loads, allocates or copies on first use is
     then done before a program is waited for, not on its call's path."""
     a, b = socket.socketpair()
+    saved = sys.stdout, sys.stderr
     try:
-        a.setblocking(False)
-        b.sendall(_HEADER.pack(2) + b"{}")
-        code = marshal.loads(marshal.dumps(compile("async def f():\n return 1", "w", "exec")))
-        namespace: dict[str, Any] = {}
-        exec(code, namespace)
-        loop.run_until_complete(loop.sock_recv(a, 64))
-        loop.run_until_complete(namespace["f"]())
-        json.loads(json.dumps({"op": "done", "value": [1, "x", None]}))
-        marshal.loads(marshal.dumps({"code": code, "input": {"x": [1]}}))
-        io.StringIO().write("x")
+        job = {
+            "op": "run",
+            "code": compile(_REHEARSAL, "<rehearsal>", "exec"),
+            "filename": "<rehearsal>",
+            "input": {"who": "rehearsal"},
+            "capabilities": {"mesh": ["get"]},
+        }
+        reply = marshal.dumps({"id": 1, "ok": True, "value": {"value": [1, "x", None]}})
+        run = marshal.dumps(job)
+        b.sendall(_HEADER.pack(len(run)) + run + _HEADER.pack(len(reply)) + reply)
+        frames = _Frames(a)
+        _run_job(frames, loop, frames.recv_run())
+        b.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while b.recv(1 << 16):
+                pass
     finally:
+        sys.stdout, sys.stderr = saved
         a.close()
         b.close()
 
@@ -560,11 +587,33 @@ def _warm_up() -> None:
     gc.freeze()
 
 
+def _no_terminal() -> None:
+    """Leave the serving process's controlling terminal, if it has one: no program can
+    then open it (``/dev/tty``) to push input into it (``TIOCSTI``). The zygote stays in
+    the serving process's session (a session of its own would also be a scheduling group
+    of its own, and each of its programs' wake-ups would wait on it), so it detaches
+    itself, and where it cannot, it starts a session of its own after all."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return  # no controlling terminal
+    try:
+        import fcntl
+        import termios
+
+        fcntl.ioctl(fd, termios.TIOCNOTTY)
+    except OSError:
+        os.setsid()
+    finally:
+        os.close(fd)
+
+
 def main() -> None:
     """The zygote: set up once, then fork one child per program the serving process asks for."""
     fd, config_json = int(sys.argv[1]), sys.argv[2]
     config: dict[str, Any] = json.loads(config_json)
     _limit(resource.RLIMIT_CORE, 0)
+    _no_terminal()
     _forget_fork_exec()  # before any fork: no child inherits _posixsubprocess
     _warm_up()
     _Zygote(socket.socket(fileno=fd), config).serve()
