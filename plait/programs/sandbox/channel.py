@@ -20,7 +20,7 @@ import json
 import logging
 import marshal
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import CodeType
 from typing import Any
 
@@ -53,55 +53,72 @@ log = logging.getLogger(__name__)
 class _Channel:
     """Frames over the serving end of the socket pair, on this thread's event loop.
 
-    A frame is sent at once where the socket takes it (it mostly does); only a full
-    socket is waited on, under a lock so that frames never interleave.
+    Frames from the child are read by a callback the loop runs whenever the socket is
+    readable (registered once per run, not once per frame) and handed to ``on_frame``;
+    the end of the channel (or a frame that breaks the rules) settles :attr:`ended`. A
+    frame is sent at once where the socket takes it (it mostly does); only a full socket
+    is waited on, under a lock so that frames never interleave.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, on_frame: Callable[[dict[str, Any]], None]) -> None:
         self.sock = sock
+        self.on_frame = on_frame
         self.buffer = bytearray()
         self.loop = asyncio.get_running_loop()
         self.lock = asyncio.Lock()
+        self.ended: asyncio.Future[None] = self.loop.create_future()
+        self.loop.add_reader(sock.fileno(), self._readable)
+
+    def close(self) -> None:
+        """Stop reading (the socket stays open: its process owns it)."""
+        self.loop.remove_reader(self.sock.fileno())
+        if not self.ended.done():
+            self.ended.set_result(None)
 
     async def send(self, frame: Mapping[str, Any]) -> None:
-        """Send ``frame`` (a reply: marshal, JSON data only; the child trusts this process,
-        and what the child sends is only ever read here as JSON)."""
-        await self._send(marshal.dumps(dict(frame)))
-
-    async def send_run(self, frame: Mapping[str, Any]) -> None:
-        """Send the ``run`` frame: marshal, the code object in it as is."""
-        await self._send(marshal.dumps(dict(frame)))
-
-    async def _send(self, data: bytes) -> None:
+        """Send ``frame`` as marshal (JSON data and, in the ``run`` frame, the code object:
+        the child trusts this process, and what the child sends is only ever read here as
+        JSON)."""
+        data = marshal.dumps(dict(frame))
         async with self.lock:  # uncontended: taken without a switch
             await self.loop.sock_sendall(self.sock, HEADER.pack(len(data)) + data)
 
-    async def receive(self) -> dict[str, Any] | None:
-        """The next frame, or None once the child closed its end."""
-        while True:
-            if len(self.buffer) >= HEADER.size:
-                size = HEADER.unpack_from(self.buffer)[0]
-                if size > MAX_FRAME:
-                    raise ProgramError(
-                        f"the program sent a frame of {size} bytes (at most {MAX_FRAME})"
-                    )
-                if len(self.buffer) >= HEADER.size + size:
-                    body = bytes(self.buffer[HEADER.size : HEADER.size + size])
-                    del self.buffer[: HEADER.size + size]
-                    try:
-                        frame = json.loads(body)
-                    except (ValueError, RecursionError):
-                        raise ProgramError("the program sent a frame that is not JSON") from None
-                    if not isinstance(frame, dict):
-                        raise ProgramError("the program sent a frame that is not an object")
-                    return frame
-            try:
-                chunk = await self.loop.sock_recv(self.sock, 1 << 16)
-            except ConnectionError:
-                chunk = b""
-            if not chunk:
-                return None
-            self.buffer += chunk
+    def _readable(self) -> None:
+        try:
+            chunk = self.sock.recv(1 << 16)
+        except BlockingIOError:
+            return
+        except ConnectionError:
+            chunk = b""
+        if not chunk:
+            self.close()
+            return
+        self.buffer += chunk
+        try:
+            while (frame := self._next()) is not None:
+                self.on_frame(frame)
+        except ProgramError as exc:
+            self.loop.remove_reader(self.sock.fileno())
+            if not self.ended.done():
+                self.ended.set_exception(exc)
+
+    def _next(self) -> dict[str, Any] | None:
+        if len(self.buffer) < HEADER.size:
+            return None
+        size = HEADER.unpack_from(self.buffer)[0]
+        if size > MAX_FRAME:
+            raise ProgramError(f"the program sent a frame of {size} bytes (at most {MAX_FRAME})")
+        if len(self.buffer) < HEADER.size + size:
+            return None
+        body = bytes(self.buffer[HEADER.size : HEADER.size + size])
+        del self.buffer[: HEADER.size + size]
+        try:
+            frame = json.loads(body)
+        except (ValueError, RecursionError):
+            raise ProgramError("the program sent a frame that is not JSON") from None
+        if not isinstance(frame, dict):
+            raise ProgramError("the program sent a frame that is not an object")
+        return frame
 
 
 async def run_on(
@@ -120,10 +137,10 @@ async def run_on(
             ``wall_seconds``, or its process ended without a result.
         Exception: a capability's own error the program let through.
     """
-    channel = _Channel(proc.sock)
     capabilities = {n: v for n, v in names.items() if n in METHODS}
     errors: list[Exception] = []
     answering: set[asyncio.Task[None]] = set()
+    done: dict[str, Any] | None = None
 
     async def answer(frame: dict[str, Any]) -> None:
         call_id = frame.get("id")
@@ -139,11 +156,24 @@ async def run_on(
         except OSError:
             pass  # the child is gone: its end is read as such
 
-    done: dict[str, Any] | None = None
+    def on_frame(frame: dict[str, Any]) -> None:
+        nonlocal done
+        if done is not None:
+            return
+        if frame.get("op") == "call":
+            # Each call answered on its own: a program may wait on several at once.
+            task = channel.loop.create_task(answer(frame))
+            answering.add(task)
+            task.add_done_callback(answering.discard)
+        elif frame.get("op") == "done":
+            done = frame
+            channel.close()
+
+    channel = _Channel(proc.sock, on_frame)
     deadline = asyncio.timeout(wall_seconds)
     try:
         async with deadline:
-            await channel.send_run(
+            await channel.send(
                 {
                     "op": "run",
                     "code": code,
@@ -155,17 +185,7 @@ async def run_on(
                     },
                 }
             )
-            while done is None:
-                frame = await channel.receive()
-                if frame is None:
-                    break
-                if frame.get("op") == "call":
-                    # Each call answered on its own: a program may wait on several at once.
-                    task = channel.loop.create_task(answer(frame))
-                    answering.add(task)
-                    task.add_done_callback(answering.discard)
-                elif frame.get("op") == "done":
-                    done = frame
+            await channel.ended
     except TimeoutError:
         if not deadline.expired():
             raise
@@ -173,6 +193,7 @@ async def run_on(
             f"{filename}: the program ran past its {wall_seconds:g} s wall-clock limit"
         ) from None
     finally:
+        channel.close()
         for task in answering:
             task.cancel()
         if answering:

@@ -131,7 +131,8 @@ class _Client:
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.next_id = 0
         self.buffer = b""
-        self.reader: asyncio.Future[None] | None = None
+        self.reading = False
+        self.lock = asyncio.Lock()
 
     async def call(
         self, cap: str, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -140,29 +141,43 @@ class _Client:
         call_id = self.next_id
         future: asyncio.Future[Any] = self.loop.create_future()
         self.pending[call_id] = future
-        if self.reader is None:  # a program that calls nothing reads nothing
-            self.reader = asyncio.ensure_future(self.read_replies())
+        if not self.reading:  # a program that calls nothing reads nothing
+            # One callback reads every reply as it comes (not a read awaited per reply).
+            self.reading = True
+            self.loop.add_reader(self.frames.sock.fileno(), self._readable)
         frame = {"op": "call", "id": call_id, "cap": cap, "method": method}
         data = json.dumps({**frame, "args": list(args), "kwargs": kwargs}, default=repr).encode()
-        await self.loop.sock_sendall(self.frames.sock, _HEADER.pack(len(data)) + data)
+        async with self.lock:  # frames never interleave
+            await self.loop.sock_sendall(self.frames.sock, _HEADER.pack(len(data)) + data)
         return await future
 
-    async def read_replies(self) -> None:
-        while True:
-            chunk = await self.loop.sock_recv(self.frames.sock, 65536)
-            if not chunk:
-                for future in self.pending.values():
-                    if not future.done():
-                        future.set_exception(EOFError("the serving process closed the channel"))
-                return
-            self.buffer += chunk
-            while len(self.buffer) >= _HEADER.size:
-                size = _HEADER.unpack(self.buffer[: _HEADER.size])[0]
-                if len(self.buffer) < _HEADER.size + size:
-                    break
-                body = self.buffer[_HEADER.size : _HEADER.size + size]
-                self.buffer = self.buffer[_HEADER.size + size :]
-                self._settle(marshal.loads(body))  # from the serving process
+    def stop(self) -> None:
+        """Stop reading replies."""
+        if self.reading:
+            self.reading = False
+            self.loop.remove_reader(self.frames.sock.fileno())
+
+    def _readable(self) -> None:
+        try:
+            chunk = self.frames.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.stop()
+            for future in self.pending.values():
+                if not future.done():
+                    future.set_exception(EOFError("the serving process closed the channel"))
+            return
+        self.buffer += chunk
+        while len(self.buffer) >= _HEADER.size:
+            size = _HEADER.unpack_from(self.buffer)[0]
+            if len(self.buffer) < _HEADER.size + size:
+                break
+            body = self.buffer[_HEADER.size : _HEADER.size + size]
+            self.buffer = self.buffer[_HEADER.size + size :]
+            self._settle(marshal.loads(body))  # from the serving process
 
     def _settle(self, reply: dict[str, Any]) -> None:
         future = self.pending.pop(reply.get("id", -1), None)
@@ -387,10 +402,7 @@ async def _run(client: _Client, code: CodeType, names: dict[str, Any]) -> Any:
         exec(code, namespace)
         return await namespace[_ENTRY]()
     finally:
-        if client.reader is not None:
-            client.reader.cancel()
-            with contextlib.suppress(BaseException):
-                await client.reader
+        client.stop()
 
 
 def _child(sock: socket.socket, config: Mapping[str, Any], name: str) -> None:
