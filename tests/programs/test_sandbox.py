@@ -205,6 +205,41 @@ async def test_a_program_writes_only_in_its_own_workspace(isolation: str, tmp_pa
     assert await run_source(text, None, grant_all(None)) == [[], False]
 
 
+async def test_calls_of_one_promoted_version_share_nothing(
+    isolation: str, memory_mesh: Mesh
+) -> None:
+    # The same promoted version, by the same principal, twice: the second call finds
+    # nothing the first left (globals, builtins, modules, files, environment, process).
+    text = """
+import builtins, os, sys, json
+found = {
+    "global": globals().get("left"),
+    "builtin": getattr(builtins, "left", None),
+    "module": getattr(json, "left", None),
+    "modules": "left_module" in sys.modules,
+    "files": sorted(os.listdir(".")),
+    "env": os.environ.get("LEFT"),
+    "pid": os.getpid(),
+}
+globals()["left"] = builtins.left = json.left = payload.mark
+sys.modules["left_module"] = json
+os.environ["LEFT"] = payload.mark
+with open("left.txt", "w") as f:
+    f.write(payload.mark)
+return found
+"""
+    await save_program(memory_mesh, "stateful", text)
+    await promote(memory_mesh, "stateful", 1, by=Human("ana"))
+    grants = grant_all(memory_mesh)
+    first = await run_program("stateful", {"mark": "first"}, grants)
+    second = await run_program("stateful", {"mark": "second"}, grants)
+    clean = {"global": None, "builtin": None, "module": None, "modules": False, "files": []}
+    assert {k: v for k, v in first.items() if k not in ("env", "pid")} == clean
+    assert {k: v for k, v in second.items() if k not in ("env", "pid")} == clean
+    assert first["env"] is None and second["env"] is None
+    assert first["pid"] != second["pid"]
+
+
 async def test_a_fork_bomb_fails_and_the_host_survives(isolation: str) -> None:
     text = """
 import os
