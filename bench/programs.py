@@ -4,7 +4,8 @@ in this process (the path before the sandbox), and the sandbox's starts.
 The program reads a key, writes one and returns (two capability calls, on a SQLite
 mesh): what a small step of a graph written as programs does. ``sandboxed_call`` is a
 call through :func:`plait.programs.run_program` with a warm process ready (the pool
-refills between rounds, outside the timing); its baseline ``in_process_call`` resolves
+refills between rounds, outside the timing: both kinds of round wait for it, so neither
+is timed beside a refill); its baseline ``in_process_call`` resolves
 the same promoted version and runs the same compiled code with the same capabilities
 in this process. They are measured in alternating rounds, so both see the same load.
 ``ratio`` is baseline / value for costs (target >= 0.2). ``trivial_*`` is the same for a
