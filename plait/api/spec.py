@@ -4,8 +4,9 @@ FastAPI writes the document from the routes; :func:`install_spec` completes it, 
 for every route alike (a new route gets the same):
 
 - the ``Problem`` schema every error response refers to;
-- 413 on every operation with a request body (:class:`~plait.api.app.BodyLimit`), and
-  503 on every operation that reads the mesh (a mesh that does not answer);
+- 413 on every operation with a request body (:class:`~plait.api.app.BodyLimit`),
+  503 on every operation that reads the mesh (a mesh that does not answer), a 401's
+  ``WWW-Authenticate``, and no 422 on an operation that takes no input;
 - an optional parameter's schema without its ``null``: a query string or a header
   carries no null, it is left out (FastAPI writes ``int | None`` as either);
 - links from each operation's answer to the operations its fields address: a response
@@ -141,14 +142,28 @@ def _absent_not_null(spec: Spec) -> None:
                 schema.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
 
 
+_CHALLENGE = {
+    "WWW-Authenticate": {
+        "description": "Bearer, and why the token was refused when one was sent.",
+        "required": True,
+        "schema": {"type": "string", "pattern": "^Bearer"},
+    }
+}
+
+
 def _common_responses(spec: Spec) -> None:
-    """413 where a body is read, 503 wherever the mesh is read (every secured operation)."""
+    """413 where a body is read, 503 wherever the mesh is read (every secured operation),
+    a 401's challenge header; no 422 where there is no input to refuse."""
     for _, _, op in operations(spec):
         responses = op.setdefault("responses", {})
         extra: tuple[int, ...] = (413,) if "requestBody" in op else ()
         extra += (503,) if op.get("security") else ()
         for status, doc in problem_responses(*extra).items():
             responses.setdefault(str(status), doc)
+        if "401" in responses:
+            responses["401"] = {**responses["401"], "headers": _CHALLENGE}
+        if not op.get("parameters") and "requestBody" not in op:
+            responses.pop("422", None)
 
 
 def install_spec(app: FastAPI, *complete: Callable[[Spec], None]) -> None:

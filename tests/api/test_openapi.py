@@ -273,4 +273,5 @@ def test_documented_problem_statuses_come_as_problem_json(served: Served) -> Non
     assert unknown.headers["content-type"] == "application/problem+json"
     anonymous = httpx.get(served.url + "/api/runs")
     assert anonymous.status_code == 401
+    assert anonymous.headers["www-authenticate"].startswith("Bearer")
     assert anonymous.headers["content-type"] == "application/problem+json"
