@@ -9,12 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import jsonschema
 import pytest
-from referencing import Registry
-from referencing.jsonschema import DRAFT202012
 
-from .helpers import asking_graph, asking_rules
+from .helpers import asking_graph, asking_rules, check_run_event, spec_validator
 from .server import Served, serving
 
 schemathesis = pytest.importorskip("schemathesis", reason="needs schemathesis (dev extra)")
@@ -125,13 +122,6 @@ def _spec(served: Served) -> dict[str, Any]:
     return spec
 
 
-def _validator(spec: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
-    """A validator of ``schema``, its ``#/components/...`` references read from ``spec``."""
-    registry = Registry().with_resource("spec", DRAFT202012.create_resource(spec))
-    rebased = json.loads(json.dumps(schema).replace('"#/components/', '"spec#/components/'))
-    return jsonschema.Draft202012Validator(rebased, registry=registry)
-
-
 def _body_schema(spec: dict[str, Any], path: str, method: str = "post") -> dict[str, Any]:
     body = spec["paths"][path][method]["requestBody"]
     assert body["required"] is True
@@ -143,16 +133,16 @@ def test_request_schemas_mark_what_the_server_requires(served: Served) -> None:
     """A body the spec calls valid is one the server does not refuse for its shape."""
     spec = _spec(served)
     for path in ("/api/graphs", "/api/runs", "/api/schedules", "/api/runs/{run_id}/fork"):
-        assert not _validator(spec, _body_schema(spec, path)).is_valid({}), path
+        assert not spec_validator(spec, _body_schema(spec, path)).is_valid({}), path
         concrete = path.replace("{run_id}", "grun_x")
         refused = served.client.post(concrete, json={})
         assert refused.status_code == 422, (path, refused.text)
-    answer = _validator(spec, _body_schema(spec, "/api/decisions/{decision_id}/answer"))
+    answer = spec_validator(spec, _body_schema(spec, "/api/decisions/{decision_id}/answer"))
     assert not answer.is_valid({}) and not answer.is_valid({"option": None})
     assert answer.is_valid({"text": "fine"})
-    budget = _validator(spec, _body_schema(spec, "/api/runs/{run_id}/budget"))
+    budget = spec_validator(spec, _body_schema(spec, "/api/runs/{run_id}/budget"))
     assert not budget.is_valid({}) and budget.is_valid({"steps": 3})
-    assert _validator(spec, _body_schema(spec, "/api/graphs")).is_valid(asking_graph())
+    assert spec_validator(spec, _body_schema(spec, "/api/graphs")).is_valid(asking_graph())
     # Types are kept: what the schema calls no boolean is no boolean to the server.
     run = served.client.get("/api/runs").json()["items"][0]["run_id"]
     coerced = served.client.post(f"/api/runs/{run}/budget", json={"steps": "3"})
@@ -241,7 +231,7 @@ def test_the_run_events_are_documented_as_they_are_sent(served: Served) -> None:
     spec = _spec(served)
     response = spec["paths"]["/api/runs/{run_id}/events"]["get"]["responses"]["200"]
     media = response["content"]["text/event-stream"]
-    each = _validator(spec, media["itemSchema"])
+    each = spec_validator(spec, media["itemSchema"])
     names = {
         s["properties"]["event"]["const"]
         for s in spec["components"]["schemas"]["RunEvent"]["oneOf"]
@@ -255,15 +245,7 @@ def test_the_run_events_are_documented_as_they_are_sent(served: Served) -> None:
     assert [e["event"] for e in sent][-1] == "settled"
     assert json.loads(sent[-1]["data"])["status"] == "waiting_human"
     for event in sent:
-        each.validate(event)
-        kind = next(
-            s
-            for s in spec["components"]["schemas"]["RunEvent"]["oneOf"]
-            if s["properties"]["event"]["const"] == event["event"]
-        )
-        _validator(spec, kind["properties"]["data"]["contentSchema"]).validate(
-            json.loads(event["data"])
-        )
+        check_run_event(spec, event)
     assert not each.is_valid({"event": "settled", "data": "{}"} | {"id": "x"})
 
 
