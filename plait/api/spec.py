@@ -103,26 +103,46 @@ def _fields_for(name: str) -> Callable[[str], str | None]:
     return field
 
 
+def _addressed(spec: Spec, schema: dict[str, Any]) -> tuple[str, str] | None:
+    """Where a response names one resource: the JSON pointer to it, and its schema's
+    name: the body itself, the first of a list, or the first ``items`` of a page."""
+    ref = schema.get("$ref", "")
+    if ref.startswith(_REF):
+        page = _schema_of(spec, schema).get("properties", {}).get("items", {})
+        inner = _addressed(spec, page) if page.get("type") == "array" else None
+        if inner is not None and inner[0] == "/0":
+            return "/items/0", inner[1]
+        return "", ref[len(_REF) :]
+    items = schema.get("items", {})
+    if schema.get("type") == "array" and str(items.get("$ref", "")).startswith(_REF):
+        return "/0", items["$ref"][len(_REF) :]
+    return None
+
+
 def _link(spec: Spec) -> None:
-    """Add the links from each 2xx JSON response to the operations its fields address."""
+    """Add the links from each 2xx JSON response to the operations its fields address
+    (from a list or a page, by its first item)."""
     targets = [(path, op, _PARAM.findall(path)) for path, _, op in operations(spec) if "{" in path]
     for _, _, op in operations(spec):
         for status, response in op.get("responses", {}).items():
             content = response.get("content", {}).get("application/json")
             if not str(status).startswith("2") or content is None:
                 continue
-            ref = content.get("schema", {}).get("$ref", "")
-            if not ref.startswith(_REF):
+            found = _addressed(spec, content.get("schema", {}))
+            if found is None:
                 continue
-            field = _fields_for(ref[len(_REF) :])
-            props = _schema_of(spec, content["schema"]).get("properties", {})
+            pointer, name = found
+            field = _fields_for(name)
+            props = spec["components"]["schemas"][name].get("properties", {})
             links = response.setdefault("links", {})
             for _path, target, params in targets:
                 fields = {param: field(param) for param in params}
                 if all(f in props for f in fields.values()):
                     links[target["operationId"]] = {
                         "operationId": target["operationId"],
-                        "parameters": {p: f"$response.body#/{f}" for p, f in fields.items()},
+                        "parameters": {
+                            p: f"$response.body#{pointer}/{f}" for p, f in fields.items()
+                        },
                     }
             if not links:
                 del response["links"]

@@ -50,6 +50,7 @@ def _config(token: str) -> Any:
     return schemathesis.Config.from_dict(
         {
             "headers": {"Authorization": f"Bearer {token}"},
+            "seed": 30,  # the same requests on every run: a failure here reproduces
             "generation": {"max-examples": MAX_EXAMPLES, "database": "none"},
             "request-timeout": 30,
             "continue-on-failure": True,
@@ -81,8 +82,11 @@ def test_the_api_keeps_to_its_spec(served: Served) -> None:
     failures: dict[tuple[str, str, str], str] = {}
     errors: list[str] = []
     phases: dict[str, str] = {}
+    walked: set[str] = set()  # operations the stateful phase reached along a link, answered 2xx
     for event in from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished):
+            if event.phase.value == "stateful":
+                walked |= _walked(event.recorder)
             for case_id, checks in event.recorder.checks.items():
                 for check in checks:
                     if check.failure_info is None:
@@ -99,6 +103,19 @@ def test_the_api_keeps_to_its_spec(served: Served) -> None:
     assert not failures, "\n".join(f"{k}: {v}" for k, v in failures.items())
     for phase in ("coverage", "fuzzing", "stateful"):
         assert phases.get(phase) == "success", phases
+    # The seeded run is reached from the runs page, and its reads from it.
+    assert {"GET /api/runs/{run_id}", "GET /api/runs/{run_id}/trajectory"} <= walked, walked
+
+
+def _walked(recorder: Any) -> set[str]:
+    """The operations of a stateful scenario called along a link and answered 2xx."""
+    found = set()
+    for case_id, node in recorder.cases.items():
+        interaction = recorder.interactions.get(case_id)
+        response = interaction.response if interaction is not None else None
+        if node.transition is not None and response is not None and response.status_code < 300:
+            found.add(f"{node.value.method} {node.value.path}")
+    return found
 
 
 def test_a_node_kind_of_the_wrong_type_is_a_422(served: Served) -> None:
@@ -210,6 +227,15 @@ def test_links_lead_from_a_created_run_to_its_reads_and_acts(served: Served) -> 
     }
     fork = spec["paths"]["/api/runs/{run_id}/fork"]["post"]["responses"]["201"]["links"]
     assert len(fork) == len(created)
+    listed = spec["paths"]["/api/runs"]["get"]["responses"]["200"]["links"]  # a page's first
+    assert {link["parameters"]["run_id"] for link in listed.values()} == {
+        "$response.body#/items/0/run_id"
+    }
+    assert len(listed) == len(created)
+    decisions = spec["paths"]["/api/decisions"]["get"]["responses"]["200"]["links"]
+    assert any(
+        link["parameters"] == {"decision_id": "$response.body#/0/id"} for link in decisions.values()
+    )
 
 
 def _sse(text: str) -> list[dict[str, str]]:
