@@ -12,15 +12,12 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plait.api.deps import PrincipalDep, Services
+from plait.api.events import declare_events
 from plait.api.metrics import install_metrics
 from plait.api.models import Whoami
-from plait.api.problems import (
-    Problem,
-    install_problem_handlers,
-    problem_response,
-    problem_responses,
-)
+from plait.api.problems import install_problem_handlers, problem_response, problem_responses
 from plait.api.routes import decisions, graphs, runs, schedules
+from plait.api.spec import install_spec
 from plait.mesh import Mesh
 from plait.tools import ToolRegistry, serving_registry
 
@@ -102,7 +99,7 @@ def create_app(mesh: Mesh, *, tools: ToolRegistry | None = None) -> FastAPI:
     install_metrics(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BodyLimit)
-    _declare_problem(app)
+    install_spec(app, declare_events, graphs.declare_graph_file)
     return app
 
 
@@ -112,23 +109,6 @@ _CONSOLE_HEADERS = {
     "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
 }
-
-
-def _declare_problem(app: FastAPI) -> None:
-    """Put the Problem schema in the spec, which every error response refers to."""
-    base = app.openapi
-
-    def openapi() -> dict[str, object]:
-        if app.openapi_schema is None:
-            spec = base()
-            schemas = spec.setdefault("components", {}).setdefault("schemas", {})
-            schemas["Problem"] = Problem.model_json_schema(
-                ref_template="#/components/schemas/{model}"
-            )
-            app.openapi_schema = spec
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 __all__ = ["MAX_BODY_BYTES", "ROUTERS", "STATIC", "BodyLimit", "create_app"]

@@ -10,6 +10,10 @@ N, as far as the channel still keeps it, then live data: no gap, no duplicate. O
 the run is done, failed, cancelled or waits, one ``settled`` event ends the stream.
 
 The stream waits on the channel's wake-ups; nothing polls per connection.
+
+:data:`EVENTS_RESPONSE` documents the stream in the OpenAPI spec: OpenAPI 3.2's
+``itemSchema`` of ``text/event-stream``, one schema per event name, each event's
+``data`` a JSON document (``contentMediaType``) of the schema its name says.
 """
 
 from __future__ import annotations
@@ -18,10 +22,85 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from pydantic import BaseModel, Field
+
+from plait.api.spec import Spec, add_model
 from plait.runs import RunRecord, Runs
 from plait.runs.channel import LiveEvent, channel_of
 from plait.runs.log import LogFollower
 from plait.runs.watch import follow_run, in_flight_start
+
+
+class AttemptData(BaseModel):
+    """The data of an ``attempt`` event: a visit starts streaming."""
+
+    offset: int = Field(description="Its offset in the run's live channel (the event id).")
+    node: str = Field(description="The node (or fan-out instance) that streams.")
+    visit: int
+    attempt: int = Field(ge=1, description="Which try of the visit (from 1).")
+    restart: bool = Field(description="An earlier try was cut off: do not join their text.")
+
+
+class DeltaData(AttemptData):
+    """The data of a ``delta`` event: a piece of the text a node's model streams."""
+
+    text: str
+
+
+_SCHEMAS = "#/components/schemas/"
+
+_EVENTS = {
+    "progress": ("Progress", "A committed transition (no id when read from the run's log)."),
+    "attempt": ("AttemptData", "A visit starts streaming."),
+    "delta": ("DeltaData", "A piece of a model's reply."),
+    "settled": ("RunView", "The last event: the run, once it ended or waits."),
+}
+"""Each event's name: the schema of its data, and what it says."""
+
+EVENTS_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Without Last-Event-ID, first a ``progress`` event (no id) per "
+        "transition so far; then the run's live channel, each event's id its offset: "
+        "``attempt``, ``delta`` and ``progress``; then one ``settled`` event with the run.",
+        "content": {
+            "text/event-stream": {
+                "schema": {"type": "array", "items": {"$ref": _SCHEMAS + "RunEvent"}},
+                "itemSchema": {"$ref": _SCHEMAS + "RunEvent"},
+            }
+        },
+    }
+}
+"""The OpenAPI ``responses`` entry of the events route (see :func:`declare_events`)."""
+
+
+def declare_events(spec: Spec) -> None:
+    """Put the schemas :data:`EVENTS_RESPONSE` refers to in ``spec``."""
+    add_model(spec, AttemptData)
+    add_model(spec, DeltaData)
+    schemas = spec["components"]["schemas"]
+    missing = {name for name, _ in _EVENTS.values()} - set(schemas)
+    if missing:
+        raise ValueError(f"the run events' data schemas {sorted(missing)} are not in the spec")
+    schemas["RunEvent"] = {
+        "description": "One server-sent event of a run (the id: its live channel offset).",
+        "oneOf": [
+            {
+                "type": "object",
+                "description": doc,
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"const": name},
+                    "id": {"type": "string", "pattern": "^[0-9]+$"},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": {"$ref": _SCHEMAS + schema},
+                    },
+                },
+            }
+            for name, (schema, doc) in _EVENTS.items()
+        ],
+    }
 
 
 def sse(event: str, data: Any, id: int | None = None) -> str:
@@ -83,4 +162,12 @@ async def run_events(
     yield sse("settled", await settled())
 
 
-__all__ = ["event_data", "run_events", "sse"]
+__all__ = [
+    "EVENTS_RESPONSE",
+    "AttemptData",
+    "DeltaData",
+    "declare_events",
+    "event_data",
+    "run_events",
+    "sse",
+]

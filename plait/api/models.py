@@ -4,14 +4,32 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from plait.runs.record import RunSummary
 from plait.runs.rerun import ForkOrigin
 from plait.runs.service import LISTING_STATUSES
 
 
-class StartRun(BaseModel):
+class Request(BaseModel):
+    """A request body: each field of the type its schema says, no coercion (``"1"`` is
+    no number, ``"yes"`` no boolean), so what the spec calls invalid is refused."""
+
+    model_config = ConfigDict(strict=True)
+
+
+def one_of_fields(*names: str) -> dict[str, Any]:
+    """The schema's words for "at least one of ``names``, not null"."""
+    return {"anyOf": [{"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+                      for name in names]}  # fmt: skip
+
+
+def _require_one(model: BaseModel, names: tuple[str, ...]) -> None:
+    if all(getattr(model, name) is None for name in names):
+        raise ValueError(f"give at least one of {', '.join(names)}")
+
+
+class StartRun(Request):
     """A run to start: a stored graph, its input, optionally a version and model."""
 
     agent: str = Field(min_length=1, description="The graph's agent.")
@@ -26,20 +44,27 @@ class StartRun(BaseModel):
     )
 
 
-class Answer(BaseModel):
+class Answer(Request):
     """An answer to a decision: an option, a text, or an option with a note."""
+
+    model_config = ConfigDict(json_schema_extra=one_of_fields("option", "text"))
 
     option: str | None = Field(default=None, description="The chosen option.")
     text: str | None = Field(default=None, description="A text answer, or a note.")
 
+    @model_validator(mode="after")
+    def _given(self) -> Answer:
+        _require_one(self, ("option", "text"))
+        return self
 
-class ResumeRun(BaseModel):
+
+class ResumeRun(Request):
     """What to answer a waiting run (``approve`` / ``reject`` for an approval)."""
 
     answer: str = Field(description="The answer: an option or a text.")
 
 
-class ForkRun(BaseModel):
+class ForkRun(Request):
     """Where to fork a run, and optionally a new input.
 
     Without ``input`` the new run keeps its parent's input.
@@ -55,14 +80,24 @@ class ForkRun(BaseModel):
     )
 
 
-class RaiseBudget(BaseModel):
-    """Amounts to add to a run's budget, per limit (each positive)."""
+_LIMITS = ("steps", "tokens", "dollars", "wall_seconds", "retries")
+
+
+class RaiseBudget(Request):
+    """Amounts to add to a run's budget, per limit (each positive; at least one)."""
+
+    model_config = ConfigDict(json_schema_extra=one_of_fields(*_LIMITS))
 
     steps: float | None = Field(default=None, gt=0)
     tokens: float | None = Field(default=None, gt=0)
     dollars: float | None = Field(default=None, gt=0)
     wall_seconds: float | None = Field(default=None, gt=0)
     retries: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _given(self) -> RaiseBudget:
+        _require_one(self, _LIMITS)
+        return self
 
 
 class RunPage(BaseModel):
@@ -151,10 +186,12 @@ __all__ = [
     "GraphView",
     "ListingStatus",
     "RaiseBudget",
+    "Request",
     "ResumeRun",
     "RunPage",
     "RunView",
     "StartRun",
     "Verified",
     "Whoami",
+    "one_of_fields",
 ]

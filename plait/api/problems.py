@@ -4,6 +4,10 @@ Every plait error a service raises is mapped here, once, to the status that says
 the caller can do about it: 404 for what does not exist, 409 for a state that forbids
 the act (a closed decision, a run that waits on nothing), 422 for input that cannot
 work, 403 for a principal who may not act, 503 for a mesh that does not answer.
+
+The API answers no 400: a request body that cannot be read as JSON is invalid input
+like one that does not fit its schema, a 422. A 405 names in ``Allow`` every method
+its path takes, whichever route serves each.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Mount
 
 from plait.errors import (
     ConfigError,
@@ -151,6 +156,23 @@ def _server_places(request: Request) -> dict[str, str]:
     return places
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app takes on the request's path: each one a
+    route matches fully (a mount, which takes any method to its app, left out)."""
+    return [
+        method
+        for method in _METHODS
+        if any(
+            not isinstance(route, Mount)
+            and route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.router.routes
+        )
+    ]
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Answer every error with a problem object, naming none of the server's own paths."""
 
@@ -173,7 +195,14 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        return problem_response(exc.status_code, str(exc.detail), headers=exc.headers)
+        if exc.status_code == 400:  # FastAPI's: a body that is not JSON it can read
+            cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+            return problem_response(422, f"the request body is not valid JSON{cause}")
+        headers = dict(exc.headers or {})
+        allowed = allowed_methods(request) if exc.status_code == 405 else None
+        if allowed:
+            headers["Allow"] = ", ".join(allowed)
+        return problem_response(exc.status_code, str(exc.detail), headers=headers or None)
 
     app.add_exception_handler(PlaitError, plait_error)
     app.add_exception_handler(RequestValidationError, invalid)
@@ -183,6 +212,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 __all__ = [
     "PROBLEM_TYPE",
     "Problem",
+    "allowed_methods",
     "install_problem_handlers",
     "problem_response",
     "problem_responses",

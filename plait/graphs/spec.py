@@ -108,18 +108,22 @@ def normalize_node_data(data: Any) -> Any:
     out = dict(data)
     if "kind" in out:
         kind = out.pop("kind")
-        if "type" in out and TYPE_ALIASES.get(out["type"], out["type"]) != TYPE_ALIASES.get(
-            kind, kind
-        ):
+        if "type" in out and _canonical(out["type"]) != _canonical(kind):
             raise PydanticCustomError(
                 "type_kind_mismatch",
                 "type {type} and kind {kind} disagree",
                 {"type": json.dumps(out["type"]), "kind": json.dumps(kind)},
             )
         out.setdefault("type", kind)
-    if isinstance(out.get("type"), str):
-        out["type"] = TYPE_ALIASES.get(out["type"], out["type"])
+    if "type" in out:
+        out["type"] = _canonical(out["type"])
     return out
+
+
+def _canonical(node_type: Any) -> Any:
+    """A node type's canonical spelling (a value that is no string, as it is: the
+    model refuses it)."""
+    return TYPE_ALIASES.get(node_type, node_type) if isinstance(node_type, str) else node_type
 
 
 if TYPE_CHECKING:
@@ -270,6 +274,7 @@ def graph_json_schema() -> dict[str, Any]:
         node_def["properties"]["kind"] = dict(spelled)
         node_def["required"] = [r for r in node_def["required"] if r != "type"]
         node_def["anyOf"] = [{"required": ["type"]}, {"required": ["kind"]}]
+    schema["properties"]["nodes"]["minItems"] = 1  # validate_graph: at least one node
     # The discriminator mapping names only the canonical spellings; plain oneOf works.
     schema["properties"]["nodes"]["items"].pop("discriminator", None)
     return schema

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import jsonschema
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
 
 from plait.api.app import create_app
 from plait.api.tokens import create_token
@@ -60,3 +64,22 @@ async def api_client(
 def with_token(client: httpx.AsyncClient, token: str | None) -> dict[str, str]:
     """Headers that replace the client's token (none at all for None)."""
     return {"Authorization": f"Bearer {token}"} if token else {"Authorization": ""}
+
+
+def spec_validator(spec: dict[str, Any], schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """A validator of ``schema``, its ``#/components/...`` references read from the
+    OpenAPI document ``spec``."""
+    registry = Registry().with_resource("spec", DRAFT202012.create_resource(spec))
+    rebased = json.loads(json.dumps(schema).replace('"#/components/', '"spec#/components/'))
+    return jsonschema.Draft202012Validator(rebased, registry=registry)
+
+
+def check_run_event(spec: dict[str, Any], event: dict[str, str]) -> None:
+    """Check one server-sent event of a run (``event``, ``data`` as sent, ``id`` if
+    any) against the served spec: the event's schema, then its data's."""
+    media = spec["paths"]["/api/runs/{run_id}/events"]["get"]["responses"]["200"]["content"]
+    spec_validator(spec, media["text/event-stream"]["itemSchema"]).validate(event)
+    kinds = spec["components"]["schemas"]["RunEvent"]["oneOf"]
+    kind = next(k for k in kinds if k["properties"]["event"]["const"] == event["event"])
+    data = kind["properties"]["data"]["contentSchema"]
+    spec_validator(spec, data).validate(json.loads(event["data"]))

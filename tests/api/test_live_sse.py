@@ -16,6 +16,7 @@ import pytest
 
 from tests._support.timing import scaled
 
+from .helpers import check_run_event
 from .server import Served, serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
@@ -93,6 +94,10 @@ async def test_a_client_that_drops_at_k_and_resumes_misses_nothing_twice(
                 k = first[-1]["id"]
                 rest = await read_until(client, run_id, last_id=k)
         output = served.client.get(f"/api/runs/{run_id}").json()["output"]
+        spec = served.client.get("/openapi.json").json()
+    for frame in first + rest:  # as the spec documents them
+        sent = {"event": frame["event"], "data": json.dumps(frame["data"])}
+        check_run_event(spec, sent | ({"id": str(frame["id"])} if "id" in frame else {}))
     ids = [f["id"] for f in first + rest if "id" in f]
     assert rest[0]["id"] == k + 1
     assert ids == list(range(ids[0], ids[-1] + 1))  # no gap, no duplicate

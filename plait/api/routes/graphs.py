@@ -11,14 +11,21 @@ from fastapi import APIRouter, Body, Query
 from plait.api.deps import PrincipalDep, ServicesDep
 from plait.api.models import GraphView
 from plait.api.problems import problem_responses
+from plait.api.spec import Spec, add_schema
 from plait.graphs.loader import load_graph
 from plait.graphs.mermaid import to_mermaid
 from plait.graphs.nodes.program import refuse_unpromoted
+from plait.graphs.spec import graph_json_schema
 from plait.graphs.store import GraphSummary, StoredGraph, get_graph, import_graph, list_graphs
 from plait.profiles import list_profiles
 from plait.runs.heartbeats import live_heartbeats
 
 router = APIRouter(prefix="/api/graphs", tags=["graphs"], responses=problem_responses(401, 422))
+
+
+def declare_graph_file(spec: Spec) -> None:
+    """Put the schema of a graph file in ``spec``, as ``GraphFile``: the body of an import."""
+    add_schema(spec, "GraphFile", graph_json_schema())
 
 
 def graph_view(stored: StoredGraph) -> GraphView:
@@ -56,7 +63,18 @@ async def show(
     return graph_view(await get_graph(svc.mesh, agent, name, version))
 
 
-@router.post("", status_code=201, summary="Import a graph", responses=problem_responses(409))
+@router.post(
+    "",
+    status_code=201,
+    summary="Import a graph",
+    responses=problem_responses(409),
+    # Read as a mapping and checked by load_graph, which reports every problem at once.
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/GraphFile"}}}
+        }
+    },
+)
 async def import_(
     spec: Annotated[dict[str, Any], Body(description="The graph, as in a .json graph file.")],
     svc: ServicesDep,

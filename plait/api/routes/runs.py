@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from plait.api.deps import PrincipalDep, ServicesDep
-from plait.api.events import run_events
+from plait.api.events import EVENTS_RESPONSE, run_events
 from plait.api.models import (
     Asking,
     ForkRun,
@@ -223,17 +223,7 @@ async def run_progress(
     "/{run_id}/events",
     summary="Follow a run as it happens until it settles (server-sent events)",
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "description": "Without Last-Event-ID, first a ``progress`` event (a Progress "
-            "as JSON, no id) per transition so far; then the run's live channel, each "
-            "event's id its offset: ``attempt`` (a visit starts streaming; ``restart`` "
-            "when an earlier try was cut off), ``delta`` (a piece of a model's reply) "
-            "and ``progress``; then one ``settled`` event with the run.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-        },
-        **problem_responses(404, 422),
-    },
+    responses={**EVENTS_RESPONSE, **problem_responses(404)},
 )
 async def follow_run(
     run_id: RunId,

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from plait.api.deps import PrincipalDep, ServicesDep
+from plait.api.models import Request
 from plait.api.problems import problem_responses
 from plait.models.scripted import confine_scripted
 from plait.schedules import CatchUp, Schedule, Schedules
@@ -21,7 +22,7 @@ router = APIRouter(
 )
 
 
-class CreateSchedule(BaseModel):
+class CreateSchedule(Request):
     """A schedule to create: a stored graph, a cron expression and a sink."""
 
     agent: str = Field(min_length=1, description="The graph's agent.")
