@@ -20,14 +20,23 @@ from plait.api.problems import (
     problem_response,
     problem_responses,
 )
-from plait.api.routes import decisions, graphs, runs, schedules
+from plait.api.routes import agents, cluster, decisions, graphs, inbox, runs, schedules, topics
 from plait.mesh import Mesh
 from plait.tools import ToolRegistry, serving_registry
 
 STATIC = Path(str(files("plait.api") / "static"))
 """The console's files, shipped in the package: nothing is fetched at run time."""
 
-ROUTERS = (runs.router, decisions.router, graphs.router, schedules.router)
+ROUTERS = (
+    runs.router,
+    decisions.router,
+    inbox.router,
+    graphs.router,
+    schedules.router,
+    agents.router,
+    topics.router,
+    cluster.router,
+)
 """Every resource's router; a new resource is a module under ``routes/`` listed here."""
 
 MAX_BODY_BYTES = 1024 * 1024

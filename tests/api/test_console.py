@@ -4,6 +4,7 @@ hostile run data shows as text. Screenshots go to tests/artifacts/."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from .server import serving
 pytestmark = pytest.mark.slow
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+ARTIFACTS = Path(
+    os.environ.get("PLAIT_TEST_ARTIFACTS") or Path(__file__).resolve().parents[1] / "artifacts"
+)
 
 playwright_sync = pytest.importorskip("playwright.sync_api", reason="needs playwright (dev extra)")
 if not Path(CHROMIUM).is_file():
@@ -31,7 +34,7 @@ if not Path(CHROMIUM).is_file():
 
 
 def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with serving(tmp_path, asking_rules(draft=HOSTILE)) as served:
         api = served.client
         assert api.post("/api/graphs", json=asking_graph()).status_code == 201
@@ -63,7 +66,7 @@ def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> Non
             row.locator("a").click()
             expect(page.locator("#asking")).to_be_visible(timeout=15_000)
             expect(page.locator("#ask-text")).to_have_text(f"Ship {HOSTILE}?")
-            expect(page.locator("#graph li.current")).to_have_attribute("data-node", "approve")
+            expect(page.locator("#graph g.node.current")).to_have_attribute("data-node", "approve")
             timeline = page.locator("#timeline")
             expect(timeline).to_contain_text(f"Draft {HOSTILE}")
             expect(timeline).to_contain_text(HOSTILE)
@@ -76,7 +79,7 @@ def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> Non
             expect(page.locator("#asking")).to_be_hidden()
             expect(page.locator("#run-output")).to_have_text("shipped")
             expect(page.locator("#timeline li")).to_have_count(3)
-            expect(page.locator("#graph li.current")).to_have_count(0)
+            expect(page.locator("#graph g.node.current")).to_have_count(0)
             page.screenshot(path=str(ARTIFACTS / "console-run-done.png"), full_page=True)
             assert page.evaluate("window.__pwned") is None
             browser.close()
@@ -121,7 +124,7 @@ async def _delivered(mesh_url: str, schedule_id: str, run_id: str) -> None:
 
 
 def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     graph = {**CHAIN, "nodes": [CHAIN["nodes"][0], {**CHAIN["nodes"][1],
              "prompt": "Go on from {{a}} {{input}}"}]}  # fmt: skip
     with serving(tmp_path, CHAIN_RULES) as served:
@@ -199,7 +202,7 @@ STREAM_TEXT = "".join(f"word{n} " for n in range(120))
 
 
 def test_the_run_page_shows_a_reply_as_it_streams(tmp_path: Path) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     graph = {
         "name": "draft",
         "agent": "assistant",
