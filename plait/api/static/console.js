@@ -70,7 +70,7 @@ function when(ts) {
 // A table cell with its column's name, shown before the value on narrow screens.
 function cell(label, content, cls) {
   const td = el("td", null, cls);
-  td.dataset.label = label;
+  if (label) td.dataset.label = label;
   if (content instanceof Node) td.append(content);
   else if (content !== null && content !== undefined && content !== "") td.textContent = String(content);
   return td;
@@ -423,7 +423,8 @@ async function loadRun(runId) {
     scheduled.append("started by schedule ", link, " for its fire at ", when(view.fire_at));
   }
   scheduled.hidden = !view.schedule_id;
-  const usage = Object.entries(view.usage || {}).filter(([, v]) => v).map(([k, v]) => k + " " + v);
+  const usage = Object.entries(view.usage || {}).filter(([, v]) => v)
+    .map(([k, v]) => k + " " + (Number.isInteger(v) ? v : Number(v).toFixed(3)));
   const raised = Object.entries(view.budget_raised || {}).map(([k, v]) => k + " +" + v);
   $("run-usage").textContent = (usage.length ? "used: " + usage.join(", ") : "") +
     (raised.length ? (usage.length ? " · " : "") + "budget raised: " + raised.join(", ") : "");
@@ -581,6 +582,7 @@ async function route() {
     const runId = decodeURIComponent(match[1]);
     $("run").dataset.run = runId;
     followRun(runId);
+    return;  // the run page reads only its run
   } else if (page) {
     show(page[0]);
     every(page[1]());
