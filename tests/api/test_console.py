@@ -1,11 +1,10 @@
 """The web console end to end in headless Chromium (Debian's, driven by Playwright)
 against ``plait serve --serve-runs``: a run waits, is answered in the page, finishes;
-hostile run data shows as text. Screenshots go to tests/artifacts/."""
+hostile run data shows as text. Screenshots go to $PLAIT_TEST_ARTIFACTS (default
+tests/artifacts/)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import anyio
@@ -15,22 +14,13 @@ from plait.errors import VersionConflict
 from plait.mesh import open_mesh
 from plait.schedules.model import Schedule, ScheduledRun, schedule_key
 
+from .browser import ARTIFACTS, CHROMIUM, playwright_or_skip
 from .helpers import HOSTILE, asking_graph, asking_rules
 from .server import serving
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(
-    os.environ.get("PLAIT_TEST_ARTIFACTS") or Path(__file__).resolve().parents[1] / "artifacts"
-)
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="needs playwright (dev extra)")
-if not Path(CHROMIUM).is_file():
-    pytest.skip(
-        "needs Debian's chromium (apt-get install -y chromium); not installed here",
-        allow_module_level=True,
-    )
+playwright_sync = playwright_or_skip()
 
 
 def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> None:

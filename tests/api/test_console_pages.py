@@ -7,8 +7,6 @@ and 390 px wide without horizontal overflow. Screenshots go to $PLAIT_TEST_ARTIF
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,22 +15,13 @@ from typing import Any
 import pytest
 from runs.helpers import poll
 
+from .browser import ARTIFACTS, CHROMIUM, playwright_or_skip
 from .helpers import HOSTILE, asking_graph, asking_rules
 from .server import Served, serving
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(
-    os.environ.get("PLAIT_TEST_ARTIFACTS") or Path(__file__).resolve().parents[1] / "artifacts"
-)
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="needs playwright (dev extra)")
-if not Path(CHROMIUM).is_file():
-    pytest.skip(
-        "needs Debian's chromium (apt-get install -y chromium); not installed here",
-        allow_module_level=True,
-    )
+playwright_sync = playwright_or_skip()
 expect = playwright_sync.expect
 
 WIDTHS = (1280, 390)
