@@ -116,6 +116,15 @@ def test_answering_with_no_process_serving_says_the_run_waits(tmp_path: Path) ->
                 "no process serves this mesh: the run waits until one starts"
             )
             page.screenshot(path=str(ARTIFACTS / "console-inbox-unserved.png"), full_page=True)
+            # A run started in the page says it too, on its own page.
+            page.click("#nav-runs")
+            page.click("#start-box summary")
+            expect(page.locator("#start-graph option")).to_have_count(1)
+            page.click("#start-send")
+            expect(page.locator("#action-note")).to_contain_text(
+                "Started, but no process serves this mesh", timeout=15_000
+            )
+            expect(page.locator("#run-status")).to_have_text("running")
         assert served.client.get(f"/api/runs/{run_id}").json()["status"] == "waiting_human"
 
 
