@@ -40,22 +40,33 @@ function placeNodes(drawing) {
   return { places, width, height };
 }
 
-function edgePath(from, to) {
+const ROOM = 90;
+
+// Whether an edge leads back up (a loop) or along a row: drawn round the right side.
+function back(places, edge) {
+  const from = places.get(edge.source);
+  const to = places.get(edge.target);
+  return Boolean(from && to && to.y <= from.y);
+}
+
+// The path of an edge, and where its label goes. An edge down to a later row is a
+// curve between the boxes; one back up (a loop) or along a row goes round the right,
+// past every box (`right` is the drawing's right edge), its label in the room there.
+function edgePath(from, to, right) {
   const x1 = from.x + BOX_W / 2;
   const x2 = to.x + BOX_W / 2;
-  if (to.y > from.y) {  // down to a later row
+  if (to.y > from.y) {
     const y1 = from.y + BOX_H;
     const y2 = to.y;
     const mid = (y1 + y2) / 2;
-    return { d: `M${x1},${y1} C${x1},${mid} ${x2},${mid} ${x2},${y2}`, lx: (x1 + x2) / 2, ly: mid };
+    return { d: `M${x1},${y1} C${x1},${mid} ${x2},${mid} ${x2},${y2}`, lx: (x1 + x2) / 2 + 4, ly: mid - 2 };
   }
-  // Back up (a loop) or along a row: out of the right side and round.
   const y1 = from.y + BOX_H / 2;
   const y2 = to.y + BOX_H / 2;
-  const xr = Math.max(from.x, to.x) + BOX_W + GAP_X / 2 + (from === to ? 4 : 0);
+  const xr = right + 10;
   return {
-    d: `M${from.x + BOX_W},${y1} C${xr + 20},${y1} ${xr + 20},${y2} ${to.x + BOX_W},${y2}`,
-    lx: xr + 6, ly: (y1 + y2) / 2,
+    d: `M${from.x + BOX_W},${y1} C${xr},${y1} ${xr},${y2} ${to.x + BOX_W},${y2}`,
+    lx: xr, ly: (y1 + y2) / 2,
   };
 }
 
@@ -66,8 +77,9 @@ function drawGraph(box, drawing, marks) {
   const failed = new Set((marks && marks.failed) || []);
   const visits = (marks && marks.visits) || {};
   const { places, width, height } = placeNodes(drawing);
-  const root = svg("svg", { viewBox: `0 0 ${width + 40} ${height}`, role: "img" });
-  root.style.maxWidth = (width + 40) * 1.2 + "px";
+  const room = drawing.edges.some((e) => back(places, e)) ? ROOM : 0;  // loops' labels
+  const root = svg("svg", { viewBox: `0 0 ${width + room} ${height}`, role: "img" });
+  root.style.maxWidth = (width + room) * 1.2 + "px";
   root.append(svg("title", {}, drawing.agent + "/" + drawing.name + " v" + drawing.version));
   const defs = svg("defs");
   const arrow = "arrow-" + (box.id || "graph");
@@ -75,6 +87,7 @@ function drawGraph(box, drawing, marks) {
   marker.append(svg("path", { d: "M0,0 L10,5 L0,10 z" }));
   defs.append(marker);
   root.append(defs);
+  const labels = [];
   for (const edge of drawing.edges) {
     const from = places.get(edge.source);
     const to = places.get(edge.target);
@@ -82,10 +95,14 @@ function drawGraph(box, drawing, marks) {
     const g = svg("g", { class: "edge " + edge.kind });
     g.dataset.source = edge.source;
     g.dataset.target = edge.target;
-    const path = edgePath(from, to);
+    const path = edgePath(from, to, width - MARGIN);
     g.append(svg("path", { d: path.d, "marker-end": "url(#" + arrow + ")" }));
-    if (edge.label) g.append(svg("text", { x: path.lx + 4, y: path.ly - 2 }, clip(edge.label, 18)));
     root.append(g);
+    if (edge.label) {  // drawn over the boxes, after them
+      const label = svg("g", { class: "edge-label " + edge.kind });
+      label.append(svg("text", { x: path.lx, y: path.ly }, clip(edge.label, 12)));
+      labels.push(label);
+    }
   }
   for (const node of drawing.nodes) {
     const at = places.get(node.id);
@@ -109,5 +126,6 @@ function drawGraph(box, drawing, marks) {
     }
     root.append(g);
   }
+  root.append(...labels);
   box.replaceChildren(root);
 }
