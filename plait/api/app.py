@@ -16,7 +16,7 @@ from plait.api.events import declare_events
 from plait.api.metrics import install_metrics
 from plait.api.models import Whoami
 from plait.api.problems import install_problem_handlers, problem_response, problem_responses
-from plait.api.routes import decisions, graphs, runs, schedules
+from plait.api.routes import agents, cluster, decisions, graphs, inbox, runs, schedules, topics
 from plait.api.spec import install_spec
 from plait.mesh import Mesh
 from plait.tools import ToolRegistry, serving_registry
@@ -24,7 +24,16 @@ from plait.tools import ToolRegistry, serving_registry
 STATIC = Path(str(files("plait.api") / "static"))
 """The console's files, shipped in the package: nothing is fetched at run time."""
 
-ROUTERS = (runs.router, decisions.router, graphs.router, schedules.router)
+ROUTERS = (
+    runs.router,
+    decisions.router,
+    inbox.router,
+    graphs.router,
+    schedules.router,
+    agents.router,
+    topics.router,
+    cluster.router,
+)
 """Every resource's router; a new resource is a module under ``routes/`` listed here."""
 
 MAX_BODY_BYTES = 1024 * 1024

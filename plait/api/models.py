@@ -6,7 +6,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from plait.runs.record import RunSummary
+from plait.api.views import RunPage
 from plait.runs.rerun import ForkOrigin
 from plait.runs.service import LISTING_STATUSES
 
@@ -100,15 +100,6 @@ class RaiseBudget(Request):
         return self
 
 
-class RunPage(BaseModel):
-    """One page of runs, newest first."""
-
-    items: list[RunSummary]
-    total: int = Field(description="Runs matching the filters, on every page.")
-    limit: int
-    offset: int
-
-
 class Asking(BaseModel):
     """What a person must answer for a run to go on (its own or a child run's question)."""
 
@@ -141,6 +132,16 @@ class RunView(BaseModel):
     parent: str | None = None
     forked_from: ForkOrigin | None = Field(
         default=None, description="For a fork: the parent's audit event it starts after."
+    )
+    duration: float | None = Field(
+        default=None, description="Seconds from start to end, once it ended."
+    )
+    schedule_id: str | None = Field(default=None, description="The schedule that started it.")
+    budget_raised: dict[str, float] = Field(
+        default_factory=dict, description="What people added to its budget, per limit."
+    )
+    fire_at: float | None = Field(
+        default=None, description="For a scheduled run: the fire time it ran for."
     )
 
 

@@ -114,7 +114,10 @@ def serve_cmd(
             )
             server = Server(config)
             async with contextlib.AsyncExitStack() as stack:
-                serves = ""
+                serves = (
+                    ", hosting no runs: runs wait for a `plait worker` "
+                    "(or restart with --serve-runs)"
+                )
                 if serve_runs:
                     runtime = await stack.enter_async_context(_hosting(m, registry, model))
                     serves = f", serving its runs as {runtime.host}"

@@ -73,7 +73,7 @@ class Schedule(BaseModel):
     """A stored schedule.
 
     Attributes:
-        id: ``sch_`` and 10 hex digits.
+        id: ``sch_`` and 32 hex digits.
         agent: the graph's agent.
         name: the graph's name (its newest version runs at each fire).
         cron: the cron expression.
@@ -164,6 +164,16 @@ def fire_run_id(schedule_id: str, at: float) -> RunId:
     """The run a fire time starts: the same for every worker, so a second start of one
     fire is a version conflict, not a second run."""
     return RunId(f"{RUN_ID_PREFIX}{schedule_id}_{int(at)}")
+
+
+_FIRE_RUN_ID = re.compile(rf"{RUN_ID_PREFIX}(sch_[0-9a-f]+)_([0-9]+)")
+
+
+def schedule_of_run(run_id: str) -> tuple[str, float] | None:
+    """The schedule that started ``run_id`` and the fire time it ran for, read from the
+    id :func:`fire_run_id` gives it; None for a run no schedule started."""
+    found = _FIRE_RUN_ID.fullmatch(run_id)
+    return None if found is None else (found[1], float(found[2]))
 
 
 SINK_DIR_ENV = "PLAIT_SINK_DIR"
@@ -286,6 +296,7 @@ __all__ = [
     "prune_runs",
     "schedule_actor",
     "schedule_key",
+    "schedule_of_run",
     "sink_root",
     "webhook_allowed_hosts",
     "webhook_refusal",

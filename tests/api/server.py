@@ -57,9 +57,12 @@ def plait(mesh_url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @contextmanager
-def serving(tmp_path: Path, rules: list[dict[str, Any]], *extra: str) -> Iterator[Served]:
-    """``plait serve --serve-runs`` on a SQLite mesh in ``tmp_path``, its model scripted
-    by ``rules``; stopped (SIGTERM, then waited on) after the block."""
+def serving(
+    tmp_path: Path, rules: list[dict[str, Any]], *extra: str, serve_runs: bool = True
+) -> Iterator[Served]:
+    """``plait serve --serve-runs`` (without it if not ``serve_runs``) on a SQLite mesh
+    in ``tmp_path``, its model scripted by ``rules``; stopped (SIGTERM, then waited on)
+    after the block. Its output is in ``tmp_path / "serve.log"``."""
     mesh_url = f"sqlite:///{tmp_path / 'mesh.db'}"
     model = tmp_path / "model.yaml"
     model.write_text(yaml.safe_dump({"rules": rules}))
@@ -68,10 +71,10 @@ def serving(tmp_path: Path, rules: list[dict[str, Any]], *extra: str) -> Iterato
     )
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "PLAIT_MODEL"}
-    log = (tmp_path / "serve.log").open("w")
+    log = (tmp_path / "serve.log").open("a")
     proc = subprocess.Popen(
-        [str(PLAIT), "serve", "--port", str(port), "--serve-runs", "--model",
-         f"scripted:{model}", "--mesh", mesh_url, *extra],
+        [str(PLAIT), "serve", "--port", str(port), *(["--serve-runs"] if serve_runs else []),
+         "--model", f"scripted:{model}", "--mesh", mesh_url, *extra],
         cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"

@@ -1,10 +1,10 @@
 """The web console end to end in headless Chromium (Debian's, driven by Playwright)
 against ``plait serve --serve-runs``: a run waits, is answered in the page, finishes;
-hostile run data shows as text. Screenshots go to tests/artifacts/."""
+hostile run data shows as text. Screenshots go to $PLAIT_TEST_ARTIFACTS (default
+tests/artifacts/)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import anyio
@@ -14,24 +14,17 @@ from plait.errors import VersionConflict
 from plait.mesh import open_mesh
 from plait.schedules.model import Schedule, ScheduledRun, schedule_key
 
+from .browser import ARTIFACTS, CHROMIUM, playwright_or_skip
 from .helpers import HOSTILE, asking_graph, asking_rules
 from .server import serving
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="needs playwright (dev extra)")
-if not Path(CHROMIUM).is_file():
-    pytest.skip(
-        "needs Debian's chromium (apt-get install -y chromium); not installed here",
-        allow_module_level=True,
-    )
+playwright_sync = playwright_or_skip()
 
 
 def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with serving(tmp_path, asking_rules(draft=HOSTILE)) as served:
         api = served.client
         assert api.post("/api/graphs", json=asking_graph()).status_code == 201
@@ -63,7 +56,7 @@ def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> Non
             row.locator("a").click()
             expect(page.locator("#asking")).to_be_visible(timeout=15_000)
             expect(page.locator("#ask-text")).to_have_text(f"Ship {HOSTILE}?")
-            expect(page.locator("#graph li.current")).to_have_attribute("data-node", "approve")
+            expect(page.locator("#graph g.node.current")).to_have_attribute("data-node", "approve")
             timeline = page.locator("#timeline")
             expect(timeline).to_contain_text(f"Draft {HOSTILE}")
             expect(timeline).to_contain_text(HOSTILE)
@@ -76,7 +69,7 @@ def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> Non
             expect(page.locator("#asking")).to_be_hidden()
             expect(page.locator("#run-output")).to_have_text("shipped")
             expect(page.locator("#timeline li")).to_have_count(3)
-            expect(page.locator("#graph li.current")).to_have_count(0)
+            expect(page.locator("#graph g.node.current")).to_have_count(0)
             page.screenshot(path=str(ARTIFACTS / "console-run-done.png"), full_page=True)
             assert page.evaluate("window.__pwned") is None
             browser.close()
@@ -121,7 +114,7 @@ async def _delivered(mesh_url: str, schedule_id: str, run_id: str) -> None:
 
 
 def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     graph = {**CHAIN, "nodes": [CHAIN["nodes"][0], {**CHAIN["nodes"][1],
              "prompt": "Go on from {{a}} {{input}}"}]}  # fmt: skip
     with serving(tmp_path, CHAIN_RULES) as served:
@@ -199,7 +192,7 @@ STREAM_TEXT = "".join(f"word{n} " for n in range(120))
 
 
 def test_the_run_page_shows_a_reply_as_it_streams(tmp_path: Path) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     graph = {
         "name": "draft",
         "agent": "assistant",

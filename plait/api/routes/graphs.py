@@ -12,6 +12,7 @@ from plait.api.deps import PrincipalDep, ServicesDep
 from plait.api.models import GraphView
 from plait.api.problems import problem_responses
 from plait.api.spec import Spec, add_schema
+from plait.graphs.drawing import GraphDrawing, draw
 from plait.graphs.loader import load_graph
 from plait.graphs.mermaid import to_mermaid
 from plait.graphs.nodes.program import refuse_unpromoted
@@ -61,6 +62,24 @@ async def show(
 ) -> GraphView:
     """A stored graph version: its spec and its Mermaid flowchart."""
     return graph_view(await get_graph(svc.mesh, agent, name, version))
+
+
+@router.get(
+    "/{agent}/{name}/drawing",
+    summary="A stored graph as nodes and edges to draw",
+    responses=problem_responses(404),
+)
+async def drawing(
+    agent: str,
+    name: str,
+    svc: ServicesDep,
+    who: PrincipalDep,
+    version: Annotated[int | None, Query(ge=1, description="Default: the newest.")] = None,
+) -> GraphDrawing:
+    """A stored graph version's compiled graph: its nodes (kind, entry, layer and slot
+    to place them by) and its edges (next, verdict routes, fan-out dispatch)."""
+    stored = await get_graph(svc.mesh, agent, name, version)
+    return draw(stored.spec, version=stored.version, sha256=stored.sha256)
 
 
 @router.post(

@@ -16,13 +16,15 @@ from plait.api.models import (
     ListingStatus,
     RaiseBudget,
     ResumeRun,
-    RunPage,
     RunView,
     StartRun,
     Verified,
 )
 from plait.api.problems import problem_responses
+from plait.api.run_search import RunQuery, page_of
+from plait.api.views import RunGraph, RunPage
 from plait.errors import AuditChainBroken
+from plait.graphs.drawing import draw
 from plait.graphs.nodes.program import refuse_unpromoted
 from plait.graphs.store import get_graph
 from plait.graphs.trajectory import TrajectoryStep
@@ -31,7 +33,9 @@ from plait.models.scripted import confine_scripted
 from plait.runs import RunRecord, Runs
 from plait.runs.log import LogFollower
 from plait.runs.progress import Progress
+from plait.runs.record import listing_status
 from plait.runs.rerun import KEEP_INPUT
+from plait.schedules.model import schedule_of_run
 
 router = APIRouter(prefix="/api/runs", tags=["runs"], responses=problem_responses(401, 422))
 
@@ -41,9 +45,8 @@ RunId = Annotated[StoredRunId, "the run's id"]
 async def run_view(runs: Runs, rec: RunRecord) -> RunView:
     """How the API shows ``rec``: with what it waits on and its output."""
     asking = await runs.asks(rec)
-    current = sorted({a.node for a in rec.attempts.values()})
-    if rec.waiting is not None and not rec.terminal:
-        current = [rec.waiting.node]
+    current = current_nodes(rec)
+    scheduled = schedule_of_run(rec.run_id)
     return RunView(
         run_id=rec.run_id,
         status=rec.status,
@@ -64,26 +67,53 @@ async def run_view(runs: Runs, rec: RunRecord) -> RunView:
         output=await runs.output(rec),
         parent=rec.parent,
         forked_from=await runs.forked_from(rec.run_id),
+        duration=max(0.0, rec.updated_at - rec.created_at) if rec.terminal else None,
+        schedule_id=None if scheduled is None else scheduled[0],
+        fire_at=None if scheduled is None else scheduled[1],
+        budget_raised=dict(rec.budget_extra),
     )
+
+
+def current_nodes(rec: RunRecord) -> list[str]:
+    """The nodes ``rec`` has in flight, or the node it waits at."""
+    if rec.waiting is not None and not rec.terminal:
+        return [rec.waiting.node]
+    return sorted({a.node for a in rec.attempts.values()})
 
 
 _ASKING = {"node", "kind", "ask", "decision_id", "options"}
 
 
-@router.get("", summary="List runs, newest first")
+@router.get("", summary="Search runs, newest first, a page at a time")
 async def list_runs(
     svc: ServicesDep,
     who: PrincipalDep,
     status: Annotated[ListingStatus | None, Query(description="Only runs in this status.")] = None,
     agent: Annotated[str | None, Query(description="Only this agent's runs.")] = None,
+    graph: Annotated[str | None, Query(description="Only runs of this graph (its name).")] = None,
+    q: Annotated[
+        str | None, Query(max_length=200, description="A run id, or the start of one.")
+    ] = None,
+    since: Annotated[
+        float | None, Query(ge=0, description="Only runs started at or after (epoch seconds).")
+    ] = None,
+    until: Annotated[
+        float | None, Query(ge=0, description="Only runs started before (epoch seconds).")
+    ] = None,
+    schedule: Annotated[str | None, Query(description="Only runs this schedule started.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, description="Runs to skip (after the cursor).")] = 0,
+    cursor: Annotated[
+        str | None, Query(max_length=400, description="A page's next_cursor: the page after it.")
+    ] = None,
 ) -> RunPage:
-    """Runs matching the filters, one page of them."""
+    """Runs matching the filters, one page of them; ``next_cursor`` leads to the next."""
+    query = RunQuery(
+        q=q, agent=agent, graph=graph, status=status, since=since, until=until,
+        schedule=schedule,
+    )  # fmt: skip
     found = await svc.runs.list(agent=agent, status=status)
-    return RunPage(
-        items=found[offset : offset + limit], total=len(found), limit=limit, offset=offset
-    )
+    return page_of(found, query, limit=limit, offset=offset, cursor=cursor)
 
 
 @router.post("", status_code=201, summary="Start a run", responses=problem_responses(404, 409))
@@ -116,6 +146,33 @@ async def inspect_run(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> lis
     """Committed visits in commit order, then any visit parked on a person."""
     await svc.runs.get(run_id)
     return await svc.runs.trajectory(run_id)
+
+
+@router.get(
+    "/{run_id}/graph",
+    summary="A run's graph drawn, with its current node and visit counts",
+    responses=problem_responses(404, 409),
+)
+async def run_graph(run_id: RunId, svc: ServicesDep, who: PrincipalDep) -> RunGraph:
+    """The run's pinned graph version as nodes and edges, the nodes it is at now, and
+    how many visits each node has had."""
+    rec = await svc.runs.get(run_id)
+    stored = await get_graph(svc.mesh, rec.graph.agent, rec.graph.name, rec.graph.version)
+    visits: dict[str, int] = {}
+    latest: dict[str, str] = {}
+    for step in await svc.runs.trajectory(run_id):
+        node = step.node.split("[", 1)[0]
+        visits[node] = visits.get(node, 0) + 1
+        latest[node] = step.status
+    drawing = draw(stored.spec, version=stored.version, sha256=stored.sha256)
+    return RunGraph(
+        **drawing.model_dump(),
+        run_id=rec.run_id,
+        status=listing_status(rec.status),
+        current=sorted({c.split("[", 1)[0] for c in current_nodes(rec)}),
+        visits=visits,
+        failed=sorted(n for n, status in latest.items() if status == "failed"),
+    )
 
 
 @router.get(

@@ -1,6 +1,9 @@
-// The plait console: runs, a run's timeline and graph, its pending decision, retry and
-// fork of a run, and the schedules. The run page follows the run's server-sent events
-// (its models' replies as they stream, each commit), reconnecting with Last-Event-ID;
+// The plait console, core: signing in, the API, dates, routing; the runs list (search
+// and paging) and a run's page (timeline, drawn graph, its pending decision, retry,
+// fork, cancel, raise budget). console-graph.js draws graphs; console-pages.js holds
+// the inbox, schedules, graphs, agents, topics and cluster pages. The run page follows
+// the run's server-sent events (its models' replies as they stream, each commit),
+// reconnecting with Last-Event-ID;
 // it reads the events with fetch, as EventSource cannot send the bearer token.
 // Every piece of run data is put on the page as text (textContent), never as HTML.
 "use strict";
@@ -9,6 +12,7 @@ const TOKEN_KEY = "plait.token";
 const STATUSES = ["running", "waiting_human", "waiting_approval", "waiting_child", "done", "failed", "cancelled"];
 const TERMINAL = new Set(["done", "failed", "cancelled"]);
 const POLL_MS = 1000;
+const SECTIONS = ["login", "runs", "run", "inbox", "schedules", "graphs", "agents", "topics", "cluster"];
 
 let timer = null;
 let statusFilter = "";
@@ -26,8 +30,50 @@ function shown(value) {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
 }
 
+function pad(n, width) { return String(Math.abs(n)).padStart(width || 2, "0"); }
+
+// ISO 8601 in the browser's time zone, with its offset: 2026-12-02T05:21:08+01:00.
+function iso(ts) {
+  const d = new Date(ts * 1000);
+  const off = -d.getTimezoneOffset();
+  const zone = off === 0 ? "Z" : (off > 0 ? "+" : "-") + pad(Math.floor(Math.abs(off) / 60)) + ":" + pad(Math.abs(off) % 60);
+  return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" +
+    pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + zone;
+}
+
+// A span of seconds as people say it: 850 ms, 12.4 s, 3 min 5 s, 2 h 10 min, 3 d 4 h.
+function span(seconds) {
+  if (seconds === null || seconds === undefined) return "";
+  const s = Math.abs(seconds);
+  if (s < 1) return Math.round(s * 1000) + " ms";
+  if (s < 60) return s.toFixed(1) + " s";
+  if (s < 3600) return Math.floor(s / 60) + " min " + Math.floor(s % 60) + " s";
+  if (s < 86400) return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+  return Math.floor(s / 86400) + " d " + Math.floor((s % 86400) / 3600) + " h";
+}
+
+function relative(ts) {
+  const delta = Date.now() / 1000 - ts;
+  return delta >= 0 ? span(delta) + " ago" : "in " + span(-delta);
+}
+
+// A <time> element: the ISO date with its offset, then how long ago (or until).
 function when(ts) {
-  return ts ? new Date(ts * 1000).toLocaleString() : "";
+  const node = document.createElement("time");
+  if (!ts) return node;
+  node.dateTime = iso(ts);
+  node.title = new Date(ts * 1000).toISOString();
+  node.append(iso(ts) + " ", el("span", "(" + relative(ts) + ")", "ago"));
+  return node;
+}
+
+// A table cell with its column's name, shown before the value on narrow screens.
+function cell(label, content, cls) {
+  const td = el("td", null, cls);
+  if (label) td.dataset.label = label;
+  if (content instanceof Node) td.append(content);
+  else if (content !== null && content !== undefined && content !== "") td.textContent = String(content);
+  return td;
 }
 
 class ApiError extends Error {
@@ -52,7 +98,7 @@ async function api(path, options = {}) {
 }
 
 function show(section) {
-  for (const id of ["login", "runs", "run", "schedules"]) $(id).hidden = id !== section;
+  for (const id of SECTIONS) $(id).hidden = id !== section;
   $("pages").hidden = section === "login";
 }
 
@@ -78,6 +124,7 @@ function every(fn) {
     try {
       again = (await fn()) !== false;
       $("error").textContent = "";
+      document.body.dataset.loaded = location.hash || "#/";
     } catch (exc) {
       if (exc.status === 401) return;
       $("error").textContent = String(exc.message || exc);
@@ -96,85 +143,63 @@ function renderFilters() {
     const button = el("button", status || "all", status === statusFilter ? "active" : "");
     button.type = "button";
     button.dataset.status = status;
-    button.addEventListener("click", () => { statusFilter = status; renderFilters(); every(loadRuns); });
+    button.addEventListener("click", () => { statusFilter = status; renderFilters(); newSearch(); });
     nav.append(button);
   }
 }
 
+// The runs page's search: its filters, and the cursors of the pages before this one.
+let search = { q: "", agent: "", graph: "", since: "", limit: 50 };
+let pages = { cursors: [null], next: null };
+
+function searchQuery() {
+  const params = new URLSearchParams({ limit: String(search.limit) });
+  if (statusFilter) params.set("status", statusFilter);
+  if (search.q) params.set("q", search.q);
+  if (search.agent) params.set("agent", search.agent);
+  if (search.graph) params.set("graph", search.graph);
+  if (search.since) params.set("since", String(Math.floor(Date.now() / 1000 - Number(search.since))));
+  const cursor = pages.cursors[pages.cursors.length - 1];
+  if (cursor) params.set("cursor", cursor);
+  return params.toString();
+}
+
+function newSearch() {
+  pages = { cursors: [null], next: null };
+  every(loadRuns);
+}
+
 async function loadRuns() {
-  const query = statusFilter ? "&status=" + encodeURIComponent(statusFilter) : "";
-  const page = await api("/api/runs?limit=100" + query);
+  const page = await api("/api/runs?" + searchQuery());
   const body = $("runs-body");
   body.replaceChildren();
   for (const run of page.items) {
     const row = el("tr");
     row.dataset.run = run.run_id;
-    const link = el("a", run.run_id);
+    const link = el("a", run.run_id, "id");
     link.href = "#/run/" + encodeURIComponent(run.run_id);
-    const first = el("td");
-    first.append(link);
+    const duration = run.duration !== null && run.duration !== undefined
+      ? span(run.duration) : TERMINAL.has(run.status) ? "" : span(Date.now() / 1000 - run.created_at) + " so far";
     row.append(
-      first,
-      el("td", run.agent + "/" + run.graph + " v" + run.version),
-      el("td", run.status, "status status-" + run.status),
-      el("td", when(run.updated_at)),
-      el("td", run.ended_detail || "", "muted"),
+      cell("run", link),
+      cell("graph", run.agent + "/" + run.graph + " v" + run.version),
+      cell("status", run.status, "status status-" + run.status),
+      cell("started", when(run.created_at)),
+      cell("duration", duration),
+      cell("detail", run.ended_detail || (run.schedule_id ? "scheduled by " + run.schedule_id : ""), "muted"),
     );
     body.append(row);
   }
+  pages.next = page.next_cursor;
+  const first = (pages.cursors.length - 1) * search.limit;
+  $("runs-count").textContent = page.items.length
+    ? "runs " + (first + 1) + "–" + (first + page.items.length) + " of " + page.total : "";
+  $("runs-older").disabled = !page.next_cursor;
+  $("runs-newer").disabled = pages.cursors.length <= 1;
   $("runs-empty").hidden = page.items.length > 0;
 }
 
 // -- a run --------------------------------------------------------------------------
-
-function unescapeMermaid(text) {
-  return text.replace(/#lt;/g, "<").replace(/#gt;/g, ">").replace(/#quot;/g, '"').replace(/#amp;/g, "&");
-}
-
-// Reads the flowchart to_mermaid writes: node lines, then arrows, then the entry class.
-function parseMermaid(text) {
-  const nodes = new Map();
-  const edges = [];
-  const nodeLine = /^\s*(n_\w+)(\[\/|\[\\|\[\[|\(\[|\{\{|\[|\{|>)"(.*)"(\/\]|\\\]|\]\]|\]\)|\}\}|\]|\})\s*$/;
-  const edgeLine = /^\s*(n_\w+) (-->|-\.->)(?:\|(.*?)\|)? (n_\w+)\s*$/;
-  for (const line of text.split("\n").slice(1)) {
-    let m = nodeLine.exec(line);
-    if (m) {
-      const [label, kind] = m[3].split("<br/><i>");
-      nodes.set(m[1], { id: unescapeMermaid(label), kind: (kind || "").replace("</i>", ""), out: [] });
-      continue;
-    }
-    m = edgeLine.exec(line);
-    if (m) {
-      let label = m[3] || "";
-      if (label.startsWith('"') && label.endsWith('"')) label = label.slice(1, -1);
-      edges.push({ from: m[1], to: m[4], label: unescapeMermaid(label), dotted: m[2] === "-.->" });
-    }
-  }
-  for (const edge of edges) {
-    const from = nodes.get(edge.from);
-    const to = nodes.get(edge.to);
-    if (from && to) from.out.push({ to: to.id, label: edge.label, dotted: edge.dotted });
-  }
-  return [...nodes.values()];
-}
-
-function renderGraph(mermaid, current) {
-  const marked = new Set(current.map((key) => key.split("[")[0]));
-  const list = $("graph");
-  list.replaceChildren();
-  for (const node of parseMermaid(mermaid)) {
-    const item = el("li", null, marked.has(node.id) ? "current" : "");
-    item.dataset.node = node.id;
-    item.append(el("strong", node.id), el("span", node.kind, "kind"));
-    if (marked.has(node.id)) item.append(el("span", "◀ now", "mark"));
-    for (const edge of node.out) {
-      const arrow = (edge.dotted ? "⇢ " : "→ ") + edge.to + (edge.label ? " (" + edge.label + ")" : "");
-      item.append(el("div", arrow, "edges"));
-    }
-    list.append(item);
-  }
-}
 
 function field(parent, label, value) {
   if (value === null || value === undefined || value === "") return;
@@ -187,8 +212,14 @@ function renderTimeline(steps) {
   for (const step of steps) {
     const item = el("li", null, "step-" + step.status);
     const head = step.node + " · visit " + step.visit + " · " + step.status +
-      (step.elapsed ? " · " + step.elapsed.toFixed(2) + " s" : "");
+      (step.elapsed !== null && step.elapsed !== undefined ? " · took " + span(step.elapsed) : "");
+    item.dataset.node = step.node;
     item.append(el("strong", head));
+    if (step.started_at) {
+      const at = el("div", null, "muted");
+      at.append("started ", when(step.started_at));
+      item.append(at);
+    }
     field(item, "prompt", step.prompt);
     field(item, "output", step.output);
     field(item, "verdict", step.verdict);
@@ -209,6 +240,8 @@ function renderTimeline(steps) {
 // What a fork may start after: each committed visit, as node:visit.
 function renderActions(view, steps) {
   $("retry").hidden = view.status !== "failed";
+  $("cancel").hidden = TERMINAL.has(view.status);
+  $("budget-form").hidden = TERMINAL.has(view.status);
   const select = $("fork-at");
   const visits = steps.filter((s) => s.status !== "waiting").map((s) => s.node + ":" + s.visit);
   const had = select.value;
@@ -244,7 +277,31 @@ async function fork(runId) {
   }
 }
 
-let graphText = { key: "", mermaid: "" };
+async function cancelRun(runId) {
+  try {
+    await api("/api/runs/" + encodeURIComponent(runId) + "/cancel", { method: "POST" });
+    $("action-error").textContent = "";
+    $("action-note").textContent = "Cancelled.";
+    await loadRun(runId);
+  } catch (exc) {
+    $("action-error").textContent = String(exc.message || exc);
+  }
+}
+
+async function raiseBudget(runId) {
+  const limit = $("budget-limit").value;
+  const amount = Number($("budget-amount").value);
+  try {
+    await api("/api/runs/" + encodeURIComponent(runId) + "/budget", { method: "POST", body: { [limit]: amount } });
+    $("action-error").textContent = "";
+    $("action-note").textContent = "Raised " + limit + " by " + amount + ".";
+    $("budget-amount").value = "";
+    followRun(runId);
+  } catch (exc) {
+    $("action-error").textContent = String(exc.message || exc);
+  }
+}
+
 // The run page's progress: the Progress entries (the API's Progress schema) read so far.
 let progressOf = { run: "", after: 0, last: null };
 
@@ -303,10 +360,22 @@ async function renderAsking(view) {
   box.hidden = false;
 }
 
+// After an answer: whether a process serves the mesh's runs, else a line saying the run
+// waits until one starts (as `plait decisions answer` says).
+async function servedNote() {
+  const status = await api("/api/cluster");
+  return status.served ? "" : UNSERVED;
+}
+
+const UNSERVED = "Answered, but no process serves this mesh: the run waits until one starts " +
+  "(`plait worker`, or `plait serve --serve-runs`).";
+
 async function answer(decisionId, body) {
   try {
     await api("/api/decisions/" + encodeURIComponent(decisionId) + "/answer", { method: "POST", body });
     $("asking").hidden = true;
+    $("answer-text").value = "";
+    $("action-note").textContent = await servedNote();
     const runId = $("run").dataset.run;
     if (runId && location.hash.startsWith("#/run/")) followRun(runId);
   } catch (exc) {
@@ -317,12 +386,7 @@ async function answer(decisionId, body) {
 async function loadRun(runId) {
   const view = await api("/api/runs/" + encodeURIComponent(runId));
   const steps = await api("/api/runs/" + encodeURIComponent(runId) + "/trajectory");
-  const key = view.agent + "/" + view.graph + "?version=" + view.version;
-  if (graphText.key !== key) {
-    const graph = await api("/api/graphs/" + encodeURIComponent(view.agent) + "/" +
-      encodeURIComponent(view.graph) + "?version=" + view.version);
-    graphText = { key, mermaid: graph.mermaid };
-  }
+  const graph = await api("/api/runs/" + encodeURIComponent(runId) + "/graph");
   $("run-title").textContent = view.run_id;
   const status = el("span", view.status, "status status-" + view.status);
   status.id = "run-status";
@@ -330,6 +394,17 @@ async function loadRun(runId) {
     view.agent + "/" + view.graph + " v" + view.version + " · ", status,
     view.ended_detail ? " · " + view.ended_detail : "",
   );
+  const times = $("run-times");
+  times.replaceChildren("started ", when(view.created_at));
+  const took = el("span", null);
+  took.id = "run-duration";
+  if (view.duration !== null && view.duration !== undefined) {
+    took.textContent = "took " + span(view.duration);
+    times.append(" · ended ", when(view.updated_at), " · ", took);
+  } else {
+    took.textContent = span(Date.now() / 1000 - view.created_at) + " so far";
+    times.append(" · ", took);
+  }
   const origin = $("run-origin");
   origin.replaceChildren();
   if (view.forked_from) {
@@ -340,12 +415,26 @@ async function loadRun(runId) {
       " (event " + from.seq + ", " + from.hash.slice(0, 12) + ")");
   }
   origin.hidden = !view.forked_from;
+  const scheduled = $("run-schedule");
+  scheduled.replaceChildren();
+  if (view.schedule_id) {
+    const link = el("a", view.schedule_id);
+    link.href = "#/schedules";
+    scheduled.append("started by schedule ", link, " for its fire at ", when(view.fire_at));
+  }
+  scheduled.hidden = !view.schedule_id;
+  const usage = Object.entries(view.usage || {}).filter(([, v]) => v)
+    .map(([k, v]) => k + " " + (Number.isInteger(v) ? v : Number(v).toFixed(3)));
+  const raised = Object.entries(view.budget_raised || {}).map(([k, v]) => k + " +" + v);
+  $("run-usage").textContent = (usage.length ? "used: " + usage.join(", ") : "") +
+    (raised.length ? (usage.length ? " · " : "") + "budget raised: " + raised.join(", ") : "");
   renderProgress(await loadProgress(runId));
-  renderGraph(graphText.mermaid, view.current);
+  drawGraph($("graph"), graph, { current: graph.current, visits: graph.visits, failed: graph.failed });
   renderTimeline(steps);
   renderActions(view, steps);
   await renderAsking(view);
   $("run-output").textContent = view.output === null ? "" : shown(view.output);
+  document.body.dataset.loaded = location.hash;
   return !TERMINAL.has(view.status);
 }
 
@@ -462,62 +551,29 @@ async function followRun(runId) {
   }
 }
 
-// -- schedules ----------------------------------------------------------------------
-
-async function loadSchedules() {
-  const found = await api("/api/schedules");
-  const body = $("schedules-body");
-  body.replaceChildren();
-  for (const schedule of found) {
-    const row = el("tr");
-    row.dataset.schedule = schedule.id;
-    const toggle = el("button", schedule.paused ? "Resume" : "Pause");
-    toggle.type = "button";
-    toggle.dataset.act = schedule.paused ? "resume" : "pause";
-    toggle.addEventListener("click", () => toggleSchedule(schedule.id, toggle.dataset.act));
-    const act = el("td");
-    act.append(toggle);
-    const started = el("td");
-    for (const run of schedule.runs.slice(-3).reverse()) {
-      const link = el("a", run.run_id);
-      link.href = "#/run/" + encodeURIComponent(run.run_id);
-      const line = el("div", null, "delivery delivery-" + run.status);
-      line.append(link, " " + run.status + (run.last_error ? ": " + run.last_error : ""));
-      started.append(line);
-    }
-    row.append(
-      el("td", schedule.id),
-      el("td", schedule.agent + "/" + schedule.name),
-      el("td", schedule.cron + " (" + schedule.tz + ")"),
-      el("td", schedule.input === null ? "" : shown(schedule.input)),
-      el("td", schedule.deliver),
-      el("td", schedule.paused ? "paused" : "active", "state state-" + (schedule.paused ? "paused" : "active")),
-      el("td", when(schedule.next_fire)),
-      el("td", schedule.fired),
-      started,
-      el("td", schedule.last_error || "", "error"),
-      act,
-    );
-    body.append(row);
-  }
-  $("schedules-empty").hidden = found.length > 0;
-}
-
-async function toggleSchedule(scheduleId, act) {
-  try {
-    await api("/api/schedules/" + encodeURIComponent(scheduleId) + "/" + act, { method: "POST" });
-    $("schedules-error").textContent = "";
-    every(loadSchedules);
-  } catch (exc) {
-    $("schedules-error").textContent = String(exc.message || exc);
-  }
-}
-
 // -- wiring -------------------------------------------------------------------------
+
+// Each page's hash, and what loads it (polled while it shows).
+const ROUTES = {
+  "#/inbox": ["inbox", () => loadInbox],
+  "#/schedules": ["schedules", () => loadSchedules],
+  "#/graphs": ["graphs", () => loadGraphs],
+  "#/agents": ["agents", () => loadAgents],
+  "#/topics": ["topics", () => loadTopics],
+  "#/cluster": ["cluster", () => loadCluster],
+};
+
+// A line for the next page shown (set by a form that moves to another page).
+let noteAfterRoute = "";
 
 async function route() {
   if (!sessionStorage.getItem(TOKEN_KEY)) { signOut(""); return; }
+  $("action-note").textContent = noteAfterRoute;
+  noteAfterRoute = "";
+  $("unserved").hidden = true;
+  $("inbox-list").replaceChildren();
   const match = /^#\/run\/(.+)$/.exec(location.hash);
+  const page = ROUTES[location.hash.split("?")[0]];
   if (match) {
     show("run");
     $("asking").hidden = true;
@@ -526,14 +582,17 @@ async function route() {
     const runId = decodeURIComponent(match[1]);
     $("run").dataset.run = runId;
     followRun(runId);
-  } else if (location.hash === "#/schedules") {
-    show("schedules");
-    every(loadSchedules);
+    return;  // the run page reads only its run
+  } else if (page) {
+    show(page[0]);
+    every(page[1]());
   } else {
     show("runs");
     renderFilters();
+    loadStartForm();
     every(loadRuns);
   }
+  refreshInboxCount();
 }
 
 async function signIn(token) {
@@ -559,6 +618,33 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("signout").addEventListener("click", () => signOut(""));
   $("retry").addEventListener("click", () => retry($("run").dataset.run));
+  $("cancel").addEventListener("click", () => cancelRun($("run").dataset.run));
+  $("budget-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    raiseBudget($("run").dataset.run);
+  });
+  $("runs-search").addEventListener("submit", (event) => {
+    event.preventDefault();
+    search = {
+      q: $("q").value.trim(), agent: $("f-agent").value.trim(), graph: $("f-graph").value.trim(),
+      since: $("f-since").value, limit: Number($("runs-limit").value),
+    };
+    newSearch();
+  });
+  $("runs-limit").addEventListener("change", () => {
+    search.limit = Number($("runs-limit").value);
+    newSearch();
+  });
+  $("runs-older").addEventListener("click", () => {
+    if (!pages.next) return;
+    pages.cursors.push(pages.next);
+    every(loadRuns);
+  });
+  $("runs-newer").addEventListener("click", () => {
+    if (pages.cursors.length > 1) pages.cursors.pop();
+    every(loadRuns);
+  });
+  wirePages();
   $("fork-form").addEventListener("submit", (event) => {
     event.preventDefault();
     fork($("run").dataset.run);
