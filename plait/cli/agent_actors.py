@@ -15,7 +15,7 @@ import typer
 from plait.agents import AgentDetails, AgentInfo, Agents, agent_actor_id
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._foreground import warn_if_unserved
-from plait.cli._output import rows, say, styled
+from plait.cli._output import Output, OutputOption, rows, say, styled
 from plait.cli.agents import JsonOption, _names, agents_app
 from plait.cli.runs import human
 from plait.errors import ActorNotFound
@@ -40,7 +40,9 @@ def _actor_json(info: AgentInfo) -> dict[str, Any]:
 
 
 @agents_app.command("list")
-def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
+def list_cmd(
+    as_json: JsonOption = False, output: OutputOption = None, mesh: MeshOption = None
+) -> None:
     """List agent profiles, and the agent actors running them (status, backlog)."""
 
     async def main() -> tuple[list[AgentProfile], list[AgentInfo]]:
@@ -49,7 +51,7 @@ def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
 
     profiles, actors = run(main)
     by_name = {a.name: a for a in actors}
-    if as_json:
+    if as_json or output is Output.json:
         listed: list[dict[str, Any]] = []
         for p in profiles:
             item = p.model_dump(mode="json")
@@ -59,20 +61,34 @@ def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
         listed += [{"name": a.name, "actor": _actor_json(a)} for a in by_name.values()]
         print_json(listed)
         return
-    table: list[list[Any]] = []
-    for p in profiles:
-        a = by_name.pop(p.name, None)
-        table.append(
-            [p.name, p.model or "", ", ".join(p.tools), *(_actor_cells(a) if a else ["", "", ""])]
+    wide = output is Output.wide
+    if profiles or not actors:
+        say(styled("profiles", "bold"))
+        rows(
+            ["name", "model", "tools"],
+            [[p.name, p.model or "", ", ".join(p.tools)] for p in profiles],
+            fit=2,
+            wide=wide,
         )
-    for a in by_name.values():
-        profile = a.record.config.get("profile") or a.name
-        table.append([a.name, f"(runs {profile})", "", *_actor_cells(a)])
-    rows(["name", "model", "tools", "actor", "topics", "backlog"], table, fit=2)
-
-
-def _actor_cells(info: AgentInfo) -> list[Any]:
-    return [info.status, ", ".join(info.topics), info.backlog]
+    if actors:
+        if profiles:
+            say("")
+        say(styled("actors", "bold"))
+        rows(
+            ["name", "profile", "status", "backlog", "topics"],
+            [
+                [
+                    a.name,
+                    a.record.config.get("profile") or a.name,
+                    a.status,
+                    a.backlog,
+                    ", ".join(a.topics),
+                ]
+                for a in actors
+            ],
+            fit=4,
+            wide=wide,
+        )
 
 
 @agents_app.command("show")
@@ -299,7 +315,7 @@ def tell_cmd(
     if as_json:
         print_json({"agent": name, "message": told, "untrusted": untrusted})
         return
-    say(told)
+    say(f"told {agent_actor_id(name)}: message ", styled(told, "bold"))
 
 
 @agents_app.command("stop")

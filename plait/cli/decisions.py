@@ -50,7 +50,9 @@ def list_cmd(
                 )
                 for d in found
             ],
+            narrow=(0, 1, 5),
             fit=5,
+            ids=(0, 4),
             wide=wide,
         )
 

@@ -84,6 +84,7 @@ def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
             [p.name, p.latest, ", ".join(map(str, p.versions)), ", ".join(map(str, p.promoted))]
             for p in found
         ],
+        fit=2,
     )
 
 

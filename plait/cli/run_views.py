@@ -12,7 +12,10 @@ from plait.cli._graph_app import graph_app
 from plait.cli._output import (
     JsonFlag,
     JsonOption,
+    Output,
+    OutputOption,
     as_text,
+    mode,
     rows,
     say,
     styled,
@@ -154,15 +157,17 @@ def _print_inspect(rec: RunRecord, trajectory: list[TrajectoryStep], full: bool)
 def events_cmd(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
     as_json: JsonFlag = False,
+    output: OutputOption = None,
     mesh: MeshOption = None,
 ) -> None:
     """Print a run's audit chain: every committed transition, oldest first."""
+    shown = mode(output, as_json)
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
             await Runs(m).get(RunId(run_id))  # a run that is not there is said so
             events = await read_events(m, run_id)
-        if as_json:
+        if shown is Output.json:
             print_json([e.model_dump(mode="json") for e in events])
             return
         rows(
@@ -179,7 +184,9 @@ def events_cmd(
                 )
                 for e in events
             ],
+            narrow=(0, 2, 3, 4, 6),
             fit=6,
+            wide=shown is Output.wide,
         )
 
     run(main)
