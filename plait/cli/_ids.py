@@ -16,6 +16,9 @@ resolve an id; tests/cli/test_ids.py checks them against the services' own.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+import typer
 
 from plait.cli._common import fail
 from plait.mesh import Mesh
@@ -52,6 +55,12 @@ AGENT_ACTORS = IdKind("agent actor", "agent actors", "actors/agent:")
 """Agent actors by name (their directory entries, ``actors/agent:<name>``)."""
 
 
+RunArgument = Annotated[
+    str, typer.Argument(metavar="RUN", help="The run's id, or a prefix unique to it.")
+]
+"""The RUN argument of a command (resolved with :func:`resolve` and :data:`RUNS`)."""
+
+
 async def matching(mesh: Mesh, kind: IdKind, typed: str, limit: int) -> list[str]:
     """At most ``limit`` ids of ``kind`` starting with ``typed``, in key order."""
     start = len(kind.key_prefix)
@@ -83,6 +92,7 @@ __all__ = [
     "RUNS",
     "SCHEDULES",
     "IdKind",
+    "RunArgument",
     "matching",
     "resolve",
 ]

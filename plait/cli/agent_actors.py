@@ -15,6 +15,7 @@ import typer
 from plait.agents import AgentDetails, AgentInfo, Agents, agent_actor_id
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._foreground import warn_if_unserved
+from plait.cli._ids import AGENT_ACTORS, resolve
 from plait.cli._output import Output, OutputOption, rows, say, styled
 from plait.cli.agents import JsonOption, _names, agents_app
 from plait.cli.runs import human
@@ -105,10 +106,13 @@ def show_cmd(
 
     async def main() -> tuple[AgentProfile | None, AgentDetails | None]:
         async with open_mesh(mesh) as m:
-            details = await _details(m, name, turns)
-            if details is not None and not await m.get(profile_key(name)):
+            whole = name
+            if await m.get(profile_key(name)) is None:  # a profile's own name is itself
+                whole = await resolve(m, AGENT_ACTORS, name)
+            details = await _details(m, whole, turns)
+            if details is not None and not await m.get(profile_key(whole)):
                 return None, details  # an actor running another profile
-            return await get_profile(m, name), details
+            return await get_profile(m, whole), details
 
     profile, details = run(main)
     if as_json:
@@ -305,17 +309,18 @@ def tell_cmd(
     text_arg(name, "NAME")
     text_arg(message, "MESSAGE")
 
-    async def main() -> str:
+    async def main() -> tuple[str, str]:
         async with open_mesh(mesh) as m:
-            told = await Agents(m).tell(name, message, untrusted=untrusted)
+            whole = await resolve(m, AGENT_ACTORS, name)
+            told = await Agents(m).tell(whole, message, untrusted=untrusted)
             await warn_if_unserved(m)
-            return told
+            return whole, told
 
-    told = run(main)
+    whole, told = run(main)
     if as_json:
-        print_json({"agent": name, "message": told, "untrusted": untrusted})
+        print_json({"agent": whole, "message": told, "untrusted": untrusted})
         return
-    say(f"told {agent_actor_id(name)}: message ", styled(told, "bold"))
+    say(f"told {agent_actor_id(whole)}: message ", styled(told, "bold"))
 
 
 @agents_app.command("stop")
@@ -327,15 +332,17 @@ def stop_cmd(
     """Stop the agent actor NAME: its subscriptions end, later messages are dropped."""
     text_arg(name, "NAME")
 
-    async def main() -> None:
+    async def main() -> str:
         async with open_mesh(mesh) as m:
-            await Agents(m).stop(name)
+            whole = await resolve(m, AGENT_ACTORS, name)
+            await Agents(m).stop(whole)
+            return whole
 
-    run(main)
+    whole = run(main)
     if as_json:
-        print_json({"name": name, "id": agent_actor_id(name), "status": "stopped"})
+        print_json({"name": whole, "id": agent_actor_id(whole), "status": "stopped"})
         return
-    say("stopped ", agent_actor_id(name))
+    say("stopped ", agent_actor_id(whole))
 
 
 @agents_app.command("reset")
@@ -348,16 +355,17 @@ def reset_cmd(
     only): its next turn starts afresh, with its pre-approved tools back."""
     text_arg(name, "NAME")
 
-    async def main() -> int:
+    async def main() -> tuple[str, int]:
         by = human()  # refused in a process a tool started
         async with open_mesh(mesh) as m:
-            return await Agents(m).reset(name, by=by)
+            whole = await resolve(m, AGENT_ACTORS, name)
+            return whole, await Agents(m).reset(whole, by=by)
 
-    dropped = run(main)
+    whole, dropped = run(main)
     if as_json:
-        print_json({"name": name, "id": agent_actor_id(name), "messages_dropped": dropped})
+        print_json({"name": whole, "id": agent_actor_id(whole), "messages_dropped": dropped})
         return
-    say("reset ", agent_actor_id(name), f": {dropped} message(s) let go, its taint cleared")
+    say("reset ", agent_actor_id(whole), f": {dropped} message(s) let go, its taint cleared")
 
 
 __all__ = ["list_cmd", "reset_cmd", "show_cmd", "start_cmd", "stop_cmd", "tell_cmd"]

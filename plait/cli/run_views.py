@@ -9,6 +9,7 @@ import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run
 from plait.cli._graph_app import graph_app
+from plait.cli._ids import RUNS, RunArgument, resolve
 from plait.cli._output import (
     JsonFlag,
     JsonOption,
@@ -32,7 +33,7 @@ from plait.runs.audit import read_events
 
 @graph_app.command("inspect")
 def inspect_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     as_json: JsonOption = False,
     verify: Annotated[bool, typer.Option("--verify", help="Verify the audit chain.")] = False,
     full: Annotated[
@@ -45,18 +46,19 @@ def inspect_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
-            rec = await runs.get(RunId(run_id))
+            rid = RunId(await resolve(m, RUNS, run_id))
+            rec = await runs.get(rid)
             output = await runs.output(rec)
             broken: AuditChainBroken | None = None
             verified = None
             if verify:
                 try:
-                    verified = await runs.verify(RunId(run_id))
+                    verified = await runs.verify(rid)
                 except AuditChainBroken as exc:
                     broken = exc
-            origin = await runs.forked_from(RunId(run_id))
+            origin = await runs.forked_from(rid)
             try:
-                trajectory = await runs.trajectory(RunId(run_id))
+                trajectory = await runs.trajectory(rid)
             except AuditChainBroken:
                 if broken is None:
                     raise
@@ -155,7 +157,7 @@ def _print_inspect(rec: RunRecord, trajectory: list[TrajectoryStep], full: bool)
 
 @graph_app.command("events")
 def events_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     as_json: JsonFlag = False,
     output: OutputOption = None,
     mesh: MeshOption = None,
@@ -165,8 +167,9 @@ def events_cmd(
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            await Runs(m).get(RunId(run_id))  # a run that is not there is said so
-            events = await read_events(m, run_id)
+            rid = await resolve(m, RUNS, run_id)
+            await Runs(m).get(RunId(rid))  # a run that is not there is said so
+            events = await read_events(m, rid)
         if shown is Output.json:
             print_json([e.model_dump(mode="json") for e in events])
             return

@@ -142,7 +142,7 @@ def test_inspect_and_events_show_each_visit(cli: Cli) -> None:
     progress = started.stderr
     # The verifier sent the flow back: its critique shows; the human node waits, not ✓.
     assert "critique: The 12% figure has no source; cite where it comes from." in progress
-    assert "⏸ review_human (visit 1) waiting_human" in progress
+    assert "⏸ review_human (visit 1) · run waiting_human" in progress
     run_id = re.search(r"run (grun_\w+)", started.stdout)
     assert run_id is not None
     waiting = cli("graph", "inspect", run_id.group(1)).stdout
