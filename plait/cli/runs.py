@@ -36,6 +36,7 @@ from plait.cli._foreground import (
 )
 from plait.cli._graph_app import graph_app
 from plait.cli._ids import RUNS, RunArgument, resolve
+from plait.cli._input import InputJsonOption, InputOption, run_input
 from plait.cli._output import (
     JsonOption,
     clean,
@@ -202,7 +203,8 @@ async def _report(runs: Runs, rec: RunRecord, as_json: bool) -> None:
 def run_graph_cmd(
     agent: Annotated[str, typer.Argument(metavar="AGENT", help="The graph's agent.")],
     name: Annotated[str, typer.Argument(metavar="NAME", help="The graph's name.")],
-    input: Annotated[str, typer.Option("--input", help="The run's input ({{input}}).")] = "",
+    input: InputOption = None,
+    input_json: InputJsonOption = None,
     model: ModelOption = None,
     version: Annotated[int | None, typer.Option("--version", help="Graph version.")] = None,
     as_json: JsonOption = False,
@@ -223,7 +225,7 @@ def run_graph_cmd(
     cancelled, or the command failed; 2 a usage error (a bad model spec is refused
     before any run is queued).
     """
-    text_arg(input, "--input")
+    given = run_input(input, input_json)
     ray_url = ray_url_for(runtime_name, mesh)
 
     async def main() -> None:
@@ -241,7 +243,7 @@ def run_graph_cmd(
                 refuse_bad_model(spec)
             runs = Runs(m)
             rec = await runs.start(
-                agent, name, input, version=version, model=model, input_untrusted=input_untrusted
+                agent, name, given, version=version, model=model, input_untrusted=input_untrusted
             )
             missing = await tools_nobody_offers(m, rec)
             if missing:

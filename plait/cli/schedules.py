@@ -12,6 +12,7 @@ import typer
 from plait.cli._common import MeshOption, fail, print_json, run
 from plait.cli._graph_app import graph_app
 from plait.cli._ids import SCHEDULES, resolve
+from plait.cli._input import InputJsonOption, run_input
 from plait.cli._output import JsonFlag, Output, OutputOption, mode, rows, say, span
 from plait.cli.runs import ModelOption, human
 from plait.errors import ConfigError
@@ -102,7 +103,15 @@ def schedule_cmd(
             "--deliver", metavar="SINK", help="stdout (the worker's log), file:PATH or webhook:URL."
         ),
     ],
-    input: Annotated[str | None, typer.Option("--input", help="Each run's input.")] = None,
+    input: Annotated[
+        str | None,
+        typer.Option(
+            "--input",
+            help="Each run's input: TEXT, or @FILE for a file's content (JSON if FILE ends "
+            "in .json; @@ for a literal leading @).",
+        ),
+    ] = None,
+    input_json: InputJsonOption = None,
     tz: Annotated[str, typer.Option("--tz", help="The cron's time zone (IANA).")] = "UTC",
     catch_up: Annotated[
         str,
@@ -133,12 +142,13 @@ def schedule_cmd(
             check_secret_name(secret)
     except ConfigError as exc:
         fail(str(exc), 2)
+    given = run_input(input, input_json, default=None)
     by = human()
 
     async def main() -> Schedule:
         async with open_mesh(mesh) as m:
             return await Schedules(m).create(
-                agent, name, cron=cron, tz=tz, input=input, deliver=deliver,
+                agent, name, cron=cron, tz=tz, input=given, deliver=deliver,
                 catch_up=catch_up, model=model, secret=secret, by=by,  # type: ignore[arg-type]
             )  # fmt: skip
 
