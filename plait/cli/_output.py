@@ -119,7 +119,7 @@ def rows(
     headers: Sequence[str],
     table: Sequence[Sequence[Any]],
     *,
-    fit: int | None = None,
+    fit: int | Sequence[int] | None = None,
     wide: bool = False,
     narrow: Sequence[int] | None = None,
     ids: Sequence[int] = (),
@@ -128,8 +128,8 @@ def rows(
     """Print a table as aligned columns: no borders, one row a line.
 
     In table mode (not ``wide``) only the columns ``narrow`` lists are shown (every
-    column if None), and the free-text column ``fit`` (never an id) is cut to keep rows
-    within the width: the terminal's, or piped ``COLUMNS`` else 80. On a terminal the
+    column if None), and the free-text column(s) ``fit`` (never an id) are cut to keep
+    rows within the width: the terminal's, or piped ``COLUMNS`` else 80. On a terminal the
     id columns ``ids`` show each id by its shortest prefix unique among those shown
     (:func:`short_ids`), which every command taking an id accepts. ``wide`` shows every
     column and every cell whole; piped, ids are always whole.
@@ -144,14 +144,18 @@ def rows(
             for r in grid:
                 r[column] = short.get(r[column], r[column])
     widths = [max(len(r[i]) for r in [heads, *grid]) for i in range(len(heads))]
-    if fit is not None and fit in keep and not wide:
-        at = keep.index(fit)
-        room = out.width - sum(w + 2 for i, w in enumerate(widths) if i != at)
-        limit = max(room, len(heads[at]), 12)
-        for r in grid:
-            if len(r[at]) > limit:
-                r[at] = r[at][: limit - 1] + "…"
-        widths[at] = min(widths[at], limit)
+    fits = [keep.index(i) for i in ((fit,) if isinstance(fit, int) else fit or ()) if i in keep]
+    if fits and not wide:
+        room = out.width - sum(w + 2 for i, w in enumerate(widths) if i not in fits) + 2
+        # the narrowest first: what one does not need is left to the others
+        for left, at in enumerate(sorted(fits, key=lambda i: widths[i]), start=0):
+            share = room // (len(fits) - left) - 2
+            limit = max(share, len(heads[at]), 8)
+            for r in grid:
+                if len(r[at]) > limit:
+                    r[at] = r[at][: limit - 1] + "…"
+            widths[at] = min(widths[at], limit)
+            room -= widths[at] + 2
     for index, r in enumerate([heads, *grid]):
         text = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
         out.print(

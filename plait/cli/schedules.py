@@ -83,8 +83,8 @@ def _print_table(found: list[Schedule], wide: bool) -> None:
             "tz", "next fire", "fired", "catch-up", "sink", "last run id",
         ),
         table,
-        narrow=(0, 1, 2, 3, 4, 5, 6),
-        fit=6,
+        narrow=(0, 1, 3, 4, 6),
+        fit=(1, 6),
         ids=(0, 12),
         wide=wide,
     )  # fmt: skip
