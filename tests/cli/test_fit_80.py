@@ -178,9 +178,8 @@ def test_agents_list_shows_profiles_and_actors_apart(mesh_url: str) -> None:
 def test_a_unique_prefix_stands_for_the_id_everywhere(mesh_url: str) -> None:
     runs = [line.split()[0] for line in _lines("graph", "runs", "--mesh", mesh_url)[1:]]
     run_id = runs[0]
-    shared = _common_prefix(runs)
-    unique = run_id[: len(shared) + 1]
-    assert [r for r in runs if r.startswith(unique)] == [run_id]
+    unique = short_ids(runs)[run_id]  # what a terminal shows
+    assert len(unique) < len(run_id) and [r for r in runs if r.startswith(unique)] == [run_id]
     inspected = json.loads(
         "\n".join(_lines("graph", "inspect", unique, "--json", "--mesh", mesh_url))
     )

@@ -71,9 +71,11 @@ def test_hostile_replies_print_exactly_as_stored(cli: Cli, tmp_path: Path) -> No
     for text in SHOWN:
         assert text in shown  # markup kept literally, controls shown escaped
     listed = cli("decisions", "list")
-    assert "\x1b" not in listed.stdout
+    assert "\x1b" not in listed.stdout and SHOWN[0] in listed.stdout  # cut to 80 columns
+    wide = cli("decisions", "list", "-o", "wide")  # every cell whole
+    assert "\x1b" not in wide.stdout
     for text in SHOWN:
-        assert text in listed.stdout
+        assert text in wide.stdout
     # JSON carries the stored value itself.
     decisions = cli.json("decisions", "list")
     assert decisions[0]["title"] == f"Ship {REPLY}?"
