@@ -162,7 +162,11 @@ def schedules_cmd(
     output: OutputOption = None,
     mesh: MeshOption = None,
 ) -> None:
-    """List schedules: id, graph, cron, next fire, sink."""
+    """List schedules: id, graph, next fire, skipped fires and last error.
+
+    ``-o wide`` adds the last run's status (as it is now) and id, the cron, time zone,
+    sink, fires and catch-up.
+    """
     shown = mode(output, as_json)
 
     async def main() -> list[Schedule]:
