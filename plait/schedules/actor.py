@@ -30,7 +30,6 @@ from plait.errors import DeliveryFailed, MeshUnavailable, PlaitError, RunNotFoun
 from plait.ids import RunId
 from plait.mesh import Mesh, Transaction
 from plait.runs import Runs
-from plait.runs.record import listing_status
 from plait.schedules import sinks
 from plait.schedules.clock import WALL_CLOCK, Clock
 from plait.schedules.cron import due_fires, next_fire
@@ -213,10 +212,6 @@ class ScheduleLogic:
             return
         if not rec.terminal:
             tx = self.mesh.transact()
-            status = listing_status(rec.status)
-            if entry.run_status != status:  # the record says where its run stands
-                entry.run_status = status
-                self._put(tx, schedule, version)
             self._tell_check(tx, schedule_id, run_id, n + 1)
             await tx.commit()
             return

@@ -38,8 +38,8 @@ def test_schedule_list_pause_resume_unschedule(cli: Cli, tmp_path: Path) -> None
     )
     assert listed["deliver"] == f"file:{tmp_path / 'out.jsonl'}"  # absolute: workers run elsewhere
     header, row = cli("graph", "schedules").stdout.splitlines()
-    assert header.split()[:3] == ["id", "graph", "cron"]  # a header row
-    assert row.startswith(f"{sid}  assistant/report  0 8 * * 1  in ")
+    assert header.split()[:4] == ["id", "graph", "next", "skipped"]  # a header row
+    assert row.startswith(f"{sid}  assistant/report  in ")
     wide = cli("graph", "schedules", "-o", "wide").stdout
     assert " 08:00 CE" in wide  # the next Monday 08:00, Berlin time (CET or CEST)
     assert "Europe/Berlin" in wide and f"file:{tmp_path / 'out.jsonl'}" in wide
