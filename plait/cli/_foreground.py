@@ -18,7 +18,7 @@ import anyio
 
 from plait.actors import LeasedRuntime, LocalRuntime, tune_gc_for_serving
 from plait.agents import Agents
-from plait.cli._output import say
+from plait.cli._output import say, styled
 from plait.cli._ray import ensure_hosts
 from plait.cluster.kinds import SERVING_KINDS
 from plait.mcp import list_servers, offered_tools
@@ -42,12 +42,22 @@ async def warn_if_unserved(mesh: Mesh) -> None:
         say(NO_WORKER, stderr=True)
 
 
+SERVING_HERE = (
+    "this process serves run {run_id} until it settles (no `plait worker` serves this mesh)"
+)
+"""What a foreground command says, as information, when it serves its run itself."""
+
+
 @asynccontextmanager
 async def serving_run(
-    mesh: Mesh, rec: RunRecord, *, ray_url: str | None = None
+    mesh: Mesh, rec: RunRecord, *, ray_url: str | None = None, quiet: bool = False
 ) -> AsyncIterator[LocalRuntime | None]:
     """Have ``rec`` served for the block: by a live worker, else by this process; with
     ``ray_url`` (``--runtime ray``) by Ray hosts on that mesh, started if none serves.
+
+    Serving the run here is the documented default, not a fault: it is said once, as
+    information (:data:`SERVING_HERE`), and not at all when ``quiet`` (``graph resume``
+    of a run whose start said it already).
 
     Yields this process's runtime when it serves the run (only that run and its child
     runs), None when a worker does and this process only watches.
@@ -61,7 +71,8 @@ async def serving_run(
         yield None
         return
     tune_gc_for_serving()
-    say(f"{NO_WORKER} (this command serves run {rec.run_id} only, until it settles)", stderr=True)
+    if not quiet:
+        say(styled(SERVING_HERE.format(run_id=rec.run_id), "dim"), stderr=True)
     # Leases only its run's partition, and releases it to a worker that starts.
     leased = functools.partial(LeasedRuntime, family=owner_id(rec.run_id))
     registry = default_registry()
@@ -141,6 +152,7 @@ async def interruptible(
 
 __all__ = [
     "INTERRUPTED",
+    "SERVING_HERE",
     "env_tools",
     "interruptible",
     "known_tools",

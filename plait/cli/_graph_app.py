@@ -94,7 +94,9 @@ GRAPH_COMMANDS = {
         "Run AGENT/NAME on a cron schedule; each run's result goes to --deliver when it ends.",
     ),
     "schedules": LazyCommand(
-        _SCHEDULES, "schedules_cmd", "List schedules: id, graph, cron, next fire, sink."
+        _SCHEDULES,
+        "schedules_cmd",
+        "List schedules: id, graph, next fire, skipped fires and last error.",
     ),
     "unschedule": LazyCommand(_SCHEDULES, "unschedule_cmd", "Delete a schedule: it fires no more."),
     "schedule-pause": LazyCommand(

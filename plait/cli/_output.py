@@ -1,4 +1,4 @@
-"""How the CLI prints: run data as data, tables with whole ids, plain output when piped.
+"""How the CLI prints: run data as data, tables that fit the width, plain output when piped.
 
 Everything a command prints goes through here. Text from run data (model replies, tool
 output, asks, answers, errors) is never parsed as rich markup and never reaches the
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -88,7 +89,7 @@ OutputOption = Annotated[
         "--output",
         "-o",
         metavar="FORMAT",
-        help="table (default), wide (every column in full) or json.",
+        help="table (default: main columns, fit to the width), wide (every column, whole) or json.",
         show_default=False,
     ),
 ]
@@ -118,26 +119,43 @@ def rows(
     headers: Sequence[str],
     table: Sequence[Sequence[Any]],
     *,
-    fit: int | None = None,
+    fit: int | Sequence[int] | None = None,
     wide: bool = False,
+    narrow: Sequence[int] | None = None,
+    ids: Sequence[int] = (),
     out: Console | None = None,
 ) -> None:
-    """Print a table as aligned columns: no borders, one row a line, every cell whole.
+    """Print a table as aligned columns: no borders, one row a line.
 
-    Only column ``fit`` (free text, never an id) is shortened, and only on a terminal in
-    table mode, to keep rows within its width; piped or ``wide``, nothing is cut.
+    In table mode (not ``wide``) only the columns ``narrow`` lists are shown (every
+    column if None), and the free-text column(s) ``fit`` (never an id) are cut to keep
+    rows within the width: the terminal's, or piped ``COLUMNS`` else 80. On a terminal the
+    id columns ``ids`` show each id by its shortest prefix unique among those shown
+    (:func:`short_ids`), which every command taking an id accepts. ``wide`` shows every
+    column and every cell whole; piped, ids are always whole.
     """
     out = out or console
-    grid = [[cell(c) for c in row] for row in table]
-    heads = list(headers)
+    keep = list(range(len(headers))) if wide or narrow is None else list(narrow)
+    heads = [headers[i] for i in keep]
+    grid = [[cell(row[i]) for i in keep] for row in table]
+    if not wide and out.is_terminal:
+        for column in (keep.index(i) for i in ids if i in keep):
+            short = short_ids([r[column] for r in grid if r[column]])
+            for r in grid:
+                r[column] = short.get(r[column], r[column])
     widths = [max(len(r[i]) for r in [heads, *grid]) for i in range(len(heads))]
-    if fit is not None and out.is_terminal and not wide:
-        room = out.width - sum(w + 2 for i, w in enumerate(widths) if i != fit)
-        limit = max(room, len(heads[fit]), 12)
-        for r in grid:
-            if len(r[fit]) > limit:
-                r[fit] = r[fit][: limit - 1] + "…"
-        widths[fit] = min(widths[fit], limit)
+    fits = [keep.index(i) for i in ((fit,) if isinstance(fit, int) else fit or ()) if i in keep]
+    if fits and not wide:
+        room = out.width - sum(w + 2 for i, w in enumerate(widths) if i not in fits) + 2
+        # the narrowest first: what one does not need is left to the others
+        for left, at in enumerate(sorted(fits, key=lambda i: widths[i]), start=0):
+            share = room // (len(fits) - left) - 2
+            limit = max(share, len(heads[at]), 8)
+            for r in grid:
+                if len(r[at]) > limit:
+                    r[at] = r[at][: limit - 1] + "…"
+            widths[at] = min(widths[at], limit)
+            room -= widths[at] + 2
     for index, r in enumerate([heads, *grid]):
         text = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
         out.print(
@@ -148,11 +166,59 @@ def rows(
         )
 
 
+_ID_KIND = re.compile(r"^[A-Za-z.:-]*_")
+"""The kind part of an id (``grun_``, ``ask.grun_``, ``sch_``), never shortened into."""
+
+MIN_TAIL = 8
+"""Characters past an id's kind part a short id keeps at least."""
+
+
+def short_ids(ids: Sequence[str]) -> dict[str, str]:
+    """Each of ``ids`` by its shortest prefix unique among them (whole where no prefix
+    is shorter), keeping its kind part and :data:`MIN_TAIL` characters past it."""
+    unique = sorted(set(ids))
+    shown: dict[str, str] = {}
+    for index, whole in enumerate(unique):
+        kind = _ID_KIND.match(whole)
+        need = (kind.end() if kind else 0) + MIN_TAIL
+        # sorted: the longest prefix shared with any other id is shared with a neighbour
+        for other in unique[max(index - 1, 0) : index + 2]:
+            if other != whole:
+                need = max(need, _shared(whole, other) + 1)
+        shown[whole] = whole[:need] if need < len(whole) else whole
+    return shown
+
+
+def _shared(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share."""
+    size = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        size += 1
+    return size
+
+
+def span(seconds: float) -> str:
+    """A length of time in its largest whole unit: ``45s``, ``12m``, ``3h``, ``9d``."""
+    whole = max(0, int(seconds))
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
+        if whole >= size:
+            return f"{whole // size}{unit}"
+    return f"{whole}s"
+
+
+def age(ts: float) -> str:
+    """How long ago epoch second ``ts`` was (:func:`span`), as kubectl's AGE."""
+    return span(time.time() - ts)
+
+
 __all__ = [
     "C1_AND_BIDI",
     "JsonFlag",
     "Output",
     "OutputOption",
+    "age",
     "as_text",
     "cell",
     "clean",
@@ -163,5 +229,7 @@ __all__ = [
     "mode",
     "rows",
     "say",
+    "short_ids",
+    "span",
     "styled",
 ]

@@ -15,7 +15,8 @@ import typer
 from plait.agents import AgentDetails, AgentInfo, Agents, agent_actor_id
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._foreground import warn_if_unserved
-from plait.cli._output import rows, say, styled
+from plait.cli._ids import AGENT_ACTORS, resolve
+from plait.cli._output import Output, OutputOption, rows, say, styled
 from plait.cli.agents import JsonOption, _names, agents_app
 from plait.cli.runs import human
 from plait.errors import ActorNotFound
@@ -40,7 +41,9 @@ def _actor_json(info: AgentInfo) -> dict[str, Any]:
 
 
 @agents_app.command("list")
-def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
+def list_cmd(
+    as_json: JsonOption = False, output: OutputOption = None, mesh: MeshOption = None
+) -> None:
     """List agent profiles, and the agent actors running them (status, backlog)."""
 
     async def main() -> tuple[list[AgentProfile], list[AgentInfo]]:
@@ -49,7 +52,7 @@ def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
 
     profiles, actors = run(main)
     by_name = {a.name: a for a in actors}
-    if as_json:
+    if as_json or output is Output.json:
         listed: list[dict[str, Any]] = []
         for p in profiles:
             item = p.model_dump(mode="json")
@@ -59,20 +62,34 @@ def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
         listed += [{"name": a.name, "actor": _actor_json(a)} for a in by_name.values()]
         print_json(listed)
         return
-    table: list[list[Any]] = []
-    for p in profiles:
-        a = by_name.pop(p.name, None)
-        table.append(
-            [p.name, p.model or "", ", ".join(p.tools), *(_actor_cells(a) if a else ["", "", ""])]
+    wide = output is Output.wide
+    if profiles or not actors:
+        say(styled("profiles", "bold"))
+        rows(
+            ["name", "model", "tools"],
+            [[p.name, p.model or "", ", ".join(p.tools)] for p in profiles],
+            fit=2,
+            wide=wide,
         )
-    for a in by_name.values():
-        profile = a.record.config.get("profile") or a.name
-        table.append([a.name, f"(runs {profile})", "", *_actor_cells(a)])
-    rows(["name", "model", "tools", "actor", "topics", "backlog"], table, fit=2)
-
-
-def _actor_cells(info: AgentInfo) -> list[Any]:
-    return [info.status, ", ".join(info.topics), info.backlog]
+    if actors:
+        if profiles:
+            say("")
+        say(styled("actors", "bold"))
+        rows(
+            ["name", "profile", "status", "backlog", "topics"],
+            [
+                [
+                    a.name,
+                    a.record.config.get("profile") or a.name,
+                    a.status,
+                    a.backlog,
+                    ", ".join(a.topics),
+                ]
+                for a in actors
+            ],
+            fit=4,
+            wide=wide,
+        )
 
 
 @agents_app.command("show")
@@ -89,10 +106,13 @@ def show_cmd(
 
     async def main() -> tuple[AgentProfile | None, AgentDetails | None]:
         async with open_mesh(mesh) as m:
-            details = await _details(m, name, turns)
-            if details is not None and not await m.get(profile_key(name)):
+            whole = name
+            if await m.get(profile_key(name)) is None:  # a profile's own name is itself
+                whole = await resolve(m, AGENT_ACTORS, name)
+            details = await _details(m, whole, turns)
+            if details is not None and not await m.get(profile_key(whole)):
                 return None, details  # an actor running another profile
-            return await get_profile(m, name), details
+            return await get_profile(m, whole), details
 
     profile, details = run(main)
     if as_json:
@@ -289,17 +309,18 @@ def tell_cmd(
     text_arg(name, "NAME")
     text_arg(message, "MESSAGE")
 
-    async def main() -> str:
+    async def main() -> tuple[str, str]:
         async with open_mesh(mesh) as m:
-            told = await Agents(m).tell(name, message, untrusted=untrusted)
+            whole = await resolve(m, AGENT_ACTORS, name)
+            told = await Agents(m).tell(whole, message, untrusted=untrusted)
             await warn_if_unserved(m)
-            return told
+            return whole, told
 
-    told = run(main)
+    whole, told = run(main)
     if as_json:
-        print_json({"agent": name, "message": told, "untrusted": untrusted})
+        print_json({"agent": whole, "message": told, "untrusted": untrusted})
         return
-    say(told)
+    say(f"told {agent_actor_id(whole)}: message ", styled(told, "bold"))
 
 
 @agents_app.command("stop")
@@ -311,15 +332,17 @@ def stop_cmd(
     """Stop the agent actor NAME: its subscriptions end, later messages are dropped."""
     text_arg(name, "NAME")
 
-    async def main() -> None:
+    async def main() -> str:
         async with open_mesh(mesh) as m:
-            await Agents(m).stop(name)
+            whole = await resolve(m, AGENT_ACTORS, name)
+            await Agents(m).stop(whole)
+            return whole
 
-    run(main)
+    whole = run(main)
     if as_json:
-        print_json({"name": name, "id": agent_actor_id(name), "status": "stopped"})
+        print_json({"name": whole, "id": agent_actor_id(whole), "status": "stopped"})
         return
-    say("stopped ", agent_actor_id(name))
+    say("stopped ", agent_actor_id(whole))
 
 
 @agents_app.command("reset")
@@ -332,16 +355,17 @@ def reset_cmd(
     only): its next turn starts afresh, with its pre-approved tools back."""
     text_arg(name, "NAME")
 
-    async def main() -> int:
+    async def main() -> tuple[str, int]:
         by = human()  # refused in a process a tool started
         async with open_mesh(mesh) as m:
-            return await Agents(m).reset(name, by=by)
+            whole = await resolve(m, AGENT_ACTORS, name)
+            return whole, await Agents(m).reset(whole, by=by)
 
-    dropped = run(main)
+    whole, dropped = run(main)
     if as_json:
-        print_json({"name": name, "id": agent_actor_id(name), "messages_dropped": dropped})
+        print_json({"name": whole, "id": agent_actor_id(whole), "messages_dropped": dropped})
         return
-    say("reset ", agent_actor_id(name), f": {dropped} message(s) let go, its taint cleared")
+    say("reset ", agent_actor_id(whole), f": {dropped} message(s) let go, its taint cleared")
 
 
 __all__ = ["list_cmd", "reset_cmd", "show_cmd", "start_cmd", "stop_cmd", "tell_cmd"]

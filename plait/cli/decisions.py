@@ -8,6 +8,7 @@ import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._foreground import warn_if_unserved
+from plait.cli._ids import DECISIONS, resolve
 from plait.cli._output import JsonFlag, Output, OutputOption, as_text, mode, rows, say
 from plait.cli.runs import human
 from plait.decisions import DecisionAnswerer
@@ -50,7 +51,9 @@ def list_cmd(
                 )
                 for d in found
             ],
+            narrow=(0, 1, 5),
             fit=5,
+            ids=(0, 4),
             wide=wide,
         )
 
@@ -59,7 +62,9 @@ def list_cmd(
 
 @decisions_app.command("answer")
 def answer_cmd(
-    decision_id: Annotated[str, typer.Argument(metavar="ID")],
+    decision_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The decision's id, or a prefix unique to it.")
+    ],
     option: Annotated[str | None, typer.Option("--option", help="The chosen option.")] = None,
     text: Annotated[str | None, typer.Option("--text", help="A text answer.")] = None,
     as_json: JsonFlag = False,
@@ -72,8 +77,9 @@ def answer_cmd(
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
+            whole = await resolve(m, DECISIONS, decision_id)
             d = await DecisionAnswerer(m).answer(
-                DecisionId(decision_id), option=option, text=text, by=human()
+                DecisionId(whole), option=option, text=text, by=human()
             )
             if d.run_id:
                 await warn_if_unserved(m)

@@ -258,7 +258,7 @@ def list_(
             (g.agent, g.name, g.latest, ", ".join(str(v) for v in g.versions), g.description)
             for g in graphs
         ],
-        fit=4,
+        fit=(3, 4),
         wide=shown is Output.wide,
     )
 

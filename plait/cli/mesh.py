@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from plait.cli._common import MeshOption, console, fail, print_json, run
-from plait.cli._output import say
+from plait.cli._output import rows, say
 from plait.mesh import open_mesh
 
 mesh_app = typer.Typer(help="Read and write keys of the mesh.", no_args_is_help=True)
@@ -71,12 +71,12 @@ def ls(
     ] = "",
     mesh: MeshOption = None,
 ) -> None:
-    """List keys (with their versions) in key order."""
+    """List keys (with their versions) in key order, under a header row."""
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            async for entry in m.scan(prefix):
-                say(entry.key, f"\t{entry.version}")  # keys are data: an agent's mesh_put
+            found = [(entry.key, entry.version) async for entry in m.scan(prefix)]
+        rows(("key", "version"), found)  # keys are data: an agent's mesh_put
 
     run(main)
 

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import difflib
 import json
+import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+import plait
 from plait.agents import Agents
 from plait.cli._common import CreatingMeshOption, MeshOption, ReadingMeshOption, fail, print_json
 from plait.cli._common import run as run_async
 from plait.cli._output import console, data, rows, say, styled
 from plait.cli.runs import ModelOption, human, refuse_bad_model
+from plait.errors import PlaitError
 from plait.mesh import Mesh, open_mesh
 from plait.models import load_model
 from plait.profiles import get_profile
@@ -53,7 +57,7 @@ def save_cmd(
     mesh: CreatingMeshOption = None,
 ) -> None:
     """Store FILE as the next version of NAME (unchanged if it is the newest text)."""
-    text = file.read_text(encoding="utf-8")
+    text = _program_text(file)
 
     async def main() -> Any:
         async with open_mesh(mesh) as m:
@@ -84,6 +88,7 @@ def list_cmd(as_json: JsonOption = False, mesh: MeshOption = None) -> None:
             [p.name, p.latest, ", ".join(map(str, p.versions)), ", ".join(map(str, p.promoted))]
             for p in found
         ],
+        fit=2,
     )
 
 
@@ -179,7 +184,12 @@ def run_cmd(
     async def main() -> Any:
         async with open_mesh(mesh) as m:
             grants = await _grants(m, agent, approve_tools, model)
-            return await run_program(name, value, grants, require_promoted=require_promoted)
+            try:
+                return await run_program(name, value, grants, require_promoted=require_promoted)
+            except PlaitError:
+                raise  # said in one line already by the command runner
+            except Exception as exc:  # the operator's callable (or its import) failed
+                fail(f"program {name!r} failed: {located(exc)}")
 
     _print_result(run_async(main), as_json)
 
@@ -201,7 +211,7 @@ def exec_cmd(
     Its ``agents.run`` turns are answered by --model, else PLAIT_MODEL, else the agent
     profile's model.
     """
-    text = file.read_text(encoding="utf-8")
+    text = _program_text(file)
     if model is not None:
         refuse_bad_model(model)
     values: dict[str, str] = {}
@@ -234,6 +244,40 @@ async def _grants(mesh: Mesh, agent: str, approve_tools: bool, model: str | None
         agents=Agents(mesh, model=load_model(model) if model else None, programs=DEFAULT_CATALOG),
         programs=DEFAULT_CATALOG,
     )
+
+
+def located(exc: BaseException) -> str:
+    """``FILE:LINE: Type: message`` of an error raised by code outside plait: the
+    innermost frame of its traceback in neither plait nor the installed packages (or
+    the file a SyntaxError names), so a failing callable reads as one line."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}: SyntaxError: {exc.msg}"
+    where = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        path = frame.f_code.co_filename
+        if not path.startswith(_NOT_THEIRS):
+            where = f"{path}:{line}"
+    message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"{where}: {message}" if where else message
+
+
+_NOT_THEIRS = tuple(
+    {str(Path(plait.__file__).parent), sys.prefix, sys.base_prefix, sys.exec_prefix, "<"}
+)
+"""Where frames of plait, the standard library and installed packages come from."""
+
+
+def _program_text(file: Path) -> str:
+    """The text of a program file; exits 1 with one line if it is not UTF-8 text."""
+    raw = file.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        fail(
+            f"{file}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}): "
+            "save the program as UTF-8"
+        )
 
 
 def _print_result(result: Any, as_json: bool) -> None:

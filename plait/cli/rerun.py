@@ -13,6 +13,7 @@ import typer
 from plait.cli._common import MeshOption, fail, print_json, run, text_arg
 from plait.cli._foreground import warn_if_unserved
 from plait.cli._graph_app import graph_app
+from plait.cli._ids import RUNS, RunArgument, resolve
 from plait.cli._output import JsonOption, say, styled
 from plait.cli.runs import _follow, _report, exit_for, human
 from plait.errors import RunNotRetryable, VisitNotFound
@@ -48,7 +49,7 @@ async def _settle(runs: Runs, rec: RunRecord, as_json: bool, detach: bool, what:
 
 @graph_app.command("retry")
 def retry_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     as_json: JsonOption = False,
     detach: DetachOption = False,
     mesh: MeshOption = None,
@@ -64,7 +65,8 @@ def retry_cmd(
         async with open_mesh(mesh) as m:
             runs = Runs(m)
             try:
-                rec = await runs.retry(RunId(run_id), by=human())
+                rid = RunId(await resolve(m, RUNS, run_id))
+                rec = await runs.retry(rid, by=human())
             except RunNotRetryable as exc:
                 fail(str(exc))
             await _settle(runs, rec, as_json, detach, "retried")
@@ -74,7 +76,7 @@ def retry_cmd(
 
 @graph_app.command("fork")
 def fork_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     at: Annotated[
         str,
         typer.Option(
@@ -106,12 +108,13 @@ def fork_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
+            rid = RunId(await resolve(m, RUNS, run_id))
             try:
                 rec = await runs.fork(
-                    RunId(run_id), at, by=human(), input=KEEP_INPUT if input is None else input
+                    rid, at, by=human(), input=KEEP_INPUT if input is None else input
                 )
             except VisitNotFound as exc:
                 fail(str(exc), 2)
-            await _settle(runs, rec, as_json, detach, f"forked from {run_id} at {at}")
+            await _settle(runs, rec, as_json, detach, f"forked from {rid} at {at}")
 
     run(main)

@@ -12,7 +12,7 @@ import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run
 from plait.cli._graph_app import graph_app
-from plait.cli._output import JsonFlag, Output, OutputOption, mode, rows, utc_time
+from plait.cli._output import JsonFlag, Output, OutputOption, age, mode, rows, utc_time
 from plait.mesh import open_mesh
 from plait.runs.listing import LISTING_STATUSES, list_runs
 
@@ -55,19 +55,24 @@ def runs_cmd(
             )
             return
         rows(
-            ("run", "agent", "graph", "version", "status", "created", "updated"),
+            ("run", "status", "agent", "graph", "version", "age", "created", "updated"),
             [
                 (
                     s.run_id,
+                    s.status,
                     s.agent,
                     s.graph,
                     s.version,
-                    s.status,
+                    age(s.created_at),
                     utc_time(s.created_at),
                     utc_time(s.updated_at),
                 )
                 for s in found
             ],
+            narrow=(0, 1, 3, 5),
+            fit=3,
+            ids=(0,),
+            wide=shown is Output.wide,
         )
 
     run(main)

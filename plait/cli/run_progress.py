@@ -110,15 +110,17 @@ class RunProgress:
             took, visit = "", began
         elif progress.retry_in is not None:  # a transient error
             mark = styled("  ↻ ", "yellow")
-            took = f" {took.strip()}, again in {progress.retry_in:.1f}s" if took else ""
-            status = "retrying"
+            again = f"retrying again in {progress.retry_in:.1f}s"
+            took = f" {took.strip()}, {again}" if took else f" {again}"
         elif progress.error:
             mark = styled("  ✗ ", "red")
         else:
             mark = styled("  ✓ ", "green")
         verdict = f" → {progress.verdict}" if progress.verdict else ""
         visit_text = f" (visit {visit})" if visit else ""
-        say(mark, node, visit_text, verdict, took, " ", styled(status, "dim"), stderr=self.stderr)
+        # The mark is the visit's outcome; the line ends with the run's status after it.
+        run_status = styled(f" · run {status}", "dim")
+        say(mark, node, visit_text, verdict, took, run_status, stderr=self.stderr)
         if progress.error:
             say("    ", styled("error: ", "red"), progress.error, stderr=self.stderr)
         revisits = any(v.visit > 1 for v in progress.started)

@@ -9,10 +9,14 @@ import typer
 
 from plait.cli._common import MeshOption, fail, print_json, run
 from plait.cli._graph_app import graph_app
+from plait.cli._ids import RUNS, RunArgument, resolve
 from plait.cli._output import (
     JsonFlag,
     JsonOption,
+    Output,
+    OutputOption,
     as_text,
+    mode,
     rows,
     say,
     styled,
@@ -29,7 +33,7 @@ from plait.runs.audit import read_events
 
 @graph_app.command("inspect")
 def inspect_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     as_json: JsonOption = False,
     verify: Annotated[bool, typer.Option("--verify", help="Verify the audit chain.")] = False,
     full: Annotated[
@@ -42,18 +46,19 @@ def inspect_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
-            rec = await runs.get(RunId(run_id))
+            rid = RunId(await resolve(m, RUNS, run_id))
+            rec = await runs.get(rid)
             output = await runs.output(rec)
             broken: AuditChainBroken | None = None
             verified = None
             if verify:
                 try:
-                    verified = await runs.verify(RunId(run_id))
+                    verified = await runs.verify(rid)
                 except AuditChainBroken as exc:
                     broken = exc
-            origin = await runs.forked_from(RunId(run_id))
+            origin = await runs.forked_from(rid)
             try:
-                trajectory = await runs.trajectory(RunId(run_id))
+                trajectory = await runs.trajectory(rid)
             except AuditChainBroken:
                 if broken is None:
                     raise
@@ -152,17 +157,20 @@ def _print_inspect(rec: RunRecord, trajectory: list[TrajectoryStep], full: bool)
 
 @graph_app.command("events")
 def events_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     as_json: JsonFlag = False,
+    output: OutputOption = None,
     mesh: MeshOption = None,
 ) -> None:
     """Print a run's audit chain: every committed transition, oldest first."""
+    shown = mode(output, as_json)
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            await Runs(m).get(RunId(run_id))  # a run that is not there is said so
-            events = await read_events(m, run_id)
-        if as_json:
+            rid = await resolve(m, RUNS, run_id)
+            await Runs(m).get(RunId(rid))  # a run that is not there is said so
+            events = await read_events(m, rid)
+        if shown is Output.json:
             print_json([e.model_dump(mode="json") for e in events])
             return
         rows(
@@ -179,7 +187,9 @@ def events_cmd(
                 )
                 for e in events
             ],
+            narrow=(0, 2, 3, 4, 6),
             fit=6,
+            wide=shown is Output.wide,
         )
 
     run(main)

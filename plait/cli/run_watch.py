@@ -16,6 +16,7 @@ import typer
 
 from plait.cli._common import MeshOption, print_json, run
 from plait.cli._graph_app import graph_app
+from plait.cli._ids import RUNS, RunArgument, resolve
 from plait.cli._output import JsonOption, clean, say, styled
 from plait.cli.run_progress import RunProgress
 from plait.cli.runs import exit_for
@@ -68,7 +69,7 @@ class LivePrinter:
 
 @graph_app.command("watch")
 def watch_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     after: Annotated[
         int, typer.Option("--after", min=0, help="Start after this event offset.")
     ] = 0,
@@ -85,12 +86,13 @@ def watch_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
-            await runs.get(RunId(run_id))  # no such run: one line, exit 1
+            rid = RunId(await resolve(m, RUNS, run_id))
+            await runs.get(rid)  # no such run: one line, exit 1
             printer = LivePrinter(as_json)
-            async for event in follow_run(m, run_id, after=after):
+            async for event in follow_run(m, rid, after=after):
                 printer(event)
             printer.end_line()
-            exit_for(await runs.get(RunId(run_id)))
+            exit_for(await runs.get(rid))
 
     run(main)
 

@@ -35,6 +35,8 @@ from plait.cli._foreground import (
     warn_if_unserved,
 )
 from plait.cli._graph_app import graph_app
+from plait.cli._ids import RUNS, RunArgument, resolve
+from plait.cli._input import InputJsonOption, InputOption, run_input
 from plait.cli._output import (
     JsonOption,
     clean,
@@ -99,13 +101,15 @@ async def _follow(
     as_json: bool,
     since: RunRecord | None = None,
     ray_url: str | None = None,
+    quiet: bool = False,
 ) -> RunRecord:
-    """Have the run served (see :func:`serving_run`) and follow it until it settles.
+    """Have the run served (see :func:`serving_run`; ``quiet``: without saying that
+    this process serves it) and follow it until it settles.
 
     Ctrl-C says what becomes of the run and exits 130.
     """
     run_id = rec.run_id
-    async with serving_run(mesh, rec, ray_url=ray_url) as runtime:
+    async with serving_run(mesh, rec, ray_url=ray_url, quiet=quiet) as runtime:
 
         def interrupted(runtime: LocalRuntime | None = runtime) -> None:
             if runtime is None:
@@ -199,7 +203,8 @@ async def _report(runs: Runs, rec: RunRecord, as_json: bool) -> None:
 def run_graph_cmd(
     agent: Annotated[str, typer.Argument(metavar="AGENT", help="The graph's agent.")],
     name: Annotated[str, typer.Argument(metavar="NAME", help="The graph's name.")],
-    input: Annotated[str, typer.Option("--input", help="The run's input ({{input}}).")] = "",
+    input: InputOption = None,
+    input_json: InputJsonOption = None,
     model: ModelOption = None,
     version: Annotated[int | None, typer.Option("--version", help="Graph version.")] = None,
     as_json: JsonOption = False,
@@ -220,7 +225,7 @@ def run_graph_cmd(
     cancelled, or the command failed; 2 a usage error (a bad model spec is refused
     before any run is queued).
     """
-    text_arg(input, "--input")
+    given = run_input(input, input_json)
     ray_url = ray_url_for(runtime_name, mesh)
 
     async def main() -> None:
@@ -238,7 +243,7 @@ def run_graph_cmd(
                 refuse_bad_model(spec)
             runs = Runs(m)
             rec = await runs.start(
-                agent, name, input, version=version, model=model, input_untrusted=input_untrusted
+                agent, name, given, version=version, model=model, input_untrusted=input_untrusted
             )
             missing = await tools_nobody_offers(m, rec)
             if missing:
@@ -305,7 +310,7 @@ def exit_for(rec: RunRecord) -> None:
 
 @graph_app.command("resume")
 def resume_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     answer: Annotated[str, typer.Argument(metavar="ANSWER")],
     as_json: JsonOption = False,
     mesh: MeshOption = None,
@@ -323,9 +328,10 @@ def resume_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
-            before = await runs.resume(RunId(run_id), answer, by=human())
-            outer = before if before.run_id == run_id else await runs.get(RunId(run_id))
-            rec = await _follow(m, runs, outer, as_json, since=before, ray_url=ray_url)
+            rid = RunId(await resolve(m, RUNS, run_id))
+            before = await runs.resume(rid, answer, by=human())
+            outer = before if before.run_id == rid else await runs.get(rid)
+            rec = await _follow(m, runs, outer, as_json, since=before, ray_url=ray_url, quiet=True)
             await _report(runs, rec, as_json)
             exit_for(rec)
 
@@ -334,7 +340,7 @@ def resume_cmd(
 
 @graph_app.command("raise-budget")
 def raise_budget_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     steps: Annotated[int | None, typer.Option("--steps", min=1, help="More steps.")] = None,
     tokens: Annotated[int | None, typer.Option("--tokens", min=1, help="More tokens.")] = None,
     dollars: Annotated[
@@ -367,7 +373,8 @@ def raise_budget_cmd(
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            rec = await Runs(m).raise_budget(RunId(run_id), extra, by=human())
+            rid = RunId(await resolve(m, RUNS, run_id))
+            rec = await Runs(m).raise_budget(rid, extra, by=human())
         if as_json:
             print_json({"run_id": rec.run_id, "status": rec.status, "raised": extra})
             return
@@ -379,7 +386,7 @@ def raise_budget_cmd(
 
 @graph_app.command("cancel")
 def cancel_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     as_json: JsonOption = False,
     mesh: MeshOption = None,
 ) -> None:
@@ -388,10 +395,11 @@ def cancel_cmd(
     async def main() -> None:
         async with open_mesh(mesh) as m:
             runs = Runs(m)
-            before = await runs.get(RunId(run_id))
+            rid = RunId(await resolve(m, RUNS, run_id))
+            before = await runs.get(rid)
             if before.terminal:
-                fail(f"run {run_id} is already over ({before.status}): nothing to cancel")
-            rec = await runs.cancel(RunId(run_id), by=human())
+                fail(f"run {rid} is already over ({before.status}): nothing to cancel")
+            rec = await runs.cancel(rid, by=human())
         if as_json:
             print_json(
                 {"run_id": rec.run_id, "status": rec.status, "ended_detail": rec.ended_detail}

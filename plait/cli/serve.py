@@ -13,8 +13,9 @@ import typer
 
 from plait.actors import LeasedRuntime, tune_gc_for_serving
 from plait.agents import Agents
-from plait.cli._common import MeshOption, err_console, fail, run
+from plait.cli._common import MeshOption, fail, run
 from plait.cli._foreground import env_tools
+from plait.cli._output import say
 from plait.cli._telemetry import OtelOption, observe
 from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError
@@ -135,17 +136,17 @@ def serve_cmd(
                         # uvicorn says it has started with a flag only
                         while not server.started:  # noqa: ASYNC110
                             await anyio.sleep(0.02)
-                        err_console.print(
+                        # one line however long, as the terminal wraps it: never cut when piped
+                        say(
                             f"plait serve on http://{host}:{port}/ over {redact_url(m.url)}"
                             + serves,
-                            highlight=False,
-                            markup=False,
+                            stderr=True,
                         )
 
                     async def stop_on_signal() -> None:
                         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
                             async for signum in sigs:
-                                err_console.print(f"{signal.Signals(signum).name}: stopping…")
+                                say(f"{signal.Signals(signum).name}: stopping…", stderr=True)
                                 server.should_exit = True
                                 return
 

@@ -9,7 +9,7 @@ import typer
 
 from plait.api.tokens import TokenKind, create_token, list_tokens, revoke_token
 from plait.cli._common import CreatingMeshOption, MeshOption, fail, print_json, run, text_arg
-from plait.cli._output import JsonFlag, rows, say
+from plait.cli._output import JsonFlag, Output, OutputOption, mode, rows, say
 from plait.cli.runs import human as person
 from plait.mesh import open_mesh
 
@@ -56,19 +56,24 @@ def _when(ts: float | None) -> str:
 
 
 @tokens_app.command("list")
-def list_cmd(as_json: JsonFlag = False, mesh: MeshOption = None) -> None:
+def list_cmd(
+    as_json: JsonFlag = False, output: OutputOption = None, mesh: MeshOption = None
+) -> None:
     """List tokens (never their secrets), oldest first."""
+    shown = mode(output, as_json)
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
             found = await list_tokens(m)
-        if as_json:
+        if shown is Output.json:
             print_json([t.model_dump(exclude={"sha256"}) for t in found])
             return
         rows(
             ("id", "kind", "name", "created", "revoked"),
             [(t.id, t.kind, t.name, _when(t.created_at), _when(t.revoked_at)) for t in found],
+            narrow=(0, 1, 2, 3),
             fit=2,
+            wide=shown is Output.wide,
         )
 
     run(main)

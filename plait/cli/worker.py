@@ -12,7 +12,8 @@ import typer
 
 from plait.actors import DEFAULT_LEASE_S, LeasedRuntime, ranges, tune_gc_for_serving
 from plait.agents import Agents
-from plait.cli._common import MeshOption, err_console, fail, run
+from plait.cli._common import MeshOption, fail, run
+from plait.cli._output import say
 from plait.cli._ray import AddressOption, NamespaceOption, ray_worker
 from plait.cli._telemetry import OtelOption, count_leases, observe
 from plait.cluster import RunsSpec
@@ -145,10 +146,7 @@ def worker_cmd(
 
             def held(serving: set[int], count: int) -> None:
                 count_leases(serving, count)
-                err_console.print(
-                    f"holding {len(serving)} of {count} partitions: {ranges(serving)}",
-                    highlight=False,
-                )
+                say(f"holding {len(serving)} of {count} partitions: {ranges(serving)}", stderr=True)
 
             leased = functools.partial(
                 LeasedRuntime, lease_s=lease_s, partitions=partitions, on_change=held
@@ -167,14 +165,15 @@ def worker_cmd(
                 ) as serving:
                     runtime = serving.runtime
                     metrics.track_in_flight(lambda: runtime.in_flight)
-                    err_console.print(
+                    # one line however long, as the terminal wraps it: never cut when piped
+                    say(
                         f"worker {runtime.host} serving {m.url} with tools "
                         + ", ".join(registry.names()),
-                        highlight=False,
+                        stderr=True,
                     )
                     async for signum in signals:
-                        err_console.print(f"{signal.Signals(signum).name}: draining…")
+                        say(f"{signal.Signals(signum).name}: draining…", stderr=True)
                         break
-            err_console.print(f"worker stopped after handling {runtime.handled} messages")
+            say(f"worker stopped after handling {runtime.handled} messages", stderr=True)
 
     run(main)

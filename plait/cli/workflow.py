@@ -14,6 +14,7 @@ import typer
 
 from plait.cli._common import CreatingMeshOption, MeshOption, fail, print_json, run
 from plait.cli._foreground import warn_if_unserved
+from plait.cli._ids import RUNS, RunArgument, resolve
 from plait.cli._output import as_text, clean, say, styled
 from plait.cli.runs import ModelOption, _follow, _report, exit_for, refuse_bad_model
 from plait.errors import ConfigError
@@ -143,7 +144,7 @@ def runs_cmd(
 
 @workflow_app.command("journal")
 def journal_cmd(
-    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    run_id: RunArgument,
     as_json: JsonOption = False,
     mesh: MeshOption = None,
 ) -> None:
@@ -151,7 +152,7 @@ def journal_cmd(
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            steps = await journal(m, run_id)
+            steps = await journal(m, await resolve(m, RUNS, run_id))
         if as_json:
             print_json([s.model_dump() for s in steps])
             return

@@ -9,7 +9,8 @@
   ``.git``), else a new ``.plait/mesh.db`` under the working directory.
   ``?synchronous=full`` makes every commit survive a power loss too (it fsyncs each).
 - ``redis://[:PASSWORD@]HOST:PORT/DB[?prefix=NAME]`` (or ``rediss://``) — a Redis
-  server shared by many hosts; ``prefix`` namespaces every key, ``timeout`` and
+  server shared by many hosts; ``prefix`` namespaces every key (``NAME:``, the ``:``
+  added unless ``NAME`` ends in a separator), ``timeout`` and
   ``connect_timeout`` (seconds) bound how long a reply or a connection is waited for.
 - ``postgresql://USER[:PASSWORD]@HOST:PORT/DB[?schema=NAME]`` (or ``postgres://``) — a
   PostgreSQL database shared by many hosts; the mesh keeps its tables in schema

@@ -86,12 +86,23 @@ _KV_FIELDS = ("v", "n", "t")
 
 _SCAN_PAGE = 256
 
+SEPARATORS = ":/.-_|#"
+"""The characters a key prefix may already end with; any other prefix gets ``:``."""
+
+
+def with_separator(prefix: str) -> str:
+    """``prefix`` ending in a separator: ``nc3`` becomes ``nc3:``; ``nc3:``, ``app/``
+    and the empty prefix stay as they are."""
+    return prefix if not prefix or prefix[-1] in SEPARATORS else prefix + ":"
+
 
 class RedisMesh(Mesh):
     """A mesh in a Redis 7 server, every key under ``prefix``.
 
     Attributes:
-        prefix: prepended to every Redis key this mesh touches.
+        prefix: prepended to every Redis key this mesh touches: the prefix given, with
+            ``:`` after it unless it ends in a separator (``prefix=nc3``: ``nc3:keys``),
+            or as given for a mesh that holds data stored before that (``nc3keys``).
         timeout: seconds one operation may wait for Redis before it raises
             :class:`MeshUnavailable`.
 
@@ -145,7 +156,8 @@ class RedisMesh(Mesh):
                 f"({MAX_VALUE_CEILING} bytes) on one value"
             )
         self.max_value_bytes = max_value_bytes
-        self.prefix = prefix
+        self.prefix = with_separator(prefix)
+        self._given_prefix = prefix
         self.timeout = timeout
         self._secrets = url_secrets(url)
         self._connect_timeout = connect_timeout
@@ -183,12 +195,17 @@ class RedisMesh(Mesh):
             self._groups_script,
             self._scan_script,
         )
+        self._group_tasks: set[asyncio.Task[None]] = set()
+        self._subs: set[RedisSubscription] = set()
+        self._lay_out(self.prefix)
+
+    def _lay_out(self, prefix: str) -> None:
+        """Name every Redis key of this mesh under ``prefix``."""
+        self.prefix = prefix
         self._kv = f"{prefix}kv:"
         self._index = f"{prefix}keys"
         self._sched = f"{prefix}sched"
         self._schedp = f"{prefix}schedp"
-        self._group_tasks: set[asyncio.Task[None]] = set()
-        self._subs: set[RedisSubscription] = set()
         self._live = RedisLive(self)
 
     @property
@@ -298,9 +315,17 @@ class RedisMesh(Mesh):
                         pipe.ping()
                         for script in self._scripts:
                             pipe.script_load(script.script)
-                        await pipe.execute()
+                        legacy = self._given_prefix != self.prefix
+                        if legacy:
+                            pipe.exists(f"{self._given_prefix}keys")  # the old layout's
+                            pipe.exists(f"{self.prefix}keys")
+                        replies = await pipe.execute()
         except TimeoutError:
             raise self._no_answer(self._connect_timeout) from None
+        if legacy and replies[-2] and not replies[-1]:
+            # Stored before prefixes got their separator (under "nc3keys", not
+            # "nc3:keys"): go on reading and writing the keys where they are.
+            self._lay_out(self._given_prefix)
 
     async def close(self) -> None:
         for task in [*self._group_tasks, *self._commits.drains, *self._reads.drains]:

@@ -25,8 +25,8 @@ def compile_text(source: str, filename: str = "<program>") -> CodeType:
     """
     try:
         tree = ast.parse(source, filename=filename)
-    except SyntaxError as exc:
-        raise ProgramError(f"{filename}:{exc.lineno}: {exc.msg}") from None
+    except (SyntaxError, ValueError) as exc:  # ValueError: a null byte, on some Pythons
+        raise ProgramError(_where(source, filename, exc)) from None
     body: list[ast.stmt] = list(tree.body) or [ast.Pass()]
     entry = ast.AsyncFunctionDef(
         name=_ENTRY,
@@ -41,7 +41,16 @@ def compile_text(source: str, filename: str = "<program>") -> CodeType:
     try:
         return compile(module, filename, "exec")
     except SyntaxError as exc:
-        raise ProgramError(f"{filename}:{exc.lineno}: {exc.msg}") from None
+        raise ProgramError(_where(source, filename, exc)) from None
+
+
+def _where(source: str, filename: str, exc: SyntaxError | ValueError) -> str:
+    """One line for a text that does not compile: ``FILE:LINE: what``."""
+    line = exc.lineno if isinstance(exc, SyntaxError) else None
+    what = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+    if line is None and "\x00" in source:  # Python names no line for a null byte
+        line = source[: source.index("\x00")].count("\n") + 1
+    return f"{filename}:{line}: {what}" if line is not None else f"{filename}: {what}"
 
 
 async def run_text(code: CodeType, names: Mapping[str, Any]) -> Any:

@@ -7,6 +7,7 @@ and "* * * * * *" would fire every second), time zones through :mod:`zoneinfo`, 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -48,10 +49,40 @@ def check_cron(expression: str, tz: str) -> None:
             '"minute hour day-of-month month day-of-week" (no seconds), as in "0 8 * * 1"'
         )
     if not croniter.is_valid(expression):
-        raise ConfigError(
-            f"bad cron expression {expression!r}: expected five fields "
-            '"minute hour day-of-month month day-of-week", as in "0 8 * * 1"'
+        raise ConfigError(f"bad cron expression {expression!r}: {_bad_field(expression)}")
+
+
+_FIELDS = (
+    ("minute", 0, 59, ""),
+    ("hour", 0, 23, ""),
+    ("day-of-month", 1, 31, ""),
+    ("month", 1, 12, " or JAN-DEC"),
+    ("day-of-week", 0, 6, " or SUN-SAT (7 is Sunday too)"),
+)
+"""Each field of a cron expression: its name, its range and the names it takes."""
+
+
+def _bad_field(expression: str) -> str:
+    """What is wrong with the first field of ``expression`` that cannot work."""
+    fields = expression.split()
+    for index, (name, low, high, names) in enumerate(_FIELDS):
+        alone = ["*"] * 5
+        alone[index] = fields[index]
+        if croniter.is_valid(" ".join(alone)):
+            continue
+        allowed = f"{low}-{high}{names}"
+        numbers = [int(n) for n in re.findall(r"\d+", fields[index].split("/")[0])]
+        outside = [n for n in numbers if not low <= n <= high]
+        if outside:
+            return (
+                f"{outside[0]} is out of range in the {name} field {fields[index]!r} "
+                f"(allowed: {allowed})"
+            )
+        return (
+            f"the {name} field {fields[index]!r} is not valid: it takes {allowed}, as a "
+            "value, a list (1,15), a range (1-5), a step (*/10) or *"
         )
+    return 'expected five fields "minute hour day-of-month month day-of-week", as "0 8 * * 1"'
 
 
 def fires_after(expression: str, tz: str, after: float) -> Iterator[float]:

@@ -59,6 +59,9 @@ class ScheduledRun(BaseModel):
         status: its delivery.
         tries: delivery tries made so far.
         last_error: why the last try failed.
+        run_status: the run's own status (``running``, ``waiting_human``, ``done``...),
+            read afresh whenever the schedule is read through
+            :class:`~plait.schedules.Schedules` (None: the run is gone, or not yet read).
     """
 
     run_id: str
@@ -67,6 +70,7 @@ class ScheduledRun(BaseModel):
     status: DeliveryStatus = "running"
     tries: int = 0
     last_error: str | None = None
+    run_status: str | None = None
 
 
 class Schedule(BaseModel):

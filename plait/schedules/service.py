@@ -20,6 +20,8 @@ from plait.graphs.store import get_graph
 from plait.ids import new_id
 from plait.mesh import Entry, Mesh, Transaction, skip_corrupt, skip_unreadable
 from plait.models import check_model_spec
+from plait.models.scripted import pin_model_spec
+from plait.runs.record import index_key, listing_status
 from plait.schedules.clock import WALL_CLOCK, Clock
 from plait.schedules.cron import check_cron, next_fire
 from plait.schedules.model import (
@@ -78,7 +80,9 @@ class Schedules:
     ) -> Schedule:
         """Schedule runs of a stored graph (its newest version at each fire).
 
-        ``tuning`` sets the actor's timings (see :mod:`plait.schedules.actor`).
+        ``tuning`` sets the actor's timings (see :mod:`plait.schedules.actor`). A
+        relative ``scripted:`` model path is pinned as an absolute one (from the
+        working directory), as a run started by hand pins its own.
 
         Raises:
             NotPermitted: ``by`` is not a human.
@@ -99,6 +103,8 @@ class Schedules:
                 raise ConfigError("--secret signs webhook deliveries: use it with webhook:URL")
         if model is not None:
             check_model_spec(model)
+            # pinned here, as `graph run` pins a run's: a worker elsewhere finds the file
+            model = pin_model_spec(model)
         await get_graph(self.mesh, agent, name)
         now = self.clock.now()
         schedule = Schedule(
@@ -140,7 +146,9 @@ class Schedules:
         Raises:
             ScheduleNotFound: there is none.
         """
-        return (await self._entry(schedule_id))[0]
+        schedule = (await self._entry(schedule_id))[0]
+        await self._refresh([schedule])
+        return schedule
 
     async def _entry(self, schedule_id: str) -> tuple[Schedule, Entry]:
         entry = await self.mesh.get(schedule_key(schedule_id))
@@ -163,7 +171,18 @@ class Schedules:
                 continue
             if not schedule.deleted:  # deleted, its last deliveries still to make
                 found.append(schedule)
+        await self._refresh(found)
         return sorted(found, key=lambda s: s.created_at)
+
+    async def _refresh(self, schedules: builtins.list[Schedule]) -> None:
+        """Give each run of ``schedules`` its run's status as it is now (one read of
+        the run listing for all of them): the record's copy is as old as its last write."""
+        started = [run for schedule in schedules for run in schedule.runs]
+        found = await self.mesh.get_many([index_key(run.run_id) for run in started])
+        for run, entry in zip(started, found, strict=True):
+            value = entry.value if entry is not None else None
+            status = value.get("status") if isinstance(value, dict) else None
+            run.run_status = listing_status(status) if isinstance(status, str) else None
 
     async def delete(self, schedule_id: str, *, by: Principal) -> Schedule:
         """Delete a schedule: it fires no more, and is gone from listings at once.

@@ -21,7 +21,8 @@ def test_start_tell_list_show_stop(mesh_args: list[str]) -> None:
     assert "no worker is serving this mesh" in err  # says nothing serves it yet
     code, out, err = invoke("agents", "tell", "w1", "do \x1b[2J this", *mesh_args)
     assert code == 0, err
-    message_id = out.strip()
+    assert out.startswith("told agent:w1: message ")  # a labelled id
+    message_id = out.split()[-1]
 
     code, out, _ = invoke("agents", "list", "--json", *mesh_args)
     listed = {a["name"]: a for a in json.loads(out)}
@@ -31,7 +32,14 @@ def test_start_tell_list_show_stop(mesh_args: list[str]) -> None:
     assert actor["profile"] == "worker" and actor["max_concurrency"] == 2
     assert sorted(actor["topics"]) == ["jobs.*", "tasks.new"]
     code, out, _ = invoke("agents", "list", *mesh_args)
-    assert code == 0 and "w1" in out and "(runs worker)" in out
+    assert code == 0
+    profiles, actors = out.split("\n\n")  # a section each, under its own header
+    assert profiles.splitlines()[0] == "profiles"
+    assert profiles.splitlines()[1].split() == ["name", "model", "tools"]
+    assert "worker" in [line.split()[0] for line in profiles.splitlines()[2:]]
+    assert actors.splitlines()[0] == "actors"
+    assert actors.splitlines()[1].split() == ["name", "profile", "status", "backlog", "topics"]
+    assert actors.splitlines()[2].split()[:4] == ["w1", "worker", "running", "1"]
 
     code, out, _ = invoke("agents", "show", "w1", "--json", *mesh_args)
     shown = json.loads(out)["actor"]

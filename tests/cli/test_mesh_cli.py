@@ -23,9 +23,9 @@ def test_put_get_json_and_ls(mesh_args: list[str]) -> None:
         "version": 1,
     }
     code, out, _ = invoke("mesh", "ls", *mesh_args)
-    assert code == 0 and out.split() == ["greeting", "1", "other", "1"]
+    assert code == 0 and out.split() == ["key", "version", "greeting", "1", "other", "1"]
     code, out, _ = invoke("mesh", "ls", "gr", *mesh_args)
-    assert out.split() == ["greeting", "1"]
+    assert out.split() == ["key", "version", "greeting", "1"]
 
 
 def test_version_conflict_exits_nonzero_with_both_versions(mesh_args: list[str]) -> None:

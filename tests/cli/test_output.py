@@ -71,9 +71,11 @@ def test_hostile_replies_print_exactly_as_stored(cli: Cli, tmp_path: Path) -> No
     for text in SHOWN:
         assert text in shown  # markup kept literally, controls shown escaped
     listed = cli("decisions", "list")
-    assert "\x1b" not in listed.stdout
+    assert "\x1b" not in listed.stdout and SHOWN[0] in listed.stdout  # cut to 80 columns
+    wide = cli("decisions", "list", "-o", "wide")  # every cell whole
+    assert "\x1b" not in wide.stdout
     for text in SHOWN:
-        assert text in listed.stdout
+        assert text in wide.stdout
     # JSON carries the stored value itself.
     decisions = cli.json("decisions", "list")
     assert decisions[0]["title"] == f"Ship {REPLY}?"
@@ -142,7 +144,7 @@ def test_inspect_and_events_show_each_visit(cli: Cli) -> None:
     progress = started.stderr
     # The verifier sent the flow back: its critique shows; the human node waits, not ✓.
     assert "critique: The 12% figure has no source; cite where it comes from." in progress
-    assert "⏸ review_human (visit 1) waiting_human" in progress
+    assert "⏸ review_human (visit 1) · run waiting_human" in progress
     run_id = re.search(r"run (grun_\w+)", started.stdout)
     assert run_id is not None
     waiting = cli("graph", "inspect", run_id.group(1)).stdout

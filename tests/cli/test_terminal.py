@@ -101,5 +101,8 @@ def test_a_running_timer_on_a_terminal_and_plain_lines_piped(cli: Cli, tmp_path:
     assert not CURSOR.search(shown) and "\x1b" not in shown  # no cursor moves, no colours
     assert "⏱" not in shown
     assert re.search(r"^  … nap \(visit 1\)$", piped.stderr, re.M), piped.stderr
-    assert re.search(r"^  ✓ nap \(visit 1\) 1\.\d\ds \w+$", piped.stderr, re.M), piped.stderr
+    # the mark is the visit's; the line ends with the run's status
+    assert re.search(r"^  ✓ nap \(visit 1\) 1\.\d\ds · run running$", piped.stderr, re.M), (
+        piped.stderr
+    )
     assert re.search(r"^run grun_\w+ done \(completed\)$", piped.stdout, re.M), piped.stdout

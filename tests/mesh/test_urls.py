@@ -50,7 +50,7 @@ async def test_errors_of_an_unreachable_mesh_mask_query_secrets() -> None:
 
 def test_timeouts_are_url_options_and_not_passed_to_redis() -> None:
     mesh = open_mesh("redis://h/0?prefix=t&timeout=0.25&connect_timeout=2&health_check_interval=3")
-    assert isinstance(mesh, RedisMesh) and mesh.prefix == "t"
+    assert isinstance(mesh, RedisMesh) and mesh.prefix == "t:"  # with its separator
     kwargs = mesh._client.connection_pool.connection_kwargs
     # the timeout bounds each mesh operation, never redis-py's per-command socket timeout
     assert mesh.timeout == 0.25 and kwargs["socket_timeout"] is None

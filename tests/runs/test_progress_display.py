@@ -44,16 +44,16 @@ async def test_every_visit_shows_as_it_starts_and_as_it_commits(mesh: Mesh) -> N
     lines = [re.sub(r" \d+\.\d\ds ", " Ts ", line.strip()) for line in captured.get().splitlines()]
     assert lines == [
         "… draft (visit 1)",
-        "✓ draft (visit 1) Ts running",
+        "✓ draft (visit 1) Ts · run running",
         "… verify (visit 1)",
-        "✓ verify (visit 1) → fail Ts running",
+        "✓ verify (visit 1) → fail Ts · run running",
         "critique: The 12% figure has no source; cite where it comes from.",
         "… draft (visit 2)",
-        "✓ draft (visit 2) Ts running",
+        "✓ draft (visit 2) Ts · run running",
         "… verify (visit 2)",
-        "✓ verify (visit 2) → pass Ts running",
+        "✓ verify (visit 2) → pass Ts · run running",
         "… review_human (visit 1)",
-        "⏸ review_human (visit 1) waiting_human",  # parked on a person, not done
+        "⏸ review_human (visit 1) · run waiting_human",  # parked on a person, not done
     ]
 
 

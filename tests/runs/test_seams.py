@@ -135,7 +135,7 @@ async def test_progress_is_one_schema_for_the_cli_the_api_and_the_console() -> N
         with progress_printer(True) as show:
             for progress in shown:
                 show(progress)
-    assert "⏸ review_human (visit 1) waiting_human" in captured.get()
+    assert "⏸ review_human (visit 1) · run waiting_human" in captured.get()
 
     # The API: the same progress, by the Progress schema in its OpenAPI document.
     app = create_app(mesh)

@@ -37,9 +37,12 @@ def test_schedule_list_pause_resume_unschedule(cli: Cli, tmp_path: Path) -> None
         "one",
     )
     assert listed["deliver"] == f"file:{tmp_path / 'out.jsonl'}"  # absolute: workers run elsewhere
-    shown = cli("graph", "schedules").stdout
-    assert shown.startswith(f"{sid}  assistant/report  '0 8 * * 1' Europe/Berlin  next ")
-    assert " 08:00 CE" in shown  # the next Monday 08:00, Berlin time (CET or CEST)
+    header, row = cli("graph", "schedules").stdout.splitlines()
+    assert header.split()[:4] == ["id", "graph", "next", "skipped"]  # a header row
+    assert row.startswith(f"{sid}  assistant/report  in ")
+    wide = cli("graph", "schedules", "-o", "wide").stdout
+    assert " 08:00 CE" in wide  # the next Monday 08:00, Berlin time (CET or CEST)
+    assert "Europe/Berlin" in wide and f"file:{tmp_path / 'out.jsonl'}" in wide
     assert cli("graph", "schedule-pause", sid).stdout.strip() == f"paused {sid}"
     assert cli.json("graph", "schedules")[0]["paused"] is True
     assert cli("graph", "schedule-resume", sid).stdout.startswith(f"resumed {sid}: next ")

@@ -54,7 +54,35 @@ def test_due_fires_lists_first_and_every_later_one_up_to_now_bounded() -> None:
     ("cron", "tz", "says"),
     [
         ("0 8 * * 1", "Mars/Olympus", "unknown time zone 'Mars/Olympus'"),
-        ("61 8 * * 1", "UTC", "bad cron expression '61 8 * * 1'"),
+        (
+            "61 * * * *",
+            "UTC",
+            "bad cron expression '61 * * * *': 61 is out of range in the minute field '61' "
+            "(allowed: 0-59)",
+        ),
+        (
+            "0 8 1-32 * *",
+            "UTC",
+            "bad cron expression '0 8 1-32 * *': 32 is out of range in the day-of-month "
+            "field '1-32' (allowed: 1-31)",
+        ),
+        (
+            "0 8 * 13 *",
+            "UTC",
+            "bad cron expression '0 8 * 13 *': 13 is out of range in the month field '13' "
+            "(allowed: 1-12 or",
+        ),
+        (
+            "0 8 * * 9",
+            "UTC",
+            "bad cron expression '0 8 * * 9': 9 is out of range in the day-of-week field "
+            "'9' (allowed: 0-6 or",
+        ),
+        (
+            "0 x * * *",
+            "UTC",
+            "bad cron expression '0 x * * *': the hour field 'x' is not valid: it takes 0-23",
+        ),
         ("every monday", "UTC", "bad cron expression"),
         (
             "* * * * * *",

@@ -120,7 +120,9 @@ async def test_a_run_waiting_on_a_person_delivers_only_after_the_answer(
 
         await eventually(checked_again)
         assert not sink.exists()
-        assert (await Schedules(mesh).get(made.id)).runs[0].status == "running"
+        listed = (await Schedules(mesh).get(made.id)).runs[0]
+        # still to deliver, and its run's own status as it is now, not a stale "running"
+        assert (listed.status, listed.run_status) == ("running", "waiting_human")
         await runs.resume(run_id, "yes", by=OPERATOR)
 
         async def lines() -> list[str] | None:
@@ -129,6 +131,7 @@ async def test_a_run_waiting_on_a_person_delivers_only_after_the_answer(
         [line] = await eventually(lines)
     assert json.loads(line)["status"] == "done"
     assert json.loads(line)["output"] == "sent"
+    assert (await Schedules(mesh).list())[0].runs[0].run_status == "done"
 
 
 async def test_deleting_a_schedule_still_delivers_the_runs_it_started(
