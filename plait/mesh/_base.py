@@ -171,7 +171,13 @@ class Delivery:
         return self.event.data
 
     async def ack(self) -> None:
-        """Mark the event handled for this group; acking twice is harmless."""
+        """Mark the event handled for this group, if this consumer still holds it.
+
+        Acking twice is harmless. A late ack (the delivery outlived its visibility
+        timeout and went to another consumer, which holds it now) does nothing: the
+        event stays pending for its holder, which acks it, or is delivered again if
+        that holder dies before it does.
+        """
         await self._ack(self)
 
 
@@ -236,6 +242,15 @@ class AckOp:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldOp:
+    """A hold check inside a transaction: it fails the batch with
+    :class:`~plait.errors.DeliveryLost` unless the delivery's consumer still holds it;
+    it writes nothing."""
+
+    delivery: Delivery
+
+
+@dataclass(frozen=True, slots=True)
 class CheckOp:
     """A version check inside a transaction: it fails the batch unless ``key`` is at
     ``version`` (0: absent); it writes nothing."""
@@ -254,7 +269,7 @@ class TakeOp:
     visibility_timeout_ms: int
 
 
-Op = PutOp | InsertOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp | CheckOp
+Op = PutOp | InsertOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp | CheckOp | HoldOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,8 +360,19 @@ class Transaction:
         self.ops.append(CancelOp(key))
 
     def ack(self, delivery: Delivery) -> None:
-        """Add the ack of a delivery."""
+        """Add the ack of a delivery; like :meth:`Delivery.ack`, it does nothing (and
+        fails nothing) once its consumer no longer holds it."""
         self.ops.append(AckOp(delivery))
+
+    def hold(self, delivery: Delivery) -> None:
+        """Fail the whole batch with :class:`~plait.errors.DeliveryLost` unless
+        ``delivery``'s consumer still holds it when it commits (not acked, not delivered
+        to another consumer since); writes nothing.
+
+        For work done under a delivery that is left unacked: a consumer whose delivery
+        went to another meanwhile must not write as if it were still its handler.
+        """
+        self.ops.append(HoldOp(delivery))
 
     def take(
         self,
@@ -374,6 +400,7 @@ class Transaction:
         Raises:
             VersionConflict: a put or delete's ``if_version``, or a check, did not hold; nothing was
                 written, published, cancelled or acked.
+            DeliveryLost: a held delivery is no longer its consumer's (a VersionConflict).
         """
         if self._committed is None:
             if STATE.tracing or STATE.metrics:
@@ -816,6 +843,7 @@ __all__ = [
     "Delivery",
     "Entry",
     "Event",
+    "HoldOp",
     "InsertOp",
     "Mesh",
     "Op",
