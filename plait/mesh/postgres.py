@@ -76,6 +76,7 @@ from plait.mesh._codec import (
     topic_names,
 )
 from plait.mesh._pg_delivery import PgLink, PgSubscription
+from plait.mesh._pg_live import PgLive
 from plait.mesh._pg_schema import (
     DEFAULT_SCHEMA,
     SCHEMA_NAME,
@@ -177,6 +178,9 @@ class PostgresMesh(Mesh):
         self._group_tasks: set[asyncio.Task[None]] = set()
         self._listener: asyncio.Task[None] | None = None
         self._listening = False
+        self._listened = asyncio.Event()
+        """Set while the listener's LISTEN is in force (its connection up)."""
+        self._live = PgLive(self)
         self._from_version = SCHEMA_VERSION
 
     @property
@@ -552,6 +556,22 @@ class PostgresMesh(Mesh):
                 self._start_listener(asyncio.get_running_loop())
         return self._listening
 
+    @property
+    def live(self) -> PgLive:
+        """The mesh's live channels (see :mod:`plait.mesh._pg_live`)."""
+        return self._live
+
+    async def _await_listener(self) -> None:
+        """Start the listener if it is not running, and wait until it listens."""
+        if self._closed:
+            raise MeshUnavailable(f"the PostgreSQL mesh {self.url} is closed")
+        self._start_listener(asyncio.get_running_loop())
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._listened.wait()
+        except TimeoutError:
+            raise self._no_answer() from None
+
     def _start_listener(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._listener is None and not self._closed:
             self._listener = loop.create_task(self._listen())
@@ -560,8 +580,13 @@ class PostgresMesh(Mesh):
         """Wake the subscriptions whose topics a commit notified; reconnect when lost."""
         backoff = Backoff(_log)
         channel = sql.Identifier(self.channel)
+        live = self._live
+        counts = sql.SQL("SELECT channel, n FROM {}.live_watchers WHERE n > 0").format(
+            sql.Identifier(self.schema)
+        )
         while not self._closed:
             try:
+                await self._ensure_pool()  # the schema exists before its tables are read
                 async with asyncio.timeout(self._connect_timeout):
                     with self._translate():
                         conn = await psycopg.AsyncConnection.connect(
@@ -570,12 +595,20 @@ class PostgresMesh(Mesh):
                 with self._translate():
                     try:
                         await conn.execute(sql.SQL("LISTEN {}").format(channel))
+                        for name in (live.notify_channel, live.control_channel):
+                            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+                        cur = await conn.execute(counts)
+                        live.connected(await cur.fetchall())
                         self._listening = True
+                        self._listened.set()
                         self._wake_all()  # what was notified while we were away
                         async for note in conn.notifies():
-                            self._wake(note.payload)
+                            if not live.notified(note.channel, note.payload):
+                                self._wake(note.payload)
                     finally:
                         self._listening = False
+                        self._listened.clear()
+                        live.wake_all()
                         with suppress(psycopg.Error, OSError):
                             await conn.close()
             except TimeoutError:
