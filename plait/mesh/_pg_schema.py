@@ -21,7 +21,9 @@ order, the key order every backend scans in.
 - ``live_heads``, ``live_items``, ``live_watchers`` (version 2): the live channels
   (see :mod:`plait.mesh._pg_live`): per channel its window (``first``, ``last``,
   ``bytes``), its items by ``(channel, off)``, and how many watchers have it open;
-  ``live_append(channel, items, keep, notify)`` appends in one call.
+  ``live_append(channel, items, keep, notify)`` appends in one call; and
+  ``mesh_refuse(what, key, expected)``, which a one-round-trip transaction calls to
+  fail itself where an expectation does not hold (see :mod:`plait.mesh._pg_batch`).
 - ``schema_version``: one row, the version below.
 
 Every query the mesh makes has an index: the primary keys serve ``kv`` reads, CAS
@@ -197,6 +199,16 @@ BEGIN
     UPDATE live_heads SET first = h_first, last = h_last, bytes = h_bytes WHERE channel = ch;
     PERFORM pg_notify(notify, h_last || ' ' || ch);
     RETURN h_last;
+END
+$$;
+"""
+
+_V2 += """
+CREATE FUNCTION mesh_refuse(what text, key text, expected bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'plait:' || what, DETAIL = key,
+        HINT = expected::text;
 END
 $$;
 """

@@ -45,6 +45,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+import plait.mesh._pg_batch as batch_ops
 import plait.mesh._pg_ops as ops
 from plait.errors import ConfigError, MeshError, MeshUnavailable
 from plait.mesh._backoff import Backoff
@@ -489,7 +490,11 @@ class PostgresMesh(Mesh):
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))
-        versions, inserted, took = await self._write(ops.commit, batch, self.channel)
+        took: list[ops.Taken] = []
+        if batch_ops.sendable(batch):
+            versions, inserted = await self._send(batch)
+        else:
+            versions, inserted, took = await self._write(ops.commit, batch, self.channel)
         entries: dict[str, Entry] = {}
         event_ids: list[str] = []
         put_versions, inserts = iter(versions), iter(inserted)
@@ -509,6 +514,62 @@ class PostgresMesh(Mesh):
             for op, seq, event_id, kind, data, at_ms, tainted in took
         ]  # fmt: skip
         return TransactionResult(entries, event_ids, taken)
+
+    async def _send(self, batch: list[Op]) -> tuple[list[int], list[bool]]:
+        """Commit ``batch`` in two round trips, its statements then its COMMIT (see
+        :mod:`plait.mesh._pg_batch`); retried, as :meth:`_write` does, while it provably
+        did not apply."""
+        pool = await self._ensure_pool()
+        for attempt in range(_RETRIES):
+            try:
+                async with asyncio.timeout(self.timeout):
+                    with self._translate():
+                        async with pool.connection() as conn:
+                            return await self._sent(conn, batch)
+            except TimeoutError:
+                raise self._no_answer() from None
+            except _Uncommitted as exc:
+                if attempt == _RETRIES - 1:
+                    raise self._error(exc.__cause__ or exc) from exc.__cause__
+                if exc.args and exc.args[0] == "lost":
+                    await self._lost(pool)
+                else:  # a deadlock or serialization failure: let the other one finish
+                    await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
+        raise AssertionError("unreachable")
+
+    async def _sent(
+        self, conn: psycopg.AsyncConnection[Any], batch: list[Op]
+    ) -> tuple[list[int], list[bool]]:
+        try:
+            async with conn.pipeline():
+                await conn.execute(_BEGIN)
+                answers = await batch_ops.send(conn, batch, self.channel)
+        except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+            await _roll_back(conn)
+            raise _Uncommitted("retry") from exc  # the server refused it: rolled back
+        except psycopg.OperationalError as exc:
+            if conn.broken:
+                raise _Uncommitted("lost") from exc  # no COMMIT was sent: nothing applied
+            await _roll_back(conn)
+            raise
+        except pg_errors.RaiseException as exc:
+            what, key, number = batch_ops.refused(
+                exc.diag.message_primary, exc.diag.message_detail, exc.diag.message_hint
+            )
+            await _roll_back(conn)
+            if not what:
+                raise
+            raise await batch_ops.conflict(conn, batch, what, key, number) from None
+        except BaseException:
+            await _roll_back(conn)
+            raise
+        # COMMIT apart: a connection lost before it is a transaction that did not apply
+        # (retried), one lost while it is in flight an outcome unknown (MeshUnavailable).
+        try:
+            await conn.execute("COMMIT")
+        except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+            raise _Uncommitted("retry") from exc  # the server refused it: rolled back
+        return await batch_ops.results(batch, answers)
 
     # topics -------------------------------------------------------------------------
 
@@ -661,6 +722,13 @@ class PostgresMesh(Mesh):
 
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         await self._write(ops.drop_group, topic_names(topics), group)
+
+
+async def _roll_back(conn: psycopg.AsyncConnection[Any]) -> None:
+    """End a failed transaction on ``conn``, if it is still open."""
+    if not conn.broken and conn.info.transaction_status != 0:  # not IDLE
+        with suppress(psycopg.Error):
+            await conn.execute("ROLLBACK")
 
 
 async def _server_now(conn: ops.Conn) -> int:
