@@ -22,6 +22,10 @@ least once: an event stays pending for its group until acked, and an event that 
 consumer received but did not ack within ``visibility_timeout_ms`` is delivered again
 to a consumer of the group (another one, if another is reading). Consumers therefore
 ack only after the effects of an event are committed, ideally in the same transaction.
+An ack applies only while the acking consumer still holds the delivery: a late ack
+(the event went to another consumer meanwhile) does nothing, so the event stays pending
+for its holder. A transaction's ``hold(delivery)`` goes further and fails the batch
+(:class:`~plait.errors.DeliveryLost`) once the delivery is no longer its consumer's.
 
 Transactions. ``transact()`` collects puts (each with its own ``if_version``), deletes,
 publishes, cancels and acks, and applies them all or none on commit. A failed
