@@ -322,13 +322,18 @@ class PostgresMesh(Mesh):
     async def _run_write(
         self, begin: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...]
     ) -> T:
+        return await self._retried(lambda conn: self._transaction(conn, begin, fn, args))
+
+    async def _retried(self, write: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """``write(conn)`` on a pooled connection, run again on another while it
+        raises :class:`_Uncommitted` (it provably did not apply)."""
         pool = await self._ensure_pool()
         for attempt in range(_RETRIES):
             try:
                 async with asyncio.timeout(self.timeout):
                     with self._translate():
                         async with pool.connection() as conn:
-                            return await self._transaction(conn, begin, fn, args)
+                            return await write(conn)
             except TimeoutError:
                 raise self._no_answer() from None
             except _Uncommitted as exc:
@@ -358,9 +363,7 @@ class PostgresMesh(Mesh):
                 raise _Uncommitted("lost") from exc
             raise
         except BaseException:
-            if not conn.broken and conn.info.transaction_status != 0:  # not IDLE
-                with suppress(psycopg.Error):
-                    await conn.execute("ROLLBACK")
+            await _roll_back(conn)
             raise
         try:
             await conn.execute("COMMIT")
@@ -519,23 +522,7 @@ class PostgresMesh(Mesh):
         """Commit ``batch`` in two round trips, its statements then its COMMIT (see
         :mod:`plait.mesh._pg_batch`); retried, as :meth:`_write` does, while it provably
         did not apply."""
-        pool = await self._ensure_pool()
-        for attempt in range(_RETRIES):
-            try:
-                async with asyncio.timeout(self.timeout):
-                    with self._translate():
-                        async with pool.connection() as conn:
-                            return await self._sent(conn, batch)
-            except TimeoutError:
-                raise self._no_answer() from None
-            except _Uncommitted as exc:
-                if attempt == _RETRIES - 1:
-                    raise self._error(exc.__cause__ or exc) from exc.__cause__
-                if exc.args and exc.args[0] == "lost":
-                    await self._lost(pool)
-                else:  # a deadlock or serialization failure: let the other one finish
-                    await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
-        raise AssertionError("unreachable")
+        return await self._retried(lambda conn: self._sent(conn, batch))
 
     async def _sent(
         self, conn: psycopg.AsyncConnection[Any], batch: list[Op]
