@@ -91,6 +91,13 @@ _APPEND = (
 )
 
 
+async def _queue(conn: Conn, query: str, args: Any) -> AsyncCursor[Any]:
+    """Queue one statement, unprepared: a statement prepared in a pipeline that fails
+    before it is never created, yet the driver would take it as prepared from then on
+    (``prepared statement "_pg3_N" does not exist`` on the connection's next use)."""
+    return await conn.execute(query, args, prepare=False)
+
+
 def sendable(ops: Sequence[Op]) -> bool:
     """Whether ``ops`` can go in one round trip (no take among them)."""
     return not any(isinstance(op, TakeOp) for op in ops)
@@ -107,7 +114,8 @@ async def send(conn: Conn, ops: Sequence[Op], channel: str) -> list[AsyncCursor[
     # Topics locked sorted by name, before anything else, as the one-by-one way does.
     for topic in sorted(by_topic):
         events = by_topic[topic]
-        await conn.execute(
+        await _queue(
+            conn,
             _APPEND,
             {
                 "t": topic,
@@ -124,39 +132,39 @@ async def send(conn: Conn, ops: Sequence[Op], channel: str) -> list[AsyncCursor[
         if isinstance(op, PutOp):
             args = {"k": op.key, "v": op.data, "t": op.tainted, "n": op.if_version}
             if op.if_version is None:
-                answers.append(await conn.execute(_UPSERT, (op.key, op.data, op.tainted)))
+                answers.append(await _queue(conn, _UPSERT, (op.key, op.data, op.tainted)))
             elif op.if_version == 0:
-                answers.append(await conn.execute(_CREATE_IF_ABSENT, args))
+                answers.append(await _queue(conn, _CREATE_IF_ABSENT, args))
             else:
-                answers.append(await conn.execute(_UPDATE_IF, args))
+                answers.append(await _queue(conn, _UPDATE_IF, args))
         elif isinstance(op, InsertOp):
-            answers.append(await conn.execute(_CREATE, (op.key, op.data, op.tainted)))
+            answers.append(await _queue(conn, _CREATE, (op.key, op.data, op.tainted)))
         elif isinstance(op, DeleteOp):
             if op.if_version is None:
-                await conn.execute(_DELETE, (op.key,))
+                await _queue(conn, _DELETE, (op.key,))
             elif op.if_version == 0:
-                await conn.execute(_CHECK, {"k": op.key, "n": 0})
+                await _queue(conn, _CHECK, {"k": op.key, "n": 0})
             else:
-                await conn.execute(_DELETE_IF, {"k": op.key, "n": op.if_version})
+                await _queue(conn, _DELETE_IF, {"k": op.key, "n": op.if_version})
         elif isinstance(op, CheckOp):
-            await conn.execute(_CHECK, {"k": op.key, "n": op.version})
+            await _queue(conn, _CHECK, {"k": op.key, "n": op.version})
         elif isinstance(op, HoldOp):
             d = op.delivery
-            await conn.execute(_HOLD, (d.topic, d.group, d.position, d.consumer, index))
+            await _queue(conn, _HOLD, (d.topic, d.group, d.position, d.consumer, index))
         elif isinstance(op, AckOp):
             d = op.delivery
-            await conn.execute(_ACK, (d.topic, d.group, d.position, d.consumer))
+            await _queue(conn, _ACK, (d.topic, d.group, d.position, d.consumer))
         elif isinstance(op, CancelOp):
-            await conn.execute(_CANCEL, (schedule_key(op.key),))
+            await _queue(conn, _CANCEL, (schedule_key(op.key),))
         elif isinstance(op, PublishOp) and (op.after_ms or op.key is not None):
             changed.add(op.topic)
             skey = schedule_key(op.key) if op.key is not None else "e" + op.event_id
             # at_ms is truncated to the millisecond; one more keeps it from being early.
             after = op.after_ms + (1 if op.after_ms else 0)
             row = (skey, after, op.topic, op.event_id, op.kind, op.data, op.at_ms, op.tainted)
-            await conn.execute(_SCHEDULE, row)
+            await _queue(conn, _SCHEDULE, row)
     if changed:
-        await conn.execute(_NOTIFY, (channel, sorted(changed)))
+        await _queue(conn, _NOTIFY, (channel, sorted(changed)))
     return answers
 
 

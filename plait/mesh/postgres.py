@@ -529,7 +529,7 @@ class PostgresMesh(Mesh):
     ) -> tuple[list[int], list[bool]]:
         try:
             async with conn.pipeline():
-                await conn.execute(_BEGIN)
+                await conn.execute(_BEGIN, prepare=False)
                 answers = await batch_ops.send(conn, batch, self.channel)
         except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
             await _roll_back(conn)

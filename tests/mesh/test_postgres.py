@@ -210,3 +210,23 @@ def test_plait_mesh_migrate_says_what_it_did(schema: str) -> None:
 def test_a_value_limit_over_postgres_ceiling_is_refused() -> None:
     with pytest.raises(ConfigError, match="1 GiB"):
         PostgresMesh("postgresql://h/db", max_value_bytes=2 << 30)
+
+
+async def test_a_connection_goes_on_after_batches_its_server_refused(schema: str) -> None:
+    # A batch is sent in one pipeline; one whose expectation the server refuses stops
+    # midway, and its connection must serve the next batches as if nothing happened.
+    async with open_mesh(postgres_url(schema) + "&pool=1") as mesh:
+        await mesh.put("k", 1)
+        for n in range(8):
+            tx = mesh.transact()
+            tx.put("other", n)
+            tx.publish("t", "n", n)
+            tx.put("k", 2, if_version=7)
+            with pytest.raises(VersionConflict):
+                await tx.commit()
+            async with mesh.transact() as tx:
+                tx.put(f"fine/{n}", n, if_version=0)
+                tx.publish("t", "n", n)
+        assert await mesh.get("other") is None
+        assert [e.key async for e in mesh.scan("fine/")] == [f"fine/{n}" for n in range(8)]
+        assert await mesh.backlog("t", "g") == 8
