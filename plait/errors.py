@@ -12,7 +12,8 @@ same call may succeed if simply tried again.
     ├── ConfigError (ValueError)              bad URL, option or setting
     ├── MeshError
     │   ├── VersionConflict                   a CAS expectation did not hold
-    │   │   └── ThreadFenced                  another writer moved a LangGraph thread's head
+    │   │   ├── ThreadFenced                  another writer moved a LangGraph thread's head
+    │   │   └── DeliveryLost                  a delivery held in a batch went to another consumer
     │   ├── MeshUnavailable (ConnectionError) the backend cannot be reached (retryable)
     │   ├── InvalidKey (ValueError)           empty or malformed key
     │   ├── ValueNotEncodable (TypeError)     msgpack cannot encode the value
@@ -105,6 +106,34 @@ class VersionConflict(MeshError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.key, self.expected, self.actual))
+
+
+class DeliveryLost(VersionConflict):
+    """A transaction required that a consumer still hold a delivery (see
+    :meth:`plait.mesh.Transaction.hold`), and it no longer does: the delivery was acked,
+    or went to another consumer after its visibility timeout. Nothing was written.
+
+    Attributes:
+        topic: the delivery's topic.
+        event_id: the delivered event's id.
+        consumer: the consumer that no longer holds it.
+    """
+
+    def __init__(self, topic: str, event_id: str, consumer: str) -> None:
+        self.topic = topic
+        self.event_id = event_id
+        self.consumer = consumer
+        MeshError.__init__(
+            self,
+            f"consumer {consumer!r} no longer holds event {event_id!r} of topic {topic!r}: "
+            "it was acked or delivered to another consumer",
+        )
+        self.key = f"{topic}#{event_id}"
+        self.expected = 1
+        self.actual = 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.topic, self.event_id, self.consumer))
 
 
 class ThreadFenced(VersionConflict):

@@ -58,7 +58,7 @@ from types import ModuleType, TracebackType
 from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from plait.actors.directory import ActorRecord, create_record, get_record, stop_record, tell_now
-from plait.errors import ActorError
+from plait.errors import ActorError, DeliveryLost, VersionConflict
 from plait.ids import ActorId, new_id
 from plait.mesh import Delivery, Mesh, Transaction
 
@@ -132,6 +132,25 @@ class Mail:
             tx.check(self.fence.key, self.fence.version)
         tx.ack(self.delivery)
         self.acked = True
+
+    def hold_in(self, tx: Transaction) -> None:
+        """Make ``tx`` commit only while this message is still this handler's: fenced
+        like :meth:`ack_in`, and while this consumer still holds the delivery (not
+        delivered to another after its visibility timeout). For a commit that leaves the
+        message unacked and goes on under it (see :meth:`lost` for what it raises)."""
+        if self.fence is not None:
+            tx.check(self.fence.key, self.fence.version)
+        tx.hold(self.delivery)
+
+    def lost(self, exc: VersionConflict) -> bool:
+        """Whether ``exc``, raised by a commit with :meth:`hold_in` or :meth:`ack_in`,
+        says this message is no longer this handler's (another consumer holds it, or
+        the runtime lost its partition). If so, the handler stops: the message is its
+        holder's to ack, so this one is marked acked and no ack of it is sent."""
+        if isinstance(exc, DeliveryLost) or (self.fence is not None and exc.key == self.fence.key):
+            self.acked = True
+            return True
+        return False
 
     async def ack(self) -> None:
         """Ack this message now (fenced like :meth:`ack_in`)."""

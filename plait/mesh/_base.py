@@ -22,6 +22,10 @@ least once: an event stays pending for its group until acked, and an event that 
 consumer received but did not ack within ``visibility_timeout_ms`` is delivered again
 to a consumer of the group (another one, if another is reading). Consumers therefore
 ack only after the effects of an event are committed, ideally in the same transaction.
+An ack applies only while the acking consumer still holds the delivery: a late ack
+(the event went to another consumer meanwhile) does nothing, so the event stays pending
+for its holder. A transaction's ``hold(delivery)`` goes further and fails the batch
+(:class:`~plait.errors.DeliveryLost`) once the delivery is no longer its consumer's.
 
 Transactions. ``transact()`` collects puts (each with its own ``if_version``), deletes,
 publishes, cancels and acks, and applies them all or none on commit. A failed
@@ -171,7 +175,13 @@ class Delivery:
         return self.event.data
 
     async def ack(self) -> None:
-        """Mark the event handled for this group; acking twice is harmless."""
+        """Mark the event handled for this group, if this consumer still holds it.
+
+        Acking twice is harmless. A late ack (the delivery outlived its visibility
+        timeout and went to another consumer, which holds it now) does nothing: the
+        event stays pending for its holder, which acks it, or is delivered again if
+        that holder dies before it does.
+        """
         await self._ack(self)
 
 
@@ -236,6 +246,15 @@ class AckOp:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldOp:
+    """A hold check inside a transaction: it fails the batch with
+    :class:`~plait.errors.DeliveryLost` unless the delivery's consumer still holds it;
+    it writes nothing."""
+
+    delivery: Delivery
+
+
+@dataclass(frozen=True, slots=True)
 class CheckOp:
     """A version check inside a transaction: it fails the batch unless ``key`` is at
     ``version`` (0: absent); it writes nothing."""
@@ -254,7 +273,7 @@ class TakeOp:
     visibility_timeout_ms: int
 
 
-Op = PutOp | InsertOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp | CheckOp
+Op = PutOp | InsertOp | DeleteOp | PublishOp | CancelOp | AckOp | TakeOp | CheckOp | HoldOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,8 +364,19 @@ class Transaction:
         self.ops.append(CancelOp(key))
 
     def ack(self, delivery: Delivery) -> None:
-        """Add the ack of a delivery."""
+        """Add the ack of a delivery; like :meth:`Delivery.ack`, it does nothing (and
+        fails nothing) once its consumer no longer holds it."""
         self.ops.append(AckOp(delivery))
+
+    def hold(self, delivery: Delivery) -> None:
+        """Fail the whole batch with :class:`~plait.errors.DeliveryLost` unless
+        ``delivery``'s consumer still holds it when it commits (not acked, not delivered
+        to another consumer since); writes nothing.
+
+        For work done under a delivery that is left unacked: a consumer whose delivery
+        went to another meanwhile must not write as if it were still its handler.
+        """
+        self.ops.append(HoldOp(delivery))
 
     def take(
         self,
@@ -374,6 +404,7 @@ class Transaction:
         Raises:
             VersionConflict: a put or delete's ``if_version``, or a check, did not hold; nothing was
                 written, published, cancelled or acked.
+            DeliveryLost: a held delivery is no longer its consumer's (a VersionConflict).
         """
         if self._committed is None:
             if STATE.tracing or STATE.metrics:
@@ -816,6 +847,7 @@ __all__ = [
     "Delivery",
     "Entry",
     "Event",
+    "HoldOp",
     "InsertOp",
     "Mesh",
     "Op",

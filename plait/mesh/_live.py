@@ -16,9 +16,9 @@ knows what it missed. Dropping a channel forgets it; a later append starts at 1.
 Watching. A :class:`LiveWatch` (``async with live.watch(channel)``) marks the channel
 watched for as long as it is open, and wakes when the channel grows, without polling:
 the memory mesh wakes it in-process, SQLite by a datagram to a socket of the watcher's
-process, Redis by a pub/sub message. Writers ask :meth:`LiveChannels.watched` (cheap,
-no round trip) and append only while someone watches, so an unwatched channel costs
-nothing.
+process, Redis by a pub/sub message, PostgreSQL by a ``NOTIFY``. Writers ask
+:meth:`LiveChannels.watched` (cheap, no round trip) and append only while someone
+watches, so an unwatched channel costs nothing.
 
 Errors. A backend that cannot be reached raises :class:`~plait.errors.MeshUnavailable`,
 as every mesh call does; items must be msgpack-encodable.

@@ -13,12 +13,13 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from plait.errors import VersionConflict
+from plait.errors import DeliveryLost, VersionConflict
 from plait.mesh._base import (
     AckOp,
     CancelOp,
     CheckOp,
     DeleteOp,
+    HoldOp,
     InsertOp,
     Op,
     PublishOp,
@@ -181,6 +182,10 @@ _SCHEDULE = (
 )
 _CANCEL = "DELETE FROM scheduled WHERE skey = %s"
 _ACK = "DELETE FROM pending WHERE topic = %s AND grp = %s AND seq = %s AND consumer = %s"
+# FOR SHARE: a redelivery (an UPDATE of the row) waits for the batch that holds it.
+_HOLDS = (
+    "SELECT 1 FROM pending WHERE topic = %s AND grp = %s AND seq = %s AND consumer = %s FOR SHARE"
+)
 _NOTIFY = "SELECT pg_notify(%s, t) FROM unnest(%s::text[]) AS t"
 
 Row = tuple[str, str, str, bytes, int, bool]
@@ -275,6 +280,11 @@ async def commit(
         elif isinstance(op, AckOp):
             d = op.delivery
             await conn.execute(_ACK, (d.topic, d.group, d.position, d.consumer))
+        elif isinstance(op, HoldOp):
+            d = op.delivery
+            cur = await conn.execute(_HOLDS, (d.topic, d.group, d.position, d.consumer))
+            if await cur.fetchone() is None:
+                raise DeliveryLost(d.topic, d.id, d.consumer)
         elif isinstance(op, CheckOp):
             actual = await _version(conn, op.key)
             if actual != op.version:

@@ -18,6 +18,12 @@ order, the key order every backend scans in.
   ``delivered_ms``, ``attempt``.
 - ``scheduled``: delayed events by ``skey`` (``k`` + the publish key, ``e`` + the
   event id when unkeyed), ``due_ms``, and the event.
+- ``live_heads``, ``live_items``, ``live_watchers`` (version 2): the live channels
+  (see :mod:`plait.mesh._pg_live`): per channel its window (``first``, ``last``,
+  ``bytes``), its items by ``(channel, off)``, and how many watchers have it open;
+  ``live_append(channel, items, keep, notify)`` appends in one call; and
+  ``mesh_refuse(what, key, expected)``, which a one-round-trip transaction calls to
+  fail itself where an expectation does not hold (see :mod:`plait.mesh._pg_batch`).
 - ``schema_version``: one row, the version below.
 
 Every query the mesh makes has an index: the primary keys serve ``kv`` reads, CAS
@@ -90,7 +96,7 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The layout this plait writes; :func:`migrations` brings an older schema up to it."""
 
 DEFAULT_SCHEMA = "plait"
@@ -149,7 +155,65 @@ CREATE TABLE scheduled (
 CREATE INDEX scheduled_by_topic ON scheduled (topic, due_ms);
 """
 
-MIGRATIONS: dict[int, str] = {1: _V1}
+_V2 = """
+CREATE TABLE live_heads (
+    channel text COLLATE "C" PRIMARY KEY,
+    first bigint NOT NULL,
+    last bigint NOT NULL,
+    bytes bigint NOT NULL
+);
+CREATE TABLE live_items (
+    channel text COLLATE "C" NOT NULL,
+    off bigint NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (channel, off)
+);
+CREATE TABLE live_watchers (
+    channel text COLLATE "C" PRIMARY KEY,
+    n bigint NOT NULL
+);
+CREATE FUNCTION live_append(ch text, items bytea[], keep bigint, notify text)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    h_first bigint;
+    h_last bigint;
+    h_bytes bigint;
+    gone bigint;
+    i int;
+BEGIN
+    INSERT INTO live_heads (channel, first, last, bytes) VALUES (ch, 1, 0, 0)
+        ON CONFLICT (channel) DO NOTHING;
+    SELECT first, last, bytes INTO h_first, h_last, h_bytes
+        FROM live_heads WHERE channel = ch FOR UPDATE;
+    FOR i IN 1 .. coalesce(array_length(items, 1), 0) LOOP
+        h_last := h_last + 1;
+        h_bytes := h_bytes + length(items[i]);
+        INSERT INTO live_items (channel, off, data) VALUES (ch, h_last, items[i]);
+    END LOOP;
+    WHILE h_bytes > keep AND h_first < h_last LOOP
+        DELETE FROM live_items WHERE channel = ch AND off = h_first
+            RETURNING length(data) INTO gone;
+        h_bytes := h_bytes - coalesce(gone, 0);
+        h_first := h_first + 1;
+    END LOOP;
+    UPDATE live_heads SET first = h_first, last = h_last, bytes = h_bytes WHERE channel = ch;
+    PERFORM pg_notify(notify, h_last || ' ' || ch);
+    RETURN h_last;
+END
+$$;
+"""
+
+_V2 += """
+CREATE FUNCTION mesh_refuse(what text, key text, expected bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'P0001', MESSAGE = 'plait:' || what, DETAIL = key,
+        HINT = expected::text;
+END
+$$;
+"""
+
+MIGRATIONS: dict[int, str] = {1: _V1, 2: _V2}
 """The DDL that brings a schema from version ``n - 1`` to ``n``."""
 
 

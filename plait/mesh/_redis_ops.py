@@ -14,6 +14,7 @@ from plait.mesh._base import (
     CancelOp,
     CheckOp,
     DeleteOp,
+    HoldOp,
     InsertOp,
     Op,
     PublishOp,
@@ -68,7 +69,12 @@ def commit_request(
             args += ("C", op.key)
         elif isinstance(op, AckOp):
             keys.append(stream(op.delivery.topic))
-            args += ("A", op.delivery.group, op.delivery.position)
+            d = op.delivery
+            args += ("A", d.group, d.position, d.consumer)
+        elif isinstance(op, HoldOp):
+            keys.append(stream(op.delivery.topic))
+            d = op.delivery
+            args += ("H", d.group, d.position, d.consumer)
         elif isinstance(op, TakeOp):
             keys.append(stream(op.topic))
             args += ("T", op.group, op.consumer)

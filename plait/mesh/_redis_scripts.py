@@ -24,7 +24,9 @@ COMMIT = """
 -- KEYS[1] index, KEYS[2] sched, KEYS[3] schedp, KEYS[3 + i] the key of op i
 -- ARGV[1] one msgpack array (one argument to encode, not dozens): the op count, then
 -- per op a code and its fields:
---   P name data if_version | D name if_version | A group entry_id | C schedule_key
+--   P name data if_version | D name if_version | C schedule_key
+--   A group entry_id consumer   (ack: only while that consumer holds the entry)
+--   H group entry_id consumer   (hold: fail unless that consumer holds the entry)
 --   Q name data if_version  (a put of a tainted value)
 --   T group consumer   (take: the group's next new entry, for that consumer)
 --   K name version     (check: fail unless the key is at that version; writes nothing)
@@ -60,16 +62,23 @@ for i = 1, tonumber(ARG[1]) do
     op.name, op.data, op.tainted = ARG[a + 1], ARG[a + 2], ARG[a + 3]
     a = a + 4
   else
-    op.group, op.entry = ARG[a + 1], ARG[a + 2]
-    a = a + 3
+    op.group, op.entry, op.consumer = ARG[a + 1], ARG[a + 2], ARG[a + 3]
+    a = a + 4
   end
   ops[i] = op
 end
 
+local function holds(op)
+  local p = redis.pcall('XPENDING', op.key, op.group, op.entry, op.entry, 1)
+  return type(p) == 'table' and p.err == nil and p[1] ~= nil and p[1][2] == op.consumer
+end
+
 -- every expectation first, against the state as the batch itself would see it
 local shadow = {}
-for _, op in ipairs(ops) do
-  if op.code == 'P' or op.code == 'Q' or op.code == 'D' or op.code == 'K' then
+for i, op in ipairs(ops) do
+  if op.code == 'H' then
+    if not holds(op) then return {'lost', i} end
+  elseif op.code == 'P' or op.code == 'Q' or op.code == 'D' or op.code == 'K' then
     local current = shadow[op.key]
     if current == nil then
       current = tonumber(redis.call('HGET', op.key, 'n')) or 0
@@ -125,7 +134,7 @@ for i, op in ipairs(ops) do
   elseif op.code == 'C' then
     redis.call('ZREM', sched, 'k:' .. op.skey)
     redis.call('HDEL', payloads, 'k:' .. op.skey)
-  elseif op.code == 'K' then
+  elseif op.code == 'K' or op.code == 'H' then
     result = 0
   elseif op.code == 'I' then
     if redis.call('EXISTS', op.key) == 0 then
@@ -140,7 +149,7 @@ for i, op in ipairs(ops) do
     if type(read) == 'table' and read.err == nil and read[1] then
       result = read[1][2][1]
     end
-  else
+  elseif holds(op) then
     result = redis.call('XACK', op.key, op.group, op.entry)
   end
   out[i] = result

@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from plait.errors import ConfigError, MeshUnavailable, VersionConflict
+from plait.errors import ConfigError, DeliveryLost, MeshUnavailable, VersionConflict
 from plait.mesh._base import (
     AckOp,
     CancelOp,
     CheckOp,
     DeleteOp,
+    HoldOp,
     InsertOp,
     Op,
     PublishOp,
@@ -315,7 +316,8 @@ _SCHEDULE = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _CANCEL = "DELETE FROM scheduled WHERE skey = ?"
-_ACK = "DELETE FROM pending WHERE topic = ? AND grp = ? AND seq = ?"
+_ACK = "DELETE FROM pending WHERE topic = ? AND grp = ? AND seq = ? AND consumer = ?"
+_HOLDS = "SELECT 1 FROM pending WHERE topic = ? AND grp = ? AND seq = ? AND consumer = ?"
 
 
 def schedule_key(key: str) -> str:
@@ -366,7 +368,11 @@ def commit(conn: sqlite3.Connection, ops: Sequence[Op]) -> tuple[list[int], list
             conn.execute(_CANCEL, (schedule_key(op.key),))
         elif isinstance(op, AckOp):
             d = op.delivery
-            conn.execute(_ACK, (d.topic, d.group, d.position))
+            conn.execute(_ACK, (d.topic, d.group, d.position, d.consumer))
+        elif isinstance(op, HoldOp):
+            d = op.delivery
+            if conn.execute(_HOLDS, (d.topic, d.group, d.position, d.consumer)).fetchone() is None:
+                raise DeliveryLost(d.topic, d.id, d.consumer)
         elif isinstance(op, CheckOp):
             actual = _version(conn, op.key)
             if actual != op.version:
@@ -395,9 +401,10 @@ def checkpoint(conn: sqlite3.Connection, restart: bool) -> tuple[int, int, int]:
     return row
 
 
-def ack(conn: sqlite3.Connection, topic: str, group: str, seq: Any) -> None:
-    """Forget a pending delivery (nothing happens if it is already gone)."""
-    conn.execute(_ACK, (topic, group, seq))
+def ack(conn: sqlite3.Connection, topic: str, group: str, seq: Any, consumer: str) -> None:
+    """Forget a pending delivery if ``consumer`` still holds it (nothing happens if it
+    is gone, or went to another consumer: it stays pending for that one)."""
+    conn.execute(_ACK, (topic, group, seq, consumer))
 
 
 _EXTEND = (

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plait.errors import VersionConflict
+from plait.errors import DeliveryLost, VersionConflict
 from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
     AckOp,
@@ -24,6 +24,7 @@ from plait.mesh._base import (
     Delivery,
     Entry,
     Event,
+    HoldOp,
     InsertOp,
     Mesh,
     Op,
@@ -195,6 +196,10 @@ class MemoryMesh(Mesh):
         # Check every expectation first, against the state as the batch would see it.
         shadow: dict[str, int] = {}
         for op in ops:
+            if isinstance(op, HoldOp):
+                if self._held(op.delivery) is None:
+                    raise DeliveryLost(op.delivery.topic, op.delivery.id, op.delivery.consumer)
+                continue
             if isinstance(op, PutOp | DeleteOp | CheckOp | InsertOp):
                 current = shadow.get(op.key)
                 if current is None:
@@ -289,11 +294,16 @@ class MemoryMesh(Mesh):
             self._append(current[1])
         return None
 
-    def _ack_now(self, delivery: Delivery) -> None:
+    def _held(self, delivery: Delivery) -> _Pending | None:
+        """The pending entry of ``delivery`` while its consumer still holds it."""
         topic = self._topics.get(delivery.topic)
         group = topic.groups.get(delivery.group) if topic else None
-        if group is not None:
-            group.pending.pop(delivery.position, None)
+        pending = group.pending.get(delivery.position) if group else None
+        return pending if pending is not None and pending.consumer == delivery.consumer else None
+
+    def _ack_now(self, delivery: Delivery) -> None:
+        if self._held(delivery) is not None:
+            del self._topics[delivery.topic].groups[delivery.group].pending[delivery.position]
 
     async def topics(self, prefix: str = "") -> list[str]:
         self._promote_due()
@@ -321,10 +331,8 @@ class MemoryMesh(Mesh):
                 topic.groups.pop(group, None)
 
     async def extend(self, delivery: Delivery) -> None:
-        topic = self._topics.get(delivery.topic)
-        group = topic.groups.get(delivery.group) if topic else None
-        pending = group.pending.get(delivery.position) if group else None
-        if pending is not None and pending.consumer == delivery.consumer:
+        pending = self._held(delivery)
+        if pending is not None:
             pending.delivered_ms = now_ms()
 
     async def _ack(self, delivery: Delivery) -> None:

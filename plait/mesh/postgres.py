@@ -45,6 +45,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+import plait.mesh._pg_batch as batch_ops
 import plait.mesh._pg_ops as ops
 from plait.errors import ConfigError, MeshError, MeshUnavailable
 from plait.mesh._backoff import Backoff
@@ -76,6 +77,7 @@ from plait.mesh._codec import (
     topic_names,
 )
 from plait.mesh._pg_delivery import PgLink, PgSubscription
+from plait.mesh._pg_live import PgLive
 from plait.mesh._pg_schema import (
     DEFAULT_SCHEMA,
     SCHEMA_NAME,
@@ -177,6 +179,9 @@ class PostgresMesh(Mesh):
         self._group_tasks: set[asyncio.Task[None]] = set()
         self._listener: asyncio.Task[None] | None = None
         self._listening = False
+        self._listened = asyncio.Event()
+        """Set while the listener's LISTEN is in force (its connection up)."""
+        self._live = PgLive(self)
         self._from_version = SCHEMA_VERSION
 
     @property
@@ -317,13 +322,18 @@ class PostgresMesh(Mesh):
     async def _run_write(
         self, begin: str, fn: Callable[..., Awaitable[T]], args: tuple[Any, ...]
     ) -> T:
+        return await self._retried(lambda conn: self._transaction(conn, begin, fn, args))
+
+    async def _retried(self, write: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """``write(conn)`` on a pooled connection, run again on another while it
+        raises :class:`_Uncommitted` (it provably did not apply)."""
         pool = await self._ensure_pool()
         for attempt in range(_RETRIES):
             try:
                 async with asyncio.timeout(self.timeout):
                     with self._translate():
                         async with pool.connection() as conn:
-                            return await self._transaction(conn, begin, fn, args)
+                            return await write(conn)
             except TimeoutError:
                 raise self._no_answer() from None
             except _Uncommitted as exc:
@@ -353,9 +363,7 @@ class PostgresMesh(Mesh):
                 raise _Uncommitted("lost") from exc
             raise
         except BaseException:
-            if not conn.broken and conn.info.transaction_status != 0:  # not IDLE
-                with suppress(psycopg.Error):
-                    await conn.execute("ROLLBACK")
+            await _roll_back(conn)
             raise
         try:
             await conn.execute("COMMIT")
@@ -485,7 +493,11 @@ class PostgresMesh(Mesh):
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))
-        versions, inserted, took = await self._write(ops.commit, batch, self.channel)
+        took: list[ops.Taken] = []
+        if batch_ops.sendable(batch):
+            versions, inserted = await self._send(batch)
+        else:
+            versions, inserted, took = await self._write(ops.commit, batch, self.channel)
         entries: dict[str, Entry] = {}
         event_ids: list[str] = []
         put_versions, inserts = iter(versions), iter(inserted)
@@ -505,6 +517,46 @@ class PostgresMesh(Mesh):
             for op, seq, event_id, kind, data, at_ms, tainted in took
         ]  # fmt: skip
         return TransactionResult(entries, event_ids, taken)
+
+    async def _send(self, batch: list[Op]) -> tuple[list[int], list[bool]]:
+        """Commit ``batch`` in two round trips, its statements then its COMMIT (see
+        :mod:`plait.mesh._pg_batch`); retried, as :meth:`_write` does, while it provably
+        did not apply."""
+        return await self._retried(lambda conn: self._sent(conn, batch))
+
+    async def _sent(
+        self, conn: psycopg.AsyncConnection[Any], batch: list[Op]
+    ) -> tuple[list[int], list[bool]]:
+        try:
+            async with conn.pipeline():
+                await conn.execute(_BEGIN, prepare=False)
+                answers = await batch_ops.send(conn, batch, self.channel)
+        except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+            await _roll_back(conn)
+            raise _Uncommitted("retry") from exc  # the server refused it: rolled back
+        except psycopg.OperationalError as exc:
+            if conn.broken:
+                raise _Uncommitted("lost") from exc  # no COMMIT was sent: nothing applied
+            await _roll_back(conn)
+            raise
+        except pg_errors.RaiseException as exc:
+            what, key, number = batch_ops.refused(
+                exc.diag.message_primary, exc.diag.message_detail, exc.diag.message_hint
+            )
+            await _roll_back(conn)
+            if not what:
+                raise
+            raise await batch_ops.conflict(conn, batch, what, key, number) from None
+        except BaseException:
+            await _roll_back(conn)
+            raise
+        # COMMIT apart: a connection lost before it is a transaction that did not apply
+        # (retried), one lost while it is in flight an outcome unknown (MeshUnavailable).
+        try:
+            await conn.execute("COMMIT")
+        except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+            raise _Uncommitted("retry") from exc  # the server refused it: rolled back
+        return await batch_ops.results(batch, answers)
 
     # topics -------------------------------------------------------------------------
 
@@ -552,6 +604,22 @@ class PostgresMesh(Mesh):
                 self._start_listener(asyncio.get_running_loop())
         return self._listening
 
+    @property
+    def live(self) -> PgLive:
+        """The mesh's live channels (see :mod:`plait.mesh._pg_live`)."""
+        return self._live
+
+    async def _await_listener(self) -> None:
+        """Start the listener if it is not running, and wait until it listens."""
+        if self._closed:
+            raise MeshUnavailable(f"the PostgreSQL mesh {self.url} is closed")
+        self._start_listener(asyncio.get_running_loop())
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._listened.wait()
+        except TimeoutError:
+            raise self._no_answer() from None
+
     def _start_listener(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._listener is None and not self._closed:
             self._listener = loop.create_task(self._listen())
@@ -560,8 +628,13 @@ class PostgresMesh(Mesh):
         """Wake the subscriptions whose topics a commit notified; reconnect when lost."""
         backoff = Backoff(_log)
         channel = sql.Identifier(self.channel)
+        live = self._live
+        counts = sql.SQL("SELECT channel, n FROM {}.live_watchers WHERE n > 0").format(
+            sql.Identifier(self.schema)
+        )
         while not self._closed:
             try:
+                await self._ensure_pool()  # the schema exists before its tables are read
                 async with asyncio.timeout(self._connect_timeout):
                     with self._translate():
                         conn = await psycopg.AsyncConnection.connect(
@@ -570,12 +643,20 @@ class PostgresMesh(Mesh):
                 with self._translate():
                     try:
                         await conn.execute(sql.SQL("LISTEN {}").format(channel))
+                        for name in (live.notify_channel, live.control_channel):
+                            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+                        cur = await conn.execute(counts)
+                        live.connected(await cur.fetchall())
                         self._listening = True
+                        self._listened.set()
                         self._wake_all()  # what was notified while we were away
                         async for note in conn.notifies():
-                            self._wake(note.payload)
+                            if not live.notified(note.channel, note.payload):
+                                self._wake(note.payload)
                     finally:
                         self._listening = False
+                        self._listened.clear()
+                        live.wake_all()
                         with suppress(psycopg.Error, OSError):
                             await conn.close()
             except TimeoutError:
@@ -628,6 +709,13 @@ class PostgresMesh(Mesh):
 
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         await self._write(ops.drop_group, topic_names(topics), group)
+
+
+async def _roll_back(conn: psycopg.AsyncConnection[Any]) -> None:
+    """End a failed transaction on ``conn``, if it is still open."""
+    if not conn.broken and conn.info.transaction_status != 0:  # not IDLE
+        with suppress(psycopg.Error):
+            await conn.execute("ROLLBACK")
 
 
 async def _server_now(conn: ops.Conn) -> int:

@@ -34,12 +34,20 @@ from redis.exceptions import NoScriptError, OutOfMemoryError, RedisError, Respon
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 import plait.mesh._redis_scripts as scripts
-from plait.errors import ConfigError, MeshError, MeshUnavailable, VersionConflict
+from plait.errors import (
+    ConfigError,
+    DeliveryLost,
+    MeshError,
+    MeshUnavailable,
+    VersionConflict,
+)
 from plait.mesh._base import (
     DEFAULT_VISIBILITY_TIMEOUT_MS,
+    AckOp,
     Delivery,
     Entry,
     Event,
+    HoldOp,
     InsertOp,
     Mesh,
     Op,
@@ -468,6 +476,11 @@ class RedisMesh(Mesh):
         reply = await self._commits.call((keys, [args]))
         if reply[0] == b"conflict":
             raise VersionConflict(reply[1].decode(), int(reply[2]), int(reply[3]))
+        if reply[0] == b"lost":
+            lost = ops[int(reply[1]) - 1]
+            assert isinstance(lost, HoldOp)
+            d = lost.delivery
+            raise DeliveryLost(d.topic, d.id, d.consumer)
         results: list[int] = []
         taken: list[Delivery] = []
         for op, raw in zip(ops, reply[1], strict=True):
@@ -516,8 +529,9 @@ class RedisMesh(Mesh):
     # topics -------------------------------------------------------------------------
 
     async def _ack(self, delivery: Delivery) -> None:
-        async with self._bounded():
-            await self._client.xack(self._stream(delivery.topic), delivery.group, delivery.position)
+        # The commit script acks only while this consumer holds the entry (XACK alone
+        # would take it from a consumer it went to after its visibility timeout).
+        await self._apply([AckOp(delivery)])
 
     async def trim(self, topic: str) -> int:
         check_key(topic, "topic")

@@ -357,7 +357,12 @@ class SqliteMesh(Mesh):
 
     async def _ack(self, delivery: Delivery) -> None:
         await self._write(
-            ops.ack, delivery.topic, delivery.group, delivery.position, savepoint=False
+            ops.ack,
+            delivery.topic,
+            delivery.group,
+            delivery.position,
+            delivery.consumer,
+            savepoint=False,
         )
 
     async def trim(self, topic: str) -> int:

@@ -256,15 +256,19 @@ class RunCommit:
 
     # -- what a run's owner writes -----------------------------------------------------
 
-    async def begin(self, rec: RunRecord, version: int, attempt: Attempt) -> tuple[RunRecord, int]:
+    async def begin(
+        self, rec: RunRecord, version: int, attempt: Attempt, mail: Mail
+    ) -> tuple[RunRecord, int]:
         """Record that ``attempt`` (claimed by a commit) starts now: the one extra write
         of nodes whose ``on_indeterminate`` is ``verify`` or ``escalate``, so a crash
-        before this write is known to have run nothing. Returns the record and version.
+        before this write is known to have run nothing; only while ``mail`` is still its
+        handler's (see :meth:`Mail.hold_in`). Returns the record and version.
         """
         begun = rec.model_copy(update={"attempts": dict(rec.attempts)})
         begun.attempts[attempt.node] = attempt.model_copy(update={"begun": True})
         tx = self.mesh.transact()
         tx.put(record_key(rec.run_id), dump(begun), if_version=version)
+        mail.hold_in(tx)
         await self._commit(tx, begun, version)
         return begun, version + 1
 
@@ -281,9 +285,14 @@ class RunCommit:
         version: int,
         attempt: Attempt,
         resumed: list[Event],
+        mail: Mail,
     ) -> None:
-        """Write a claim of ``attempt`` (the run resumed first, if ``resumed`` says how)."""
+        """Write a claim of ``attempt`` for ``mail`` (the run resumed first, if
+        ``resumed`` says how), only while ``mail`` is still its handler's: a claim under
+        a wake another consumer holds, or has acked, would be left with no message to
+        come again if its handler died (see :meth:`Mail.hold_in`)."""
         tx = self.mesh.transact()
+        mail.hold_in(tx)
         first = claimed.audit_seq + 1
         at = time.time()
         actor = self.actor or ""
@@ -336,9 +345,10 @@ class RunCommit:
         caller continues with it (the returned attempt) and ``mail`` stays unacked
         until the commit that claims nothing for it, so a crash meanwhile is taken
         over as any unacked wake is, and the claim in the record says what was in
-        flight. Every other node gets a wake; ``wakes``, if given, takes up to a few
-        of them straight back for this runtime. Raises VersionConflict (nothing
-        written, ``mail`` not acked) if the record moved.
+        flight (that commit lands only while ``mail`` is still this handler's, see
+        :meth:`Mail.hold_in`). Every other node gets a wake; ``wakes``, if given, takes
+        up to a few of them straight back for this runtime. Raises VersionConflict
+        (nothing written, ``mail`` not acked) if the record moved or ``mail`` was lost.
         """
         tx = self.mesh.transact()
         # A shallow copy owning its outputs dict: audit appends set scalars on it, and
@@ -403,6 +413,8 @@ class RunCommit:
             tx.put(entry_key, entry_value(bodies, payloads, parts, progress), if_version=0)
         if mine is None:
             mail.ack_in(tx)
+        else:
+            mail.hold_in(tx)  # the next node goes on under mail: only while it is ours
         try:
             committed = await self._commit(tx, new, version)
         except VersionConflict:

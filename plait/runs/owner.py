@@ -164,7 +164,9 @@ class _WakeHandler:
                         await self._step(rec, version)
                 else:
                     await self._step(rec, version)
-            except VersionConflict:
+            except VersionConflict as exc:
+                if self.mail.lost(exc):
+                    return  # redelivered to another handler (or its partition moved)
                 continue
             await self._continue()
             return
@@ -208,7 +210,9 @@ class _WakeHandler:
                 events = engine.status_events(rec, new)
                 await self._write(None, rec, new, version, events)
                 return
-            except VersionConflict:
+            except VersionConflict as exc:
+                if self.mail.lost(exc):
+                    return
                 continue
 
     def _has_work(self, rec: RunRecord) -> bool:
@@ -266,7 +270,7 @@ class _WakeHandler:
             events = [*resumed, *engine.status_events(before, claimed)]
             await self._write(spec, before, claimed, version, events)
             return
-        await self.commit.claim(claimed, version, attempt, resumed)
+        await self.commit.claim(claimed, version, attempt, resumed, self.mail)
         verify = crashed is not None and policy == "verify"
         await self._execute_and_commit(spec, claimed, version + 1, attempt, verify=verify)
 
@@ -335,7 +339,12 @@ class _WakeHandler:
             "verify",
             "escalate",
         ):
-            rec, version = await self.commit.begin(rec, version, attempt)
+            try:
+                rec, version = await self.commit.begin(rec, version, attempt, self.mail)
+            except VersionConflict as exc:
+                if self.mail.lost(exc):
+                    return  # not begun: the handler that holds the wake runs it
+                raise
         result = await self._execute(spec, rec, attempt, verify)
         if STATE.tracing:
             annotate_visit(result, rec)
@@ -355,7 +364,9 @@ class _WakeHandler:
                     raise
                 # The same output would fail every commit: the node fails instead.
                 result = _too_large(result, exc)
-            except VersionConflict:
+            except VersionConflict as exc:
+                if self.mail.lost(exc):
+                    return  # the wake's holder now decides this node (its nonce fences us)
                 fresh, fresh_version = await self.store.record(self.run_id, fresh=True)
                 mine = fresh.attempts.get(key) if fresh is not None else None
                 if fresh is None or mine is None or mine.nonce != attempt.nonce:

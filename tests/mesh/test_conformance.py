@@ -12,13 +12,14 @@ import pytest
 
 from plait.errors import (
     ConfigError,
+    DeliveryLost,
     InvalidKey,
     PlaitError,
     ValueNotEncodable,
     ValueTooLarge,
     VersionConflict,
 )
-from plait.mesh import Mesh, Subscription, open_mesh
+from plait.mesh import Delivery, Mesh, Subscription, open_mesh
 from tests._support.deliveries import MARKER, drain, next_within, settled
 from tests._support.timing import scaled
 
@@ -426,6 +427,71 @@ async def test_acked_event_is_not_redelivered(mesh: Mesh) -> None:
     await d.ack()  # harmless
     assert await settled(mesh, sub, "acked", "g") == []
     await sub.close()
+
+
+async def _redelivered(mesh: Mesh, topic: str) -> tuple[Delivery, Delivery, Subscription]:
+    """An event delivered to ``slow``, then (its visibility timeout past, ``slow``
+    gone) to ``holder``: the stale delivery, the held one and the holder's subscription."""
+    slow = mesh.subscribe(topic, "g", "slow", visibility_timeout_ms=300)
+    await mesh.publish(topic, "job", "payload")
+    stale = await next_within(slow, 5)
+    assert stale is not None and stale.attempt == 1
+    await slow.close()
+    holder = mesh.subscribe(topic, "g", "holder", visibility_timeout_ms=300)
+    held = await next_within(holder, 5)
+    assert held is not None and held.id == stale.id and held.attempt == 2
+    return stale, held, holder
+
+
+@pytest.mark.parametrize("in_transaction", [False, True])
+async def test_a_late_ack_leaves_the_event_pending_for_its_holder(
+    mesh: Mesh, in_transaction: bool
+) -> None:
+    # A slow consumer's delivery outlives its visibility timeout and goes to another,
+    # which runs it as a new attempt. The slow one then acks its stale copy: the event
+    # stays pending for its holder, so that it comes again if that holder dies without
+    # acking. (Deleting it made a run whose wake had moved on stall for good.)
+    stale, _, holder = await _redelivered(mesh, "late")
+    await holder.close()  # the holder dies before it acks
+    if in_transaction:
+        async with mesh.transact() as tx:
+            tx.ack(stale)
+            tx.put("landed", 1)
+        assert (await mesh.get("landed")) is not None  # a late ack fails nothing
+    else:
+        await stale.ack()
+    assert await mesh.backlog("late", "g") == 1
+    heir = mesh.subscribe("late", "g", "heir", visibility_timeout_ms=300)
+    again = await next_within(heir, 5)
+    assert again is not None and again.id == stale.id and again.attempt == 3
+    await again.ack()
+    assert await settled(mesh, heir, "late", "g") == []
+    await heir.close()
+
+
+async def test_a_batch_holding_a_delivery_commits_only_while_it_is_held(mesh: Mesh) -> None:
+    stale, held, holder = await _redelivered(mesh, "held")
+    tx = mesh.transact()
+    tx.hold(stale)
+    tx.put("by-stale", 1)
+    tx.publish("out", "n", 1)
+    with pytest.raises(DeliveryLost) as caught:
+        await tx.commit()
+    assert isinstance(caught.value, VersionConflict)
+    assert caught.value.event_id == stale.id and caught.value.consumer == "slow"
+    assert await mesh.get("by-stale") is None
+    assert await mesh.backlog("out", "g") == 0
+    async with mesh.transact() as tx:
+        tx.hold(held)
+        tx.put("by-holder", 1)
+    assert (await mesh.get("by-holder")) is not None
+    await held.ack()
+    tx = mesh.transact()
+    tx.hold(held)  # acked: held no more
+    with pytest.raises(DeliveryLost):
+        await tx.commit()
+    assert await settled(mesh, holder, "held", "g") == []
+    await holder.close()
 
 
 async def test_closed_subscription_ends_iteration(mesh: Mesh) -> None:

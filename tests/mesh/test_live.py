@@ -122,7 +122,13 @@ WATCHER = textwrap.dedent(
 
 
 @pytest.mark.parametrize(
-    "mesh_url", ["sqlite", pytest.param("redis", marks=pytest.mark.redis)], indirect=True
+    "mesh_url",
+    [
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ],
+    indirect=True,
 )
 async def test_a_watcher_in_another_process_sees_every_item_in_order(mesh_url: str) -> None:
     watcher = subprocess.Popen(
