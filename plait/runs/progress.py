@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from plait.graphs.state import Attempt, RunStatus, Waiting
+from plait.models.built import built
 
 
 class StartedVisit(BaseModel):
@@ -44,7 +45,7 @@ class StartedVisit(BaseModel):
     @classmethod
     def of(cls, attempt: Attempt) -> StartedVisit:
         """The visit ``attempt`` claimed."""
-        return cls(node=attempt.node, visit=attempt.visit, at=attempt.started_at)
+        return built(cls, node=attempt.node, visit=attempt.visit, at=attempt.started_at)
 
 
 class Progress(BaseModel):
