@@ -73,7 +73,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -244,6 +244,26 @@ async def sqlite_level(mesh: Mesh) -> tuple[str, int]:
     return found
 
 
+LIMIT_RECORD, LIMIT_STEP = b"r" * 600, b"s" * 300
+"""The values of a commit-limit transaction: a record's and a log entry's size."""
+
+
+def commits_per_second(commit: Callable[[int], Awaitable[None]]) -> Callable[[float], Any]:
+    """A measure of how many times per second ``commit(seq)`` runs, ``seq`` counting up."""
+    seq = 0
+
+    async def measure(slice_s: float) -> float:
+        nonlocal seq
+        count, started = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < slice_s or not count:
+            seq += 1
+            await commit(seq)
+            count += 1
+        return count / elapsed
+
+    return measure
+
+
 def sqlite_commit_limit(path: Path, synchronous: int) -> Callable[[float], Any]:
     """A measure of the commits per second of one SQLite connection in WAL at
     ``synchronous``, each a transaction of an upsert and an insert with values of a
@@ -255,22 +275,15 @@ def sqlite_commit_limit(path: Path, synchronous: int) -> Callable[[float], Any]:
                  "value BLOB NOT NULL, version INTEGER NOT NULL)")  # fmt: skip
     conn.execute("CREATE TABLE IF NOT EXISTS limit_log (run TEXT, seq INTEGER, "
                  "data BLOB, PRIMARY KEY (run, seq))")  # fmt: skip
-    record, step = b"r" * 600, b"s" * 300
-    seq = 0
 
-    async def measure(slice_s: float) -> float:
-        nonlocal seq
-        count, started = 0, time.perf_counter()
-        while (elapsed := time.perf_counter() - started) < slice_s or not count:
-            seq += 1
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(_SQLITE_LIMIT_UPSERT, ("run", record))
-            conn.execute("INSERT INTO limit_log (run, seq, data) VALUES (?, ?, ?)",
-                         ("run", seq, step))  # fmt: skip
-            conn.execute("COMMIT")
-            count += 1
-        return count / elapsed
+    async def commit(seq: int) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(_SQLITE_LIMIT_UPSERT, ("run", LIMIT_RECORD))
+        conn.execute("INSERT INTO limit_log (run, seq, data) VALUES (?, ?, ?)",
+                     ("run", seq, LIMIT_STEP))  # fmt: skip
+        conn.execute("COMMIT")
 
+    measure = commits_per_second(commit)
     measure.close = conn.close  # type: ignore[attr-defined]
     return measure
 
@@ -552,20 +565,13 @@ async def commit_limit(url: str, schema: str) -> Callable[[float], Any]:
                        "value bytea NOT NULL, version bigint NOT NULL)")  # fmt: skip
     await conn.execute("CREATE TABLE IF NOT EXISTS limit_log (run text, seq bigint, "
                        "data bytea, PRIMARY KEY (run, seq))")  # fmt: skip
-    record, step = b"r" * 600, b"s" * 300
-    seq = 0
 
-    async def measure(slice_s: float) -> float:
-        nonlocal seq
-        count, started = 0, time.perf_counter()
-        while (elapsed := time.perf_counter() - started) < slice_s or not count:
-            seq += 1
-            async with conn.transaction():
-                await conn.execute(_LIMIT_UPSERT, ("run", record))
-                await conn.execute(_LIMIT_INSERT, ("run", seq, step))
-            count += 1
-        return count / elapsed
+    async def commit(seq: int) -> None:
+        async with conn.transaction():
+            await conn.execute(_LIMIT_UPSERT, ("run", LIMIT_RECORD))
+            await conn.execute(_LIMIT_INSERT, ("run", seq, LIMIT_STEP))
 
+    measure = commits_per_second(commit)
     measure.close = conn.close  # type: ignore[attr-defined]
     return measure
 
