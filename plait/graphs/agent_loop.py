@@ -31,7 +31,6 @@ from plait.graphs.observed import model_call, traced_tool_call
 from plait.graphs.ports import ExecEnv
 from plait.graphs.state import Waiting
 from plait.models import CallContext, Message, Model, ModelReply, ToolChoice, Usage, cost_of
-from plait.models.built import built
 from plait.profiles import AgentProfile
 from plait.programs import CallBudget
 from plait.telemetry import STATE, metrics
@@ -118,7 +117,7 @@ async def run_turn(turn: Turn, messages: list[Message]) -> TurnResult:
         out.usage = reply.usage if out.usage is _NO_USAGE else out.usage + reply.usage
         out.dollars += dollars
         out.messages.append(
-            built(Message, role="assistant", content=reply.text, tool_calls=reply.tool_calls)
+            Message(role="assistant", content=reply.text, tool_calls=reply.tool_calls)
         )
         if not reply.tool_calls:
             out.text = reply.text

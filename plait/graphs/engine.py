@@ -49,7 +49,6 @@ from plait.graphs.state import (
     Waiting,
     copied,
 )
-from plait.models.built import built
 
 
 def start(
@@ -119,15 +118,8 @@ def claim(
     if reason is not None:
         return _exhaust(g, s, reason, now), None
     visit = prior.visit if prior else s.visits.get(key, 0) + 1
-    attempt = built(
-        Attempt,
-        node=key,
-        visit=visit,
-        nonce=nonce,
-        host=host,
-        wake=wake,
-        started_at=now,
-        begun=begun,
+    attempt = Attempt(
+        node=key, visit=visit, nonce=nonce, host=host, wake=wake, started_at=now, begun=begun
     )
     s.attempts[key] = attempt
     return s, attempt
@@ -145,10 +137,7 @@ def complete(
         return _fork(state), []
     waiting = result.waiting
     u = state.usage
-    # The engine's own records are built from values already typed: constructed, not
-    # validated (a validation per record was a tenth of a transition's engine time).
-    usage = built(
-        RunUsage,
+    usage = RunUsage(
         steps=u.steps if waiting or result.detail == "budget_exhausted" else u.steps + 1,
         input_tokens=u.input_tokens + result.input_tokens,
         output_tokens=u.output_tokens + result.output_tokens,
@@ -197,8 +186,7 @@ def complete(
         result = replace(result, error=f"{result.error} (after {failures + 1} tries)")
     _remove_ready(s, key)
     s.visits[key] = visit
-    s.outputs[key] = built(
-        NodeOutput,
+    s.outputs[key] = NodeOutput(
         value=result.value,
         error=result.error,
         visit=visit,

@@ -78,7 +78,6 @@ from plait.models._base import (
     ToolCall,
     Usage,
 )
-from plait.models.built import built
 from plait.tools.spec import ToolSpec
 
 
@@ -233,10 +232,8 @@ class ScriptedModel(Model):
         round_ = round_of(messages)
         if len(self.calls) >= 2 * self.keep_calls:
             del self.calls[: -self.keep_calls + 1]  # in halves: amortised O(1) per call
-        # Built from typed parts already checked: no validation on the hot path.
         self.calls.append(
-            built(
-                ScriptedCall,
+            ScriptedCall(
                 context=context,
                 messages=list(messages),
                 tools=list(tools),
@@ -277,14 +274,12 @@ class ScriptedModel(Model):
             ]
             if "{{" in text:
                 text = refs.fill(text)
-        usage = rule.usage or built(
-            Usage,
+        usage = rule.usage or Usage(
             input_tokens=self._input_words(context, messages),
             output_tokens=_words(text)
             + (sum(_words(f"{c.name} {json.dumps(c.arguments)}") for c in calls) if calls else 0),
         )
-        reply = built(
-            ModelReply,
+        reply = ModelReply(
             text=text,
             tool_calls=calls,
             usage=usage,

@@ -34,7 +34,6 @@ from plait.graphs.events import Event, NodeCommitted, NodeRetrying
 from plait.graphs.state import Attempt, copied
 from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
-from plait.models.built import built
 from plait.runs.audit import AuditEvent, append, chained, chained_event, output_digest
 from plait.runs.channel import RunChannels
 from plait.runs.live import list_run
@@ -548,9 +547,7 @@ def _progress(
 ) -> Progress:
     """The progress of a step: the visit it committed, the run's status, the visits it
     started, and the record's ``audit_seq`` after it (which orders a run's progress)."""
-    # Every field is typed already (a record's, a result's): constructed, not validated.
-    return built(
-        Progress,
+    return Progress(
         node=key,
         visit=committed.visit if committed else None,
         status=new.status,

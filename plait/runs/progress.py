@@ -26,7 +26,6 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from plait.graphs.state import Attempt, RunStatus, Waiting
-from plait.models.built import built
 
 
 class StartedVisit(BaseModel):
@@ -45,7 +44,7 @@ class StartedVisit(BaseModel):
     @classmethod
     def of(cls, attempt: Attempt) -> StartedVisit:
         """The visit ``attempt`` claimed."""
-        return built(cls, node=attempt.node, visit=attempt.visit, at=attempt.started_at)
+        return cls(node=attempt.node, visit=attempt.visit, at=attempt.started_at)
 
 
 class Progress(BaseModel):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from plait.models import Message, ToolCall
-from plait.models.built import built
 from plait.runs.mesh_ports import dump_messages
 
 
 def test_text_messages_are_stored_as_model_dump_gives_them() -> None:
     messages = [
         Message(role="system", content="Be brief."),
-        built(Message, role="user", content="Draft {{x}}"),
+        Message(role="user", content="Draft {{x}}"),
         Message(role="assistant", content=""),
         Message(role="tool", content="42", tool_call_id="call_1"),
     ]

@@ -13,7 +13,6 @@ from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState
 from plait.graphs.template import TemplateContext, render
 from plait.models import CallContext, Message, Usage
-from plait.models.built import built
 
 
 @dataclass(slots=True)
@@ -46,9 +45,7 @@ async def start_turn(
     prompt = render(prompt_template, ctx, node=v.key)
     profile = env.profile(agent)
     plan = state.instance_of(v.key)
-    # Each visit builds these from parts already typed: constructed, not validated.
-    call = built(
-        CallContext,
+    call = CallContext(
         node=plan.target if plan else v.key,
         visit=v.visit,
         instance=v.key if plan else None,
@@ -58,11 +55,11 @@ async def start_turn(
     history = await env.histories.load(v.key)
     kept = carry(history)
     messages = (
-        [built(Message, role="system", content=profile.system_prompt)]
+        [Message(role="system", content=profile.system_prompt)]
         if profile.system_prompt and not kept
         else []
     )
-    messages += [*kept, built(Message, role="user", content=prompt)]
+    messages += [*kept, Message(role="user", content=prompt)]
     turn = Turn(
         env=env,
         profile=profile,
