@@ -27,7 +27,7 @@ from plait.tools import ToolRegistry
 
 BENCH = "engine"
 UNIT = "visits/s"
-TARGET = 3.0
+TARGET = 4.0
 DEFAULT_ROUNDS = 10
 
 REVISE: dict[str, Any] = {

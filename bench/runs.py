@@ -10,7 +10,10 @@ draft | pass: publish)`` with a verifier that fails a fixed number of times.
   with the same journal mode and ``synchronous`` level (bench/_langgraph_loop.py), each
   checkpoint written before the next node (``durability="sync"``), interleaved in the
   same process. ``runs_sqlite_vs_lg_async`` is the same against LangGraph's
-  default, which writes checkpoints in the background.
+  default, which writes checkpoints in the background. ``sqlite_fraction_of_limit``: the
+  same figure over the commits per second of one SQLite connection (same file
+  settings) committing a transaction of a transition's shape (an upsert and an insert)
+  with nothing else around it, interleaved in the same process.
 - ``runs_redis_roundtrips``: requests this process sent to Redis during one run, counted
   on the client, per transition (a cost: ``ratio`` is baseline / value).
 - ``runs_sqlite_concurrent`` / ``runs_redis_concurrent``: transitions per second of 200
@@ -70,7 +73,7 @@ import tempfile
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -116,7 +119,9 @@ CONCURRENT_RUNS = 200
 CONCURRENT_FAILS = 3  # 9 transitions per run
 CONCURRENT_ROUNDS = 3
 RESUMES = 21
-LOOP_TARGET = 2.0
+LOOP_TARGET = 3.0
+FRACTION_TARGET = 0.25
+POSTGRES_TARGET = 2.0
 REDIS_RT_BASELINE = 4.0
 CONCURRENT_TARGET = 1.5
 LONG_STEPS = 1000
@@ -239,6 +244,56 @@ async def sqlite_level(mesh: Mesh) -> tuple[str, int]:
     return found
 
 
+LIMIT_RECORD, LIMIT_STEP = b"r" * 600, b"s" * 300
+"""The values of a commit-limit transaction: a record's and a log entry's size."""
+
+
+def commits_per_second(commit: Callable[[int], Awaitable[None]]) -> Callable[[float], Any]:
+    """A measure of how many times per second ``commit(seq)`` runs, ``seq`` counting up."""
+    seq = 0
+
+    async def measure(slice_s: float) -> float:
+        nonlocal seq
+        count, started = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < slice_s or not count:
+            seq += 1
+            await commit(seq)
+            count += 1
+        return count / elapsed
+
+    return measure
+
+
+def sqlite_commit_limit(path: Path, synchronous: int) -> Callable[[float], Any]:
+    """A measure of the commits per second of one SQLite connection in WAL at
+    ``synchronous``, each a transaction of an upsert and an insert with values of a
+    transition's size."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {int(synchronous)}")
+    conn.execute("CREATE TABLE IF NOT EXISTS limit_kv (key TEXT PRIMARY KEY, "
+                 "value BLOB NOT NULL, version INTEGER NOT NULL)")  # fmt: skip
+    conn.execute("CREATE TABLE IF NOT EXISTS limit_log (run TEXT, seq INTEGER, "
+                 "data BLOB, PRIMARY KEY (run, seq))")  # fmt: skip
+
+    async def commit(seq: int) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(_SQLITE_LIMIT_UPSERT, ("run", LIMIT_RECORD))
+        conn.execute("INSERT INTO limit_log (run, seq, data) VALUES (?, ?, ?)",
+                     ("run", seq, LIMIT_STEP))  # fmt: skip
+        conn.execute("COMMIT")
+
+    measure = commits_per_second(commit)
+    measure.close = conn.close  # type: ignore[attr-defined]
+    return measure
+
+
+_SQLITE_LIMIT_UPSERT = (
+    "INSERT INTO limit_kv (key, value, version) VALUES (?, ?, 1) ON CONFLICT (key) "
+    "DO UPDATE SET value = excluded.value, version = limit_kv.version + 1"
+)
+
+
 async def sqlite_transitions(seconds: float, tmp: Path) -> list[Figure]:
     async with open_mesh(f"sqlite:///{tmp / 'plait.db'}") as mesh:
         mode, level = await sqlite_level(mesh)
@@ -246,6 +301,7 @@ async def sqlite_transitions(seconds: float, tmp: Path) -> list[Figure]:
         lg_mode, lg_sync = lg.pragmas()
         if (lg_mode, lg_sync) != (mode, SYNCHRONOUS_NAMES[level]):
             raise RuntimeError(f"LangGraph's SQLite runs {lg_mode}/{lg_sync}, plait's {mode}")
+        limit = sqlite_commit_limit(tmp / "limit.db", level)
         try:
             async with hosted(mesh, FAILS, LOOP) as host:
                 runs = Runs(mesh)
@@ -262,17 +318,20 @@ async def sqlite_transitions(seconds: float, tmp: Path) -> list[Figure]:
                 async def lg_async_rate(slice_s: float) -> float:
                     return lg.rate(slice_s, "async")
 
-                value, floor, lg_async = await best_of(
-                    [plait, lg_sync_rate, lg_async_rate], seconds * 4
+                value, floor, lg_async, ceiling = await best_of(
+                    [plait, lg_sync_rate, lg_async_rate, limit], seconds * 4
                 )
         finally:
             lg.close()
+            limit.close()  # type: ignore[attr-defined]
     pragmas = f"{mode}, synchronous={SYNCHRONOUS_NAMES[level]}"
     return [
         Figure(BENCH, "runs_sqlite_transitions", value, "transitions/s", floor, LOOP_TARGET,
                f"LangGraph SqliteSaver, durability=sync ({pragmas})"),
         Figure(BENCH, "runs_sqlite_vs_lg_async", value, "transitions/s", lg_async,
                LOOP_TARGET, f"LangGraph SqliteSaver, durability=async ({pragmas})"),
+        Figure(BENCH, "sqlite_fraction_of_limit", value, "transitions/s", ceiling,
+               FRACTION_TARGET, f"one connection committing an upsert and an insert ({pragmas})"),
     ]  # fmt: skip
 
 
@@ -506,20 +565,13 @@ async def commit_limit(url: str, schema: str) -> Callable[[float], Any]:
                        "value bytea NOT NULL, version bigint NOT NULL)")  # fmt: skip
     await conn.execute("CREATE TABLE IF NOT EXISTS limit_log (run text, seq bigint, "
                        "data bytea, PRIMARY KEY (run, seq))")  # fmt: skip
-    record, step = b"r" * 600, b"s" * 300
-    seq = 0
 
-    async def measure(slice_s: float) -> float:
-        nonlocal seq
-        count, started = 0, time.perf_counter()
-        while (elapsed := time.perf_counter() - started) < slice_s or not count:
-            seq += 1
-            async with conn.transaction():
-                await conn.execute(_LIMIT_UPSERT, ("run", record))
-                await conn.execute(_LIMIT_INSERT, ("run", seq, step))
-            count += 1
-        return count / elapsed
+    async def commit(seq: int) -> None:
+        async with conn.transaction():
+            await conn.execute(_LIMIT_UPSERT, ("run", LIMIT_RECORD))
+            await conn.execute(_LIMIT_INSERT, ("run", seq, LIMIT_STEP))
 
+    measure = commits_per_second(commit)
     measure.close = conn.close  # type: ignore[attr-defined]
     return measure
 
@@ -563,7 +615,7 @@ async def postgres_transitions(seconds: float) -> list[Figure]:
         figures.insert(
             0,
             Figure(BENCH, "runs_postgres_transitions", value, "transitions/s", found[2],
-                   LOOP_TARGET, "LangGraph AsyncPostgresSaver, durability=sync"),
+                   POSTGRES_TARGET, "LangGraph AsyncPostgresSaver, durability=sync"),
         )  # fmt: skip
     return figures
 
@@ -873,6 +925,11 @@ async def main(argv: list[str] | None = None) -> None:
         figures += await postgres_transitions(args.seconds)
         figures += await concurrent("runs_postgres_concurrent", postgres_mesh)
         report(figures, as_json=args.json, title="durable runs on PostgreSQL")
+        return
+    if args.backend == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
+            figures += await sqlite_transitions(args.seconds, Path(tmp))
+        report(figures, as_json=args.json, title="durable runs on SQLite, one at a time")
         return
     if only_tracing:
         with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:

@@ -217,6 +217,18 @@ class ScriptedModel(Model):
         Raises:
             ScriptedModelError: no rule matches, or the matching rule sets ``error``.
         """
+        reply, _ = await self._answer(messages, tools, context, response_format, tool_choice)
+        return reply
+
+    async def _answer(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        context: CallContext,
+        response_format: dict[str, Any] | None,
+        tool_choice: str | None,
+    ) -> tuple[ModelReply, ScriptRule]:
+        """The reply of :meth:`complete` and the rule that gave it."""
         round_ = round_of(messages)
         if len(self.calls) >= 2 * self.keep_calls:
             del self.calls[: -self.keep_calls + 1]  # in halves: amortised O(1) per call
@@ -267,13 +279,14 @@ class ScriptedModel(Model):
             output_tokens=_words(text)
             + (sum(_words(f"{c.name} {json.dumps(c.arguments)}") for c in calls) if calls else 0),
         )
-        return ModelReply(
+        reply = ModelReply(
             text=text,
             tool_calls=calls,
             usage=usage,
             model="scripted",
             stop_reason="tool_calls" if calls else "stop",
         )
+        return reply, rule
 
     async def stream(
         self,
@@ -288,27 +301,13 @@ class ScriptedModel(Model):
         """Answer as :meth:`complete` does, the text cut into the matching rule's
         ``chunks`` pieces, each handed over after its ``chunk_delay_ms``; see
         :meth:`Model.stream`."""
-        reply = await self.complete(
-            messages,
-            tools=tools,
-            context=context,
-            response_format=response_format,
-            tool_choice=tool_choice,
-        )
-        rule = self._rule_for(messages, context)
-        delay = rule.chunk_delay_ms / 1000 if rule is not None else 0.0
-        for piece in cut(reply.text, rule.chunks if rule is not None else 1):
+        reply, rule = await self._answer(messages, tools, context, response_format, tool_choice)
+        delay = rule.chunk_delay_ms / 1000
+        for piece in cut(reply.text, rule.chunks):
             if delay:
                 await anyio.sleep(delay)
             on_delta(piece)
         return reply
-
-    def _rule_for(self, messages: Sequence[Message], context: CallContext) -> ScriptRule | None:
-        """The rule that answers this call (matching is pure: the one ``complete`` used)."""
-        prompt = context.prompt or _last_user_message(messages)
-        result = messages[-1].content if messages and messages[-1].role == "tool" else None
-        round_ = round_of(messages)
-        return next((r for r in self.rules if r.matches(context, round_, prompt, result)), None)
 
     def _input_words(self, context: CallContext, messages: Sequence[Message]) -> int:
         """The words of ``messages``, counting only what follows the conversation this

@@ -240,6 +240,17 @@ _MESSAGES = TypeAdapter(list[Message])
 """Dumps a visit's messages in one call (as each one's ``model_dump`` would)."""
 
 
+def dump_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """``messages`` as stored: what each one's ``model_dump`` gives."""
+    if any(message.tool_calls for message in messages):
+        return _MESSAGES.dump_python(messages)  # type: ignore[no-any-return]
+    # Most visits add text messages only: plain dicts, with no serializer between.
+    return [
+        {"role": m.role, "content": m.content, "tool_calls": [], "tool_call_id": m.tool_call_id}
+        for m in messages
+    ]
+
+
 def history_delta(
     cache: OrderedDict[str, Any],
     run_id: str,
@@ -258,7 +269,7 @@ def history_delta(
     cached = cache.get(hkey)
     before = len(cached[1]) if cached is not None and cached[0] in (visit - 1, -1) else 0
     added = history[before:] if len(history) >= before else history
-    part = {"visit": visit, "messages": _MESSAGES.dump_python(added)}
+    part = {"visit": visit, "messages": dump_messages(added)}
     # The visit's own list, built for its result and changed by no one after (the
     # cache hands it out read-only): no copy of a conversation that only grows.
     return part, (hkey, (visit, history))
