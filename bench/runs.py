@@ -692,7 +692,8 @@ def worker(url: str, model: str, log: Path) -> subprocess.Popen[bytes]:
     """A ``plait worker`` process on ``url`` with a short lease, its stderr in ``log``."""
     plait = Path(sys.executable).with_name("plait")
     argv = [str(plait), "worker", "--mesh", url, "--model", model,
-            "--lease-s", str(TAKEOVER_LEASE_S), "--visibility-timeout", "1"]  # fmt: skip
+            "--lease-s", str(TAKEOVER_LEASE_S), "--visibility-timeout", "1",
+            "--processes", "1"]  # fmt: skip
     with log.open("wb") as err:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=log.parent)
 

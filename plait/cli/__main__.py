@@ -1,0 +1,5 @@
+"""``python -m plait.cli``: the ``plait`` command (how a worker pool starts its children)."""
+
+from plait.cli import main
+
+main()
