@@ -22,8 +22,6 @@ dies (``PR_SET_PDEATHSIG``): a SIGKILLed pool leaves no serving orphans behind.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
@@ -65,6 +63,9 @@ def bind_to_parent() -> None:
     if not parent:
         return
     if sys.platform.startswith("linux"):
+        import ctypes  # here: a single worker does not load it
+        import ctypes.util
+
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if str(os.getppid()) != parent:  # it died before the line above took effect
