@@ -145,7 +145,7 @@ class LocalServers:
         self.started += 1
         args = [str(PLAIT), "worker", "--mesh", self.url, "--model", self.model,
                 "--lease-s", str(LEASE_S), "--partitions", str(PARTITIONS),
-                "--visibility-timeout", "1"]  # fmt: skip
+                "--visibility-timeout", "1", "--processes", "1"]  # fmt: skip
         with (self.logs / f"worker-{self.started}.log").open("wb") as log:
             self.procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=log))
 

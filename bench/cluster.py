@@ -112,7 +112,8 @@ def start_local_worker(url: str, model: str, log: Path) -> subprocess.Popen[byte
     """``plait worker`` (the local leased runtime) on ``url``."""
     plait = Path(sys.executable).with_name("plait")
     args = [str(plait), "worker", "--mesh", url, "--model", model,
-            "--lease-s", str(LEASE_S), "--partitions", str(PARTITIONS)]  # fmt: skip
+            "--lease-s", str(LEASE_S), "--partitions", str(PARTITIONS),
+            "--processes", "1"]  # fmt: skip
     with log.open("wb") as out:
         return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=out)
 

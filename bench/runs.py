@@ -50,7 +50,18 @@ With ``--tracing``, only the cost of telemetry is measured:
 The process tunes Python's cyclic garbage collector as a serving process does
 (:func:`plait.actors.tune_gc_for_serving`, which ``plait worker`` calls too).
 
-Run: ``python bench/runs.py [--json] [--seconds 1.0] [--tracing]``. Redis is read from
+- ``redis_fraction_of_limit``: ``runs_redis_concurrent`` over the commit scripts per
+  second Redis answers pipelined, 200 at a time, each of a transition's shape (a
+  record put, an output insert, a wake published and one acked), measured in the same
+  rounds (bench/_runs_processes.py).
+
+With ``--processes N`` the concurrent figures are served by ``plait worker --processes
+N`` and LangGraph's runs are split over N processes of this interpreter (the same
+cores); ``--concurrent`` measures only the concurrent figures (``--backend`` narrows
+them to one backend).
+
+Run: ``python bench/runs.py [--json] [--seconds 1.0] [--tracing] [--concurrent]
+[--processes N]``. Redis is read from
 ``PLAIT_BENCH_REDIS`` (default ``redis://127.0.0.1:6379/0``) under fresh key prefixes
 that are removed afterwards, PostgreSQL from ``PLAIT_BENCH_POSTGRES`` in fresh
 schemas dropped afterwards; the figures of a server that does not answer are skipped.
@@ -63,6 +74,7 @@ import asyncio
 import gc
 import hashlib
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -83,7 +95,6 @@ from _common import (
     LOOP,
     Cost,
     Figure,
-    alternate,
     best_of,
     parse_args,
     postgres_mesh_url,
@@ -98,6 +109,7 @@ from _langgraph_loop import (
     LangGraphLoop,
     LangGraphPostgres,
 )
+from _runs_processes import lg_processes_rate, pool_rate, redis_commit_ceiling
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from plait import telemetry
@@ -123,7 +135,7 @@ LOOP_TARGET = 3.0
 FRACTION_TARGET = 0.25
 POSTGRES_TARGET = 2.0
 REDIS_RT_BASELINE = 4.0
-CONCURRENT_TARGET = 1.5
+CONCURRENT_TARGET = 2.5
 LONG_STEPS = 1000
 GROWTH_TARGET = 1.1
 PARKED = 200
@@ -503,9 +515,14 @@ async def concurrent_round(mesh: Mesh) -> tuple[float, float]:
     return host.transitions / elapsed, statistics.median(busy or [0])
 
 
-async def concurrent(name: str, meshes: Callable[[], Any]) -> list[Figure]:
+async def concurrent(
+    name: str, meshes: Callable[[], Any], processes: int = 1, ceiling: bool = False
+) -> list[Figure]:
     # Rounds of plait (each on a fresh mesh) and of LangGraph with InMemorySaver
     # (CONCURRENT_RUNS runs at once in this event loop) alternate; the best of each.
+    # With processes > 1, plait's runs are served by `plait worker --processes N` and
+    # LangGraph's are split over N processes: both get the same cores. With ceiling,
+    # Redis's pipelined commit scripts per second are measured in each round too.
     async with meshes() as mesh:
         if mesh is None:
             return []  # its backend is not there (a line on stderr says so)
@@ -513,15 +530,47 @@ async def concurrent(name: str, meshes: Callable[[], Any]) -> list[Figure]:
 
     async def plait_round() -> tuple[float, float]:
         async with meshes() as mesh:
-            return await concurrent_round(mesh)
+            if processes == 1:
+                return await concurrent_round(mesh)
+            with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
+                rate = await pool_rate(
+                    mesh.url, LOOP, CONCURRENT_RUNS, CONCURRENT_FAILS, processes, Path(tmp)
+                )
+            return rate, math.nan
 
-    ours, theirs = await alternate(CONCURRENT_ROUNDS, plait_round, lambda: lg.rate(CONCURRENT_RUNS))
+    async def lg_round() -> float:
+        if processes == 1:
+            return await lg.rate(CONCURRENT_RUNS)
+        return await asyncio.to_thread(
+            lg_processes_rate, CONCURRENT_RUNS, CONCURRENT_FAILS, processes
+        )
+
+    ours: list[tuple[float, float]] = []
+    theirs: list[float] = []
+    limits: list[float] = []
+    for _ in range(CONCURRENT_ROUNDS):
+        ours.append(await plait_round())
+        theirs.append(await lg_round())
+        if ceiling:
+            async with meshes() as mesh:
+                limits.append(await redis_commit_ceiling(mesh, CONCURRENT_RUNS, 1.0))
     value, busy = max(ours)
-    return [
+    where = (
+        f"median {busy:.0f} nodes in flight"
+        if processes == 1
+        else f"plait worker --processes {processes}; LangGraph in {processes} processes"
+    )
+    figures = [
         Figure(BENCH, name, value, "transitions/s", max(theirs), CONCURRENT_TARGET,
-               f"LangGraph InMemorySaver, {CONCURRENT_RUNS} runs at once in this process; "
-               f"median {busy:.0f} nodes in flight"),
+               f"LangGraph InMemorySaver, {CONCURRENT_RUNS} runs at once; {where}"),
     ]  # fmt: skip
+    if limits:
+        figures.append(
+            Figure(BENCH, "redis_fraction_of_limit", value, "transitions/s", max(limits),
+                   FRACTION_TARGET, f"commit scripts of a transition's shape, "
+                   f"{CONCURRENT_RUNS} per pipeline, one connection; {where}")
+        )  # fmt: skip
+    return figures
 
 
 @asynccontextmanager
@@ -744,7 +793,8 @@ def worker(url: str, model: str, log: Path) -> subprocess.Popen[bytes]:
     """A ``plait worker`` process on ``url`` with a short lease, its stderr in ``log``."""
     plait = Path(sys.executable).with_name("plait")
     argv = [str(plait), "worker", "--mesh", url, "--model", model,
-            "--lease-s", str(TAKEOVER_LEASE_S), "--visibility-timeout", "1"]  # fmt: skip
+            "--lease-s", str(TAKEOVER_LEASE_S), "--visibility-timeout", "1",
+            "--processes", "1"]  # fmt: skip
     with log.open("wb") as err:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=log.parent)
 
@@ -916,6 +966,14 @@ async def main(argv: list[str] | None = None) -> None:
     only_tracing = "--tracing" in argv
     if only_tracing:
         argv.remove("--tracing")
+    only_concurrent = "--concurrent" in argv
+    if only_concurrent:
+        argv.remove("--concurrent")
+    processes = 1
+    if "--processes" in argv:
+        at = argv.index("--processes")
+        processes = int(argv[at + 1])
+        del argv[at : at + 2]
     args = parse_args(__doc__.splitlines()[0] if __doc__ else BENCH, argv)
     # This process hosts runs as `plait worker` does, so it tunes the collector the
     # same way; LangGraph runs in the same process under the same setting.
@@ -923,8 +981,18 @@ async def main(argv: list[str] | None = None) -> None:
     figures: list[Figure] = []
     if args.backend == "postgres":
         figures += await postgres_transitions(args.seconds)
-        figures += await concurrent("runs_postgres_concurrent", postgres_mesh)
+        figures += await concurrent("runs_postgres_concurrent", postgres_mesh, processes)
         report(figures, as_json=args.json, title="durable runs on PostgreSQL")
+        return
+    if only_concurrent:
+        if args.backend in (None, "sqlite"):
+            with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
+                figures += await concurrent(
+                    "runs_sqlite_concurrent", lambda: sqlite_mesh(Path(tmp)), processes
+                )
+        if args.backend in (None, "redis"):
+            figures += await concurrent("runs_redis_concurrent", redis_mesh, processes, True)
+        report(figures, as_json=args.json, title="durable runs, 200 at once")
         return
     if args.backend == "sqlite":
         with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:
@@ -942,9 +1010,11 @@ async def main(argv: list[str] | None = None) -> None:
         figures += await sqlite_statements(Path(tmp))
         figures += await length_growth(Path(tmp))
         figures += await parked_run_bytes(Path(tmp))
-        figures += await concurrent("runs_sqlite_concurrent", lambda: sqlite_mesh(Path(tmp)))
+        figures += await concurrent(
+            "runs_sqlite_concurrent", lambda: sqlite_mesh(Path(tmp)), processes
+        )
     figures += await redis_roundtrips()
-    figures += await concurrent("runs_redis_concurrent", redis_mesh)
+    figures += await concurrent("runs_redis_concurrent", redis_mesh, processes, True)
     figures += await postgres_transitions(args.seconds)
     figures += await concurrent("runs_postgres_concurrent", postgres_mesh)
     with tempfile.TemporaryDirectory(prefix="plait-bench-") as tmp:

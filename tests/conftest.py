@@ -8,6 +8,7 @@ names below stay importable from here for older imports).
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -23,6 +24,10 @@ from tests._support.meshes import (
     redis_available,
 )
 from tests._support.timing import scaled, worker_count
+
+# A `plait worker` a test starts is one serving process, as the tests of crashes and
+# takeovers assume (they signal it by pid); the tests of `--processes` ask for more.
+os.environ.setdefault("PLAIT_WORKER_PROCESSES", "1")
 
 __all__ = [
     "BACKENDS",

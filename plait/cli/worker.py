@@ -16,6 +16,13 @@ from plait.cli._common import MeshOption, fail, run
 from plait.cli._output import say
 from plait.cli._ray import AddressOption, NamespaceOption, ray_worker
 from plait.cli._telemetry import OtelOption, count_leases, observe
+from plait.cli._worker_pool import (
+    Pool,
+    bind_to_parent,
+    child_args,
+    child_argv,
+    default_processes,
+)
 from plait.cluster import RunsSpec
 from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError
@@ -29,6 +36,7 @@ from plait.tools import serving_registry
 
 
 def worker_cmd(
+    ctx: typer.Context,
     mesh: MeshOption = None,
     model: Annotated[
         str | None,
@@ -109,11 +117,24 @@ def worker_cmd(
             help="Serve Prometheus metrics at http://0.0.0.0:PORT/metrics.",
         ),
     ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            "--processes",
+            min=1,
+            envvar="PLAIT_WORKER_PROCESSES",
+            show_default=False,
+            help="Serving processes, sharing the partitions (default: the machine's cores; "
+            "with --metrics-port, process i serves PORT+i). --runtime local only.",
+        ),
+    ] = None,
 ) -> None:
     """Serve every run on the mesh (a dead process's too) until SIGINT or SIGTERM.
 
     Exits 2 at once, with one line, if ``--model`` names a model that cannot work. A run
     whose graph names a tool this worker does not offer is left for one that does. With
+    ``--processes N`` (N > 1; the default on a machine of N cores) N processes serve
+    under this one, which restarts any that dies and drains them all on a signal. With
     ``--runtime ray`` the runs are served by ``--hosts`` Ray hosts (started, or adopted
     if running), which this command shows and, on exit, drains.
     """
@@ -124,6 +145,14 @@ def worker_cmd(
     except ConfigError as exc:
         fail(str(exc), 2)
     refs = tuple(r.strip() for r in (tools or "").split(",") if r.strip())
+    if runtime_name == "local":
+        count = processes or default_processes()
+        if count > 1:
+            argv = child_argv(child_args(ctx), metrics_port)
+            raise typer.Exit(Pool(count, argv, _say).run())
+        bind_to_parent()
+    elif processes not in (None, 1):
+        fail("--processes is for --runtime local; Ray hosts are counted by --hosts", 2)
     observe(otel=otel, metrics_port=metrics_port)
     if runtime_name == "ray":
         assert mesh is not None
@@ -177,3 +206,7 @@ def worker_cmd(
             say(f"worker stopped after handling {runtime.handled} messages", stderr=True)
 
     run(main)
+
+
+def _say(text: str) -> None:
+    say(text, stderr=True)
