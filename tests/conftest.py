@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from plait.mesh import Mesh, open_mesh
-from tests._support.meshes import (
+from tests._support.bytecode import keep_bytecode
+
+keep_bytecode()  # before the package and the test modules are imported
+
+from plait.mesh import Mesh, open_mesh  # noqa: E402
+from tests._support.meshes import (  # noqa: E402
     BACKENDS,
     REDIS_URL,
     REQUIRE_SERVICES,
@@ -23,7 +27,7 @@ from tests._support.meshes import (
     make_url_factory,
     redis_available,
 )
-from tests._support.timing import scaled, worker_count
+from tests._support.timing import scaled, worker_count  # noqa: E402
 
 # A `plait worker` a test starts is one serving process, as the tests of crashes and
 # takeovers assume (they signal it by pid); the tests of `--processes` ask for more.

@@ -68,3 +68,34 @@ def test_timeout_scale_and_workers_can_be_set(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("PLAIT_TEST_WORKERS", "many")
     with pytest.raises(ValueError, match="PLAIT_TEST_WORKERS='many' is not a count"):
         timing.worker_count()
+
+
+KEEP_BYTECODE = """
+import os, sys
+from tests._support.bytecode import keep_bytecode
+print(keep_bytecode(), sys.dont_write_bytecode, sys.pycache_prefix,
+      os.environ.get("PYTHONPYCACHEPREFIX"), "PYTHONDONTWRITEBYTECODE" in os.environ)
+"""
+
+
+@pytest.mark.parametrize("choice", ["dir", "0", "unset"])
+def test_bytecode_turned_off_by_the_environment_goes_to_a_cache_directory(
+    tmp_path: Path, choice: str
+) -> None:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PLAIT_TEST_PYCACHE": str(tmp_path)}
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    if choice == "0":
+        env["PLAIT_TEST_PYCACHE"] = "0"
+    if choice == "unset":
+        del env["PYTHONDONTWRITEBYTECODE"]
+    done = subprocess.run(
+        [sys.executable, "-c", KEEP_BYTECODE], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=scaled(60), check=True,
+    )  # fmt: skip
+    if choice == "dir":  # written under the directory, for this process and its children
+        where = str(tmp_path)
+        assert done.stdout.split() == [where, "False", where, where, "False"]
+    elif choice == "0":  # left as the environment says
+        assert done.stdout.split() == ["None", "True", "None", "None", "True"]
+    else:  # bytecode was never off: nothing to change
+        assert done.stdout.split() == ["None", "False", "None", "None", "False"]

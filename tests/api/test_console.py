@@ -13,6 +13,7 @@ import pytest
 from plait.errors import VersionConflict
 from plait.mesh import open_mesh
 from plait.schedules.model import Schedule, ScheduledRun, schedule_key
+from tests._support.timing import scaled
 
 from .browser import ARTIFACTS, CHROMIUM, playwright_or_skip
 from .helpers import HOSTILE, asking_graph, asking_rules
@@ -21,6 +22,17 @@ from .server import serving
 pytestmark = pytest.mark.slow
 
 playwright_sync = playwright_or_skip()
+
+
+def ms(seconds: float) -> float:
+    """A Playwright timeout of ``seconds`` on a quiet machine, stretched on a busy one."""
+    return scaled(seconds) * 1000
+
+
+@pytest.fixture(autouse=True)
+def stretched_expect() -> None:
+    """Each ``expect`` without a timeout of its own waits 5 s, stretched on a busy machine."""
+    playwright_sync.expect.set_options(timeout=ms(5))
 
 
 def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> None:
@@ -48,13 +60,13 @@ def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> Non
             expect = playwright_sync.expect
             expect(page.locator("#who")).to_have_text("human ana")
             row = page.locator(f'tr[data-run="{run_id}"]')
-            expect(row).to_contain_text("waiting_human", timeout=15_000)
+            expect(row).to_contain_text("waiting_human", timeout=ms(15))
             page.click("#filters button[data-status='waiting_human']")
             expect(row).to_be_visible()
             page.screenshot(path=str(ARTIFACTS / "console-runs.png"), full_page=True)
 
             row.locator("a").click()
-            expect(page.locator("#asking")).to_be_visible(timeout=15_000)
+            expect(page.locator("#asking")).to_be_visible(timeout=ms(15))
             expect(page.locator("#ask-text")).to_have_text(f"Ship {HOSTILE}?")
             expect(page.locator("#graph g.node.current")).to_have_attribute("data-node", "approve")
             timeline = page.locator("#timeline")
@@ -65,7 +77,7 @@ def test_a_run_waits_is_answered_in_the_page_and_finishes(tmp_path: Path) -> Non
             page.screenshot(path=str(ARTIFACTS / "console-run-waiting.png"), full_page=True)
 
             page.click("#ask-buttons button[data-option='approve']")
-            expect(page.locator("#run-status")).to_have_text("done", timeout=15_000)
+            expect(page.locator("#run-status")).to_have_text("done", timeout=ms(15))
             expect(page.locator("#asking")).to_be_hidden()
             expect(page.locator("#run-output")).to_have_text("shipped")
             expect(page.locator("#timeline li")).to_have_count(3)
@@ -142,12 +154,12 @@ def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
             expect = playwright_sync.expect
 
             # A failed run: its error shows as text, and Retry continues it.
-            expect(page.locator("#run-status")).to_have_text("failed", timeout=15_000)
+            expect(page.locator("#run-status")).to_have_text("failed", timeout=ms(15))
             expect(page.locator("#timeline li.step-failed")).to_contain_text(HOSTILE)
             expect(page.locator("#retry")).to_be_visible()
             page.screenshot(path=str(ARTIFACTS / "console-run-failed.png"), full_page=True)
             page.click("#retry")
-            expect(page.locator("#run-status")).to_have_text("done", timeout=15_000)
+            expect(page.locator("#run-status")).to_have_text("done", timeout=ms(15))
             expect(page.locator("#retry")).to_be_hidden()
             expect(page.locator("#run-output")).to_have_text("b retried")
             expect(page.locator("#timeline li")).to_have_count(3)  # a:1, b:1 failed, b:2
@@ -157,8 +169,8 @@ def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
             page.select_option("#fork-at", "a:1")
             page.fill("#fork-input", "forked")
             page.click("#fork-send")
-            expect(page.locator("#run-title")).not_to_have_text(run_id, timeout=15_000)
-            expect(page.locator("#run-status")).to_have_text("done", timeout=15_000)
+            expect(page.locator("#run-title")).not_to_have_text(run_id, timeout=ms(15))
+            expect(page.locator("#run-status")).to_have_text("done", timeout=ms(15))
             expect(page.locator("#run-output")).to_have_text("b of the fork")
             expect(page.locator("#timeline li")).to_have_count(1)
             expect(page.locator("#run-origin")).to_contain_text(f"forked from {run_id} after a:1")
@@ -168,7 +180,7 @@ def test_retry_fork_and_schedules_in_the_page(tmp_path: Path) -> None:
             # Schedules: listed with their data as text; paused and resumed in the page.
             page.click("#nav-schedules")
             row = page.locator(f'tr[data-schedule="{schedule_id}"]')
-            expect(row).to_contain_text(HOSTILE, timeout=15_000)
+            expect(row).to_contain_text(HOSTILE, timeout=ms(15))
             expect(row).to_contain_text("0 8 * * 1 (Europe/Berlin)")
             expect(row).to_contain_text("active")
             expect(row.locator(f'a[href="#/run/{run_id}"]')).to_have_text(run_id)
@@ -199,7 +211,10 @@ def test_the_run_page_shows_a_reply_as_it_streams(tmp_path: Path) -> None:
         "entry": "draft",
         "nodes": [{"id": "draft", "type": "agent", "prompt": "{{input}}"}],
     }
-    rules = [{"node": "draft", "text": "{{prompt}}", "chunks": 120, "chunk_delay_ms": 40}]
+    # The reply streams for 120 x 40 ms (longer on a busy machine, so that the page,
+    # loaded as slowly as everything else there, still finds it mid-reply).
+    delay_ms = round(40 * scaled(1))
+    rules = [{"node": "draft", "text": "{{prompt}}", "chunks": 120, "chunk_delay_ms": delay_ms}]
     with serving(tmp_path, rules) as served:
         api = served.client
         assert api.post("/api/graphs", json=graph).status_code == 201
@@ -216,12 +231,12 @@ def test_the_run_page_shows_a_reply_as_it_streams(tmp_path: Path) -> None:
             page.click("#login-form button")
             expect = playwright_sync.expect
             live = page.locator("#run-live section pre")
-            expect(live).to_contain_text("word10 ", timeout=15_000)
+            expect(live).to_contain_text("word10 ", timeout=ms(15))
             shown = live.text_content() or ""
             assert STREAM_TEXT.startswith(shown) and len(shown) < len(STREAM_TEXT)  # mid-reply
             expect(page.locator("#run-status")).to_have_text("running")
             page.screenshot(path=str(ARTIFACTS / "console-run-streaming.png"), full_page=True)
-            expect(page.locator("#run-status")).to_have_text("done", timeout=30_000)
+            expect(page.locator("#run-status")).to_have_text("done", timeout=ms(30))
             expect(live).to_have_text(STREAM_TEXT)
             expect(page.locator("#run-live section.committed")).to_have_count(1)
             expect(page.locator("#run-output")).to_have_text(STREAM_TEXT)
