@@ -1,6 +1,6 @@
 """Ids as a person types them: a unique prefix stands for the whole id.
 
-Every command that takes the id of a run, a decision, a schedule or an agent actor
+Every command that takes the id of a run, a decision, a schedule, an agent actor or a token
 resolves what was typed with :func:`resolve`, once, against the keys the mesh keeps
 for that kind: an id that exists is itself; else the one id starting with what was
 typed; several are refused with one line naming them (``ambiguous: 3 runs match
@@ -54,6 +54,9 @@ SCHEDULES = IdKind("schedule", "schedules", "schedules/")
 AGENT_ACTORS = IdKind("agent actor", "agent actors", "actors/agent:")
 """Agent actors by name (their directory entries, ``actors/agent:<name>``)."""
 
+TOKENS = IdKind("token", "tokens", "tokens/")
+"""API tokens by id (their records, ``tokens/<id>``; the secret is never a key)."""
+
 
 RunArgument = Annotated[
     str, typer.Argument(metavar="RUN", help="The run's id, or a prefix unique to it.")
@@ -91,6 +94,7 @@ __all__ = [
     "DECISIONS",
     "RUNS",
     "SCHEDULES",
+    "TOKENS",
     "IdKind",
     "RunArgument",
     "matching",

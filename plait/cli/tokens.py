@@ -9,6 +9,7 @@ import typer
 
 from plait.api.tokens import TokenKind, create_token, list_tokens, revoke_token
 from plait.cli._common import CreatingMeshOption, MeshOption, fail, print_json, run, text_arg
+from plait.cli._ids import TOKENS, resolve
 from plait.cli._output import JsonFlag, Output, OutputOption, mode, rows, say
 from plait.cli.runs import human as person
 from plait.mesh import open_mesh
@@ -81,13 +82,16 @@ def list_cmd(
 
 @tokens_app.command("revoke")
 def revoke_cmd(
-    token_id: Annotated[str, typer.Argument(metavar="ID")], mesh: MeshOption = None
+    token_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The token's id, or a prefix unique to it.")
+    ],
+    mesh: MeshOption = None,
 ) -> None:
     """Revoke a token: the API refuses it from now on."""
 
     async def main() -> None:
         async with open_mesh(mesh) as m:
-            record = await revoke_token(m, token_id)
+            record = await revoke_token(m, await resolve(m, TOKENS, token_id))
         say(f"revoked token {record.id} ({record.kind} {record.name!r})")
 
     run(main)

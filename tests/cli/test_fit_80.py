@@ -14,8 +14,9 @@ import pytest
 from rich.console import Console
 
 from plait.agents import Agents
+from plait.api.tokens import PREFIX as TOKENS_PREFIX
 from plait.api.tokens import create_token
-from plait.cli._ids import AGENT_ACTORS, DECISIONS, RUNS, SCHEDULES
+from plait.cli._ids import AGENT_ACTORS, DECISIONS, RUNS, SCHEDULES, TOKENS
 from plait.cli._output import rows, short_ids
 from plait.decisions import DecisionAsker, Human
 from plait.decisions.store import PREFIX as DECISIONS_PREFIX
@@ -43,6 +44,7 @@ def test_id_kinds_name_the_services_own_key_prefixes() -> None:
     assert RUNS.key_prefix == INDEX_PREFIX
     assert DECISIONS.key_prefix == DECISIONS_PREFIX
     assert SCHEDULES.key_prefix == SCHEDULES_PREFIX
+    assert TOKENS.key_prefix == TOKENS_PREFIX
     assert AGENT_ACTORS.key_prefix == "actors/" + "agent:"  # actor_key(agent_actor_id(NAME))
 
 
@@ -212,6 +214,27 @@ def test_an_ambiguous_prefix_is_one_line_naming_the_ids(mesh_url: str) -> None:
     assert all(r in line for r in runs)
     code, _, err = invoke("decisions", "answer", "dec_", "--text", "x", "--mesh", mesh_url)
     assert code == 1 and "ambiguous: 3 decisions match 'dec_'" in err
+
+
+def test_a_token_is_revoked_by_a_prefix_unique_to_it(mesh_url: str) -> None:
+    async def second() -> str:
+        async with open_mesh(mesh_url) as mesh:
+            record, _ = await create_token(mesh, "service", "ci")
+            return record.id
+
+    other = anyio.run(second)
+    listed = json.loads("\n".join(_lines("tokens", "list", "--json", "--mesh", mesh_url)))
+    first = next(t["id"] for t in listed if t["id"] != other)
+    shared = _common_prefix([first, other])
+    code, _, err = invoke("tokens", "revoke", shared, "--mesh", mesh_url)
+    assert code == 1 and f"ambiguous: 2 tokens match {shared!r}" in err
+    unique = other[: len(shared) + 1]
+    assert _lines("tokens", "revoke", unique, "--mesh", mesh_url) == [
+        f"revoked token {other} (service 'ci')"
+    ]
+    listed = json.loads("\n".join(_lines("tokens", "list", "--json", "--mesh", mesh_url)))
+    revoked = {t["id"]: t["revoked_at"] is not None for t in listed}
+    assert revoked == {first: False, other: True}
 
 
 def test_a_prefix_nothing_begins_is_not_found(mesh_url: str) -> None:
