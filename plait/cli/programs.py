@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 
-import plait
 from plait.agents import Agents
 from plait.cli._common import CreatingMeshOption, MeshOption, ReadingMeshOption, fail, print_json
 from plait.cli._common import run as run_async
@@ -261,9 +260,8 @@ def located(exc: BaseException) -> str:
     return f"{where}: {message}" if where else message
 
 
-_NOT_THEIRS = tuple(
-    {str(Path(plait.__file__).parent), sys.prefix, sys.base_prefix, sys.exec_prefix, "<"}
-)
+_PACKAGE = str(Path(__file__).parent.parent)
+_NOT_THEIRS = tuple({_PACKAGE, sys.prefix, sys.base_prefix, sys.exec_prefix, "<"})
 """Where frames of plait, the standard library and installed packages come from."""
 
 

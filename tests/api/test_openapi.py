@@ -232,9 +232,16 @@ def test_links_lead_from_a_created_run_to_its_reads_and_acts(served: Served) -> 
     fork = spec["paths"]["/api/runs/{run_id}/fork"]["post"]["responses"]["201"]["links"]
     assert len(fork) == len(created)
     listed = spec["paths"]["/api/runs"]["get"]["responses"]["200"]["links"]  # a page's first
-    assert {link["parameters"]["run_id"] for link in listed.values()} == {
-        "$response.body#/items/0/run_id"
-    }
+    assert {
+        link["parameters"]["run_id"]
+        for link in listed.values()
+        if "{run_id}" in by_id[link["operationId"]][0]
+    } == {"$response.body#/items/0/run_id"}
+    assert all(
+        link["parameters"] == {"schedule_id": "$response.body#/items/0/schedule_id"}
+        for link in listed.values()
+        if "{run_id}" not in by_id[link["operationId"]][0]
+    )
     assert len(listed) == len(created)
     decisions = spec["paths"]["/api/decisions"]["get"]["responses"]["200"]["links"]
     assert any(
