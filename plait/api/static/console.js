@@ -506,13 +506,19 @@ async function followRun(runId) {
   const mine = { controller, runId, lastId: null };
   stream = mine;
   $("run-live").replaceChildren();
+  // One load of the run at a time, so an older load never renders over a newer one; a
+  // refresh asked for while one loads runs once that one ends.
   let loading = null;
+  let again = false;
   const refresh = () => {
-    if (loading !== null) return;
+    if (loading !== null) { again = true; return; }
     loading = loadRun(runId)
       .then(() => { $("error").textContent = ""; })
       .catch((exc) => { if (exc.status !== 401) $("error").textContent = String(exc.message || exc); })
-      .finally(() => { loading = null; });
+      .finally(() => {
+        loading = null;
+        if (again) { again = false; refresh(); }
+      });
   };
   refresh();
   let failures = 0;
@@ -536,6 +542,7 @@ async function followRun(runId) {
           buffer = buffer.slice(cut + 2);
           if (onLiveEvent(frame, refresh)) {
             stream = null;  // settled: the page shows the run as it stands
+            while (loading !== null) await loading;  // loads begun before it settled
             await loadRun(runId);
             return;
           }
