@@ -365,10 +365,7 @@ class PostgresMesh(Mesh):
         except BaseException:
             await _roll_back(conn)
             raise
-        try:
-            await conn.execute("COMMIT")
-        except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
-            raise _Uncommitted("retry") from exc  # the server refused it: rolled back
+        await _commit(conn)
         return result
 
     async def _lost(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> None:
@@ -552,10 +549,7 @@ class PostgresMesh(Mesh):
             raise
         # COMMIT apart: a connection lost before it is a transaction that did not apply
         # (retried), one lost while it is in flight an outcome unknown (MeshUnavailable).
-        try:
-            await conn.execute("COMMIT")
-        except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
-            raise _Uncommitted("retry") from exc  # the server refused it: rolled back
+        await _commit(conn)
         return await batch_ops.results(batch, answers)
 
     # topics -------------------------------------------------------------------------
@@ -709,6 +703,14 @@ class PostgresMesh(Mesh):
 
     async def drop_group(self, topics: str | Sequence[str], group: str) -> None:
         await self._write(ops.drop_group, topic_names(topics), group)
+
+
+async def _commit(conn: psycopg.AsyncConnection[Any]) -> None:
+    """COMMIT the open transaction on ``conn``; one the server refuses is retried."""
+    try:
+        await conn.execute("COMMIT")
+    except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+        raise _Uncommitted("retry") from exc  # the server refused it: rolled back
 
 
 async def _roll_back(conn: psycopg.AsyncConnection[Any]) -> None:
