@@ -81,6 +81,7 @@ from plait.mesh._redis_ops import (
     reply_text,
     timeout_option,
 )
+from plait.mesh._redis_wire import Wire, evalsha, hmget_value
 from plait.mesh._urls import redact_url, url_secrets
 
 MAX_CONNECTIONS = 1024
@@ -88,9 +89,6 @@ MAX_CONNECTIONS = 1024
 
 MAX_VALUE_CEILING = 512 * 1024 * 1024
 """Redis's own limit on one string (``proto-max-bulk-len``): 512 MiB."""
-
-_KV_FIELDS = ("v", "n", "t")
-"""The fields of a key's hash a read fetches: value, version, taint (absent: none)."""
 
 _SCAN_PAGE = 256
 
@@ -191,12 +189,14 @@ class RedisMesh(Mesh):
         self._extend_script: AsyncScript | None = None
         self._delete_range_script: AsyncScript | None = None
         self._trim_script: AsyncScript | None = None
-        self._commits: Batcher[tuple[list[str], list[Any]]] = Batcher(
-            self,
-            lambda call: self._evalsha(self._commit_script, *call, self._client),
-            lambda calls: self._run_many(self._commit_script, calls),
+        # Commits and single-key reads, the hot requests, each go out through a batcher
+        # on a connection of its own (see plait.mesh._redis_wire).
+        self._commit_wire = Wire(self._client.connection_pool)
+        self._read_wire = Wire(self._client.connection_pool)
+        self._commits: Batcher[tuple[list[str], list[bytes]]] = Batcher(
+            self, self._commit_one, self._commit_many
         )
-        self._reads: Batcher[str] = Batcher(self, self._hmget, self._hmget_many)
+        self._reads: Batcher[list[str]] = Batcher(self, self._read_one, self._read_many)
         self._scripts = (
             self._commit_script,
             self._poll_script,
@@ -290,44 +290,56 @@ class RedisMesh(Mesh):
             script.sha = await client.script_load(script.script)
             return await client.evalsha(script.sha, len(keys), *keys, *args)
 
-    async def _run_many(
-        self, script: AsyncScript, calls: list[tuple[list[str], list[Any]]]
-    ) -> list[Any]:
-        """Call ``script`` once per ``(keys, args)`` in one pipeline: one round trip.
+    async def _commit_one(self, call: tuple[list[str], list[bytes]]) -> Any:
+        """One commit script call (bounded by the caller); a Redis error raises."""
+        reply = (await self._scripts_on_wire([call]))[0]
+        if isinstance(reply, RedisError):
+            raise reply
+        return reply
 
-        Each reply is the script's result or the plait error of that one call.
-        """
+    async def _commit_many(self, calls: list[tuple[list[str], list[bytes]]]) -> list[Any]:
+        """Commit script calls in one round trip, bounded; a reply or plait error each."""
         async with self._bounded():
-            async with self._client.pipeline(transaction=False) as pipe:
-                for keys, args in calls:
-                    pipe.evalsha(script.sha, len(keys), *keys, *args)
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
-            out: list[Any] = []
-            for (keys, args), reply in zip(calls, replies, strict=True):
-                if isinstance(reply, NoScriptError):
-                    # loads it once, then calls
-                    reply = await self._evalsha(script, keys, args, self._client)
-                elif isinstance(reply, RedisError | OSError):
-                    reply = self._error(reply)
-                out.append(reply)
-        return out
+            replies = await self._scripts_on_wire(calls)
+        return [self._error(r) if isinstance(r, RedisError) else r for r in replies]
+
+    async def _scripts_on_wire(self, calls: list[tuple[list[str], list[bytes]]]) -> list[Any]:
+        """The commit script once per ``(keys, args)`` on the commit wire (unbounded);
+        loads the script once if the server lost it (a restart, SCRIPT FLUSH)."""
+        script = self._commit_script
+        replies = await self._commit_wire.send([evalsha(script.sha, *call) for call in calls])
+        lost = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if lost:
+            script.sha = await self._client.script_load(script.script)
+            again = await self._commit_wire.send([evalsha(script.sha, *calls[i]) for i in lost])
+            for i, reply in zip(lost, again, strict=True):
+                replies[i] = reply
+        return replies
 
     async def open(self) -> None:
         # one round trip: check the server and load every script, so no later call
-        # pays for a NOSCRIPT miss; bounded by the connect timeout, so that a server
-        # that takes connections but does not answer (paused, say) fails in seconds
+        # pays for a NOSCRIPT miss, while the commit and read wires connect beside it;
+        # bounded by the connect timeout, so that a server that takes connections but
+        # does not answer (paused, say) fails in seconds
+        legacy = self._given_prefix != self.prefix
+
+        async def check() -> list[Any]:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.ping()
+                for script in self._scripts:
+                    pipe.script_load(script.script)
+                if legacy:
+                    pipe.exists(f"{self._given_prefix}keys")  # the old layout's
+                    pipe.exists(f"{self.prefix}keys")
+                replies: list[Any] = await pipe.execute()
+            return replies
+
         try:
             async with asyncio.timeout(self._connect_timeout):
                 with self._translate():
-                    async with self._client.pipeline(transaction=False) as pipe:
-                        pipe.ping()
-                        for script in self._scripts:
-                            pipe.script_load(script.script)
-                        legacy = self._given_prefix != self.prefix
-                        if legacy:
-                            pipe.exists(f"{self._given_prefix}keys")  # the old layout's
-                            pipe.exists(f"{self.prefix}keys")
-                        replies = await pipe.execute()
+                    replies, _, _ = await asyncio.gather(
+                        check(), self._commit_wire.connect(), self._read_wire.connect()
+                    )
         except TimeoutError:
             raise self._no_answer(self._connect_timeout) from None
         if legacy and replies[-2] and not replies[-1]:
@@ -340,6 +352,8 @@ class RedisMesh(Mesh):
             task.cancel()
         await asyncio.gather(*(sub.close() for sub in list(self._subs)))
         await self._live.close()
+        await self._commit_wire.close()
+        await self._read_wire.close()
         with suppress(RedisError, OSError):
             await self._client.aclose()
 
@@ -355,23 +369,33 @@ class RedisMesh(Mesh):
 
     async def get(self, key: str) -> Entry | None:
         check_key(key)
-        value, version, tainted = await self._reads.call(self._kv + key)
+        [(value, version, tainted)] = await self._reads.call([self._kv + key])
         if value is None:
             return None
         return Entry(key, decode(value, key), int(version), tainted is not None)
 
-    async def _hmget(self, name: str) -> list[Any]:
-        reply: list[Any] = await self._client.hmget(name, _KV_FIELDS)
-        return reply
+    async def _read_one(self, names: list[str]) -> list[Any]:
+        """The HMGET of each of ``names`` (bounded by the caller); a Redis error raises."""
+        replies = await self._read_wire.send([hmget_value(name) for name in names])
+        for reply in replies:
+            if isinstance(reply, RedisError):
+                raise reply
+        return replies
 
-    async def _hmget_many(self, names: list[str]) -> list[Any]:
-        """:meth:`_hmget` of each of ``names`` in one pipeline (a reply or error each)."""
+    async def _read_many(self, requests: list[list[str]]) -> list[Any]:
+        """Several callers' reads in one round trip, bounded: each caller's replies, or
+        the plait error of the first that failed."""
         async with self._bounded():
-            async with self._client.pipeline(transaction=False) as pipe:
-                for name in names:
-                    pipe.hmget(name, _KV_FIELDS)
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
-        return [self._error(r) if isinstance(r, RedisError | OSError) else r for r in replies]
+            replies = await self._read_wire.send(
+                [hmget_value(name) for names in requests for name in names]
+            )
+        out: list[Any] = []
+        at = 0
+        for names in requests:
+            mine, at = replies[at : at + len(names)], at + len(names)
+            error = next((r for r in mine if isinstance(r, RedisError)), None)
+            out.append(mine if error is None else self._error(error))
+        return out
 
     async def put(
         self, key: str, value: Any, if_version: int | None = None, *, tainted: bool = False
@@ -403,12 +427,9 @@ class RedisMesh(Mesh):
             check_key(key)
         if not names:
             return []
-        replies = await self._hmget_many([self._kv + key for key in names])
+        replies = await self._reads.call([self._kv + key for key in names])
         out: list[Entry | None] = []
-        for key, reply in zip(names, replies, strict=True):
-            if isinstance(reply, MeshError):
-                raise reply
-            value, version, tainted = reply
+        for key, (value, version, tainted) in zip(names, replies, strict=True):
             out.append(
                 None
                 if value is None

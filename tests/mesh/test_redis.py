@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 import redis.asyncio as aioredis
+import redis.asyncio.connection as redis_connection
 from redis.exceptions import RedisError
 
 from plait.errors import ConfigError, MeshError, MeshUnavailable, PlaitError
@@ -198,6 +199,42 @@ def counted_requests(client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch) ->
     return sent
 
 
+def sent_by_mesh(mesh: RedisMesh, sub: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The requests ``mesh`` writes to Redis from now on, each as its commands' names
+    joined by ``+`` (a pipeline is one request), counted on every connection but those
+    of the subscription ``sub``."""
+    sent: list[str] = []
+    cls = redis_connection.AbstractConnection
+    send = cls.send_packed_command
+
+    async def counted(conn: Any, command: Any, check_health: bool = True) -> None:
+        pool = sub._client.connection_pool
+        if conn not in pool._in_use_connections and conn not in pool._available_connections:
+            data = command if isinstance(command, bytes) else b"".join(command)
+            sent.append("+".join(command_names(data)))
+        await send(conn, command, check_health)
+
+    monkeypatch.setattr(cls, "send_packed_command", counted)
+    return sent
+
+
+def command_names(data: bytes) -> list[str]:
+    """The name of each command in ``data``, requests in the Redis protocol."""
+    names: list[str] = []
+    at = 0
+    while at < len(data):
+        assert data[at : at + 1] == b"*"
+        end = data.index(b"\r\n", at)
+        count, at = int(data[at + 1 : end]), end + 2
+        for i in range(count):
+            end = data.index(b"\r\n", at)
+            size, at = int(data[at + 1 : end]), end + 2
+            if i == 0:
+                names.append(data[at : at + size].decode().upper())
+            at += size + 2
+    return names
+
+
 async def commandstats(raw: aioredis.Redis) -> dict[str, dict[str, int]]:
     info = await raw.info("commandstats")
     return {name.removeprefix("cmdstat_"): value for name, value in info.items()}
@@ -211,7 +248,7 @@ async def test_each_operation_is_one_round_trip(
     await mesh.publish("trips", "n", 1)
     delivery = await next_within(sub, 2)
     assert delivery is not None
-    sent = counted_requests(mesh._client, monkeypatch)
+    sent = sent_by_mesh(mesh, sub, monkeypatch)
     entry = await mesh.put("run", {"status": "ready"}, if_version=0)
     assert sent == ["EVALSHA"]
     assert await mesh.get("run") == entry and sent[1:] == ["HMGET"]
