@@ -149,5 +149,8 @@ async def test_a_transition_costs_one_round_trip() -> None:
     assert transitions == 56
     extra = long_requests.run - short_requests.run
     assert extra <= transitions, (extra, transitions, short_requests.run, long_requests.run)
-    # and the run's fixed cost (its owner's activation) stays a few requests
-    assert long_requests.run <= sum(long.visits.values()) + 4, long_requests.run
+    # and a whole run costs one request per transition, its commit, and one more: its
+    # owner's read of the record when the run's first wake arrives (the run was started
+    # by another writer, so the owner has not seen it)
+    for rec, requests in ((short, short_requests), (long, long_requests)):
+        assert requests.run <= sum(rec.visits.values()) + 1, (requests.run, rec.visits)
