@@ -5,7 +5,8 @@ a whole transaction are atomic on the server; a read is one HMGET. Topics are Re
 Streams read through consumer groups; scheduled events wait in a sorted set and are
 moved into their stream by the subscribers' poll script once the server clock says they
 are due. The key layout is described in :mod:`plait.mesh._redis_scripts`; what a commit sends in
-:mod:`plait.mesh._redis_ops`, how requests go out in :mod:`plait.mesh._redis_io`, and a
+:mod:`plait.mesh._redis_ops`, how requests go out in :mod:`plait.mesh._redis_io`, the
+commits' and reads' own connections in :mod:`plait.mesh._redis_wire`, and a
 subscription's reads in :mod:`plait.mesh._redis_delivery`.
 
 Redis calls are never retried here: a retried write could apply twice, so a lost
