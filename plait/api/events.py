@@ -28,7 +28,7 @@ from plait.api.spec import Spec, add_model
 from plait.runs import RunRecord, Runs
 from plait.runs.channel import LiveEvent, channel_of
 from plait.runs.log import LogFollower
-from plait.runs.watch import follow_run, in_flight_start
+from plait.runs.watch import SharedResults, follow_run, in_flight_start
 
 
 class AttemptData(BaseModel):
@@ -117,6 +117,15 @@ def event_data(event: LiveEvent) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_none=True, exclude={"kind", "progress"})
 
 
+def _live_frame(event: LiveEvent) -> str:
+    return sse(event.kind, event_data(event), id=event.offset or None)
+
+
+live_frame = SharedResults(_live_frame)
+"""The frame of a live event, encoded once for every connection of the process that
+follows its run (they share its events: see :data:`plait.runs.watch.parsed_event`)."""
+
+
 async def run_events(
     runs: Runs,
     rec: RunRecord,
@@ -158,7 +167,7 @@ async def run_events(
                 if event.progress.audit_seq <= shown_seq:
                     continue  # the log's part of the stream showed it
                 shown_seq = event.progress.audit_seq
-            yield sse(event.kind, event_data(event), id=event.offset or None)
+            yield live_frame(event)
     yield sse("settled", await settled())
 
 
@@ -168,6 +177,7 @@ __all__ = [
     "DeltaData",
     "declare_events",
     "event_data",
+    "live_frame",
     "run_events",
     "sse",
 ]
