@@ -59,6 +59,7 @@ from plait.actors import (
 from plait.actors.directory import MAIL_KIND
 from plait.agents.config import AgentActorConfig, agent_name
 from plait.agents.exec_actor import EXEC, handle_exec
+from plait.agents.live import TurnStream, agent_channels
 from plait.agents.message import RESUME, AgentMessage
 from plait.agents.program_actor import handle_program
 from plait.agents.store import (
@@ -213,17 +214,24 @@ async def _handle(
     profile = await get_profile(ctx.mesh, cfg.profile or name)
     if cfg.instructions:  # the actor's own instructions stand in for its profile's
         profile = profile.model_copy(update={"system_prompt": cfg.instructions})
-    for _ in range(TURN_REPEATS):
+    channels = agent_channels(ctx.mesh, services.owner_services.channels.keep_bytes)
+    for repeat in range(TURN_REPEATS):
         effects = TurnEffects()
+        # A delivery after a crash, or a run again after a conflict, is a new try.
+        stream = None
+        if channels is not None:
+            stream = channels.turn(name, mail.id, mail.attempt + repeat, message.prompt)
         try:
             result, prepared = await _turn(
-                ctx, mail, name, cfg, services, profile, message, read, effects
+                ctx, mail, name, cfg, services, profile, message, read, effects, stream
             )
         except _OverBudget as exc:
             await _park_for_budget(ctx, mail, name, cfg, services, message, str(exc), exc.spent)
             return
         try:
-            await _commit(ctx, mail, name, cfg, effects, result, prepared, message, read)
+            summary = await _commit(ctx, mail, name, cfg, effects, result, prepared, message, read)
+            if channels is not None:
+                channels.end(name, summary)
         except VersionConflict as exc:
             if exc.key in effects.puts:
                 # another writer came first: the turn sees its value this time, and
@@ -266,6 +274,7 @@ async def _turn(
     message: AgentMessage,
     read: _Read,
     effects: TurnEffects,
+    stream: TurnStream | None,
 ) -> tuple[TurnResult, PreparedTurn]:
     mesh = ctx.mesh
     state = read.state.for_today()
@@ -319,6 +328,7 @@ async def _turn(
         run_program=program,
         on_outside=outside,
         read_taint=lambda: effects.tainted,  # a capability tool read a tainted value
+        live=stream,
     )
     with prepared.tools.bound():
         try:
@@ -347,8 +357,9 @@ async def _commit(
     prepared: PreparedTurn,
     message: AgentMessage,
     read: _Read,
-) -> None:
-    """Commit the turn: its effects, conversation, state, summary, backlog and ack."""
+) -> TurnSummary:
+    """Commit the turn: its effects, conversation, state, summary, backlog and ack; the
+    summary committed."""
     mesh = ctx.mesh
     added = result.messages[prepared.first_new :]  # the user message, then the turn's own
     tokens = result.usage.input_tokens + result.usage.output_tokens
@@ -399,7 +410,7 @@ async def _commit(
                 read.conversation_version = fresh.conversation_version
                 continue
             raise
-        return
+        return summary
 
 
 async def _hold(ctx: ActorContext, mail: Mail, name: str) -> None:
@@ -511,7 +522,7 @@ async def _skip(
     *,
     outcome: str = "skipped",
 ) -> None:
-    await settle_turn(
+    summary = await settle_turn(
         ctx,
         mail,
         name,
@@ -521,6 +532,9 @@ async def _skip(
         outcome=outcome,
         drop_inflight=True,
     )
+    channels = agent_channels(ctx.mesh)
+    if channels is not None:
+        channels.end(name, summary)
 
 
 async def _resume(
