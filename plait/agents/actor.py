@@ -34,6 +34,10 @@ every later turn carrying it runs untrusted too; what it tells another agent is 
 untrusted, what it writes and publishes is stored tainted, the runs it starts take
 untrusted input, and the programs it runs lose their pre-approvals.
 
+Live. Each try of a turn streams on the actor's live channel while someone watches
+(:mod:`plait.agents.live`): its start (a try after a cut-off one marked as a restart),
+its model's reply piece by piece, and the summary it committed.
+
 Budgets. Before every model call the day's spending is checked against the actor's
 ``budget``; a turn that would pass it stops, the actor parks (later messages are held)
 and raises a decision only a person answers: ``raise`` lifts the day's limits by as
