@@ -127,6 +127,26 @@ class _Tail:
         start = after - self.base
         return LiveSlice(self.items[start : start + READ_LIMIT], self.first, self.last)
 
+    def offer(self, items: list[LiveItem]) -> bool:
+        """Take items a backend pushed with its wake-up (the newest of the channel),
+        sparing the watches a read; False when they do not follow what is held (a
+        read is then due: the caller wakes the watches with :meth:`LiveWatch.notify`)."""
+        current = self.base >= 0 and self.reading is None
+        if not current or self.fresh < self.grown or self.top < self.last:
+            return False
+        new = [item for item in items if item.offset > self.top]
+        if new and new[0].offset != self.top + 1:
+            return False
+        self.items += new
+        self._trim()
+        self.last = max(self.last, self.top)
+        return True
+
+    def _trim(self) -> None:
+        if len(self.items) > 2 * TAIL_KEPT:
+            del self.items[:-TAIL_KEPT]
+            self.base = self.items[0].offset - 1
+
     async def _read(self, after: int) -> None:
         """One read of what came after the newest item held (the first: after ``after``)."""
         began = self.grown
@@ -141,9 +161,7 @@ class _Tail:
                 self.base = (items[0].offset if items else found.last + 1) - 1
             else:
                 self.items += items
-            if len(self.items) > 2 * TAIL_KEPT:
-                del self.items[:-TAIL_KEPT]
-                self.base = self.items[0].offset - 1
+            self._trim()
             self.first, self.last = found.first, found.last
             self.fresh = began
         finally:
@@ -166,6 +184,11 @@ class LiveWatch(abc.ABC):
     def notify(self) -> None:
         """Wake :meth:`next` (the backend calls this when the channel grew)."""
         self._tail.grown += 1
+        self._grew.set()
+
+    def wake(self) -> None:
+        """Wake :meth:`next` for items the watches' tail took already (see
+        :meth:`_Tail.offer`): no read is due."""
         self._grew.set()
 
     async def next(self, after: int, wait_s: float) -> LiveSlice:
