@@ -8,7 +8,9 @@ carries, in order, :class:`AgentEvent` items of three kinds:
   try before it was cut off, so its text is not to be joined with this one's;
 - ``delta``: a piece of the text the turn's model streams;
 - ``end``: the turn committed (or was settled without an answer): its
-  :class:`~plait.agents.store.TurnSummary`, the only truth of what it said.
+  :class:`~plait.agents.store.TurnSummary`, the only truth of what it said; or, with
+  no summary and a ``text`` saying why, the try stopped with nothing committed (the
+  actor parked, or the turn failed and its message comes again).
 
 As a run's channel (:mod:`plait.runs.channel`), nothing here is durable, and it costs
 nothing while nobody watches: the serving process keeps the events of the turns in
@@ -59,8 +61,9 @@ class AgentEvent(BaseModel):
         attempt: for ``turn``: which try of the message's turn (from 1).
         restart: for ``turn``: an earlier try was cut off.
         prompt: for ``turn``: the message the model is given.
-        text: for ``delta``: the piece of text.
-        summary: for ``end``: the turn as committed.
+        text: for ``delta``: the piece of text; for an ``end`` with no summary: why
+            the try stopped.
+        summary: for ``end``: the turn as committed (None: nothing was).
     """
 
     offset: int = 0
@@ -120,16 +123,25 @@ class AgentChannels:
 
     def end(self, name: str, summary: TurnSummary) -> None:
         """The turn on ``summary.message`` ended as ``summary`` says."""
+        self._ended(
+            name, {"kind": "end", "message": summary.message, "summary": summary.model_dump()}
+        )
+
+    def stopped(self, name: str, message: str, why: str) -> None:
+        """The try of the turn on ``message`` stopped with nothing committed (it parked,
+        or failed and is delivered again): an ``end`` with ``why`` as its text."""
+        self._ended(name, {"kind": "end", "message": message, "text": why})
+
+    def _ended(self, name: str, item: dict[str, Any]) -> None:
         pending = self._pending.get(name)
         if not self.live.watched(agent_channel(name)):
             if pending is not None and pending.task is None:
-                kept = [i for i in pending.items if i["message"] != summary.message]
+                kept = [i for i in pending.items if i["message"] != item["message"]]
                 pending.items = deque(kept)
                 pending.bytes = sum(_size(i) for i in kept)
                 if not kept:
                     del self._pending[name]  # no turn in flight: nothing kept
             return
-        item = {"kind": "end", "message": summary.message, "summary": summary.model_dump()}
         self._put(name, item)
 
     def _put(self, name: str, item: dict[str, Any]) -> None:
@@ -231,7 +243,7 @@ async def follow_agent(
 ) -> AsyncIterator[AgentEvent]:
     """The live events of agent actor ``name`` after offset ``after`` (None: from the
     start of the turn in flight, if any), as they come; with ``turns``, until that many
-    turns ended, else for as long as the caller reads.
+    turns ended with a summary, else for as long as the caller reads.
 
     Raises:
         ConfigError: the mesh has no live channels.
@@ -251,7 +263,7 @@ async def follow_agent(
             for event in filter(None, map(parsed_agent_event, found.items)):
                 position = event.offset
                 yield event
-                ended += event.kind == "end"
+                ended += event.summary is not None  # a turn that committed
                 if ended == turns:
                     return
             if found.items:

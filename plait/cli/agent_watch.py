@@ -36,7 +36,9 @@ class AgentPrinter(StreamedText):
         if event.kind == "turn":
             detail = ": " + (event.prompt or "")
             self.started(event.message, detail, event.attempt, event.restart, "turn")
-        elif event.summary is not None:
+        elif event.summary is None:
+            say(styled("  ✗ ", "red"), event.message, ": ", event.text or "stopped")
+        else:
             summary = event.summary
             tools = f", tools: {', '.join(summary.tools)}" if summary.tools else ""
             say(

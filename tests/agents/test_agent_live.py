@@ -85,13 +85,16 @@ async def test_a_try_after_a_cut_off_one_is_marked_restarted(mesh: Mesh) -> None
     async with mesh.live.watch(agent_channel("a")):
         await until_watched(mesh, agent_channel("a"))
         channels.turn("a", "m1", 1, "do it").delta("a", 1, "half an ans")
+        channels.stopped("a", "m1", "stopped: ModelError")
         channels.turn("a", "m1", 2, "do it").delta("a", 1, "a whole answer")
         channels.end("a", TurnSummary(seq=1, message="m1", prompt="do it", text="a whole answer"))
         events = await asyncio.wait_for(collect(mesh, "a", 1, after=0), scaled(30))
     assert [(e.kind, e.attempt, e.restart, e.text) for e in events] == [
         ("turn", 1, False, None),
         ("delta", None, False, "half an ans"),
+        ("end", None, False, "stopped: ModelError"),  # no summary: nothing committed
         ("turn", 2, True, None),
         ("delta", None, False, "a whole answer"),
         ("end", None, False, None),
     ]
+    assert events[2].summary is None and events[-1].summary is not None
