@@ -63,7 +63,7 @@ from plait.actors import (
 from plait.actors.directory import MAIL_KIND
 from plait.agents.config import AgentActorConfig, agent_name
 from plait.agents.exec_actor import EXEC, handle_exec
-from plait.agents.live import AgentChannels, TurnStream, agent_channels
+from plait.agents.live import TurnStream, agent_channels
 from plait.agents.message import RESUME, AgentMessage
 from plait.agents.program_actor import handle_program
 from plait.agents.store import (
@@ -220,54 +220,40 @@ async def _handle(
         profile = profile.model_copy(update={"system_prompt": cfg.instructions})
     channels = agent_channels(ctx.mesh, services.owner_services.channels.keep_bytes)
     try:
-        await _turns(ctx, mail, name, cfg, services, profile, message, read, channels)
+        for repeat in range(TURN_REPEATS):
+            effects = TurnEffects()
+            # A delivery after a crash, or a run again after a conflict, is a new try.
+            stream = None
+            if channels is not None:
+                stream = channels.turn(name, mail.id, mail.attempt + repeat, message.prompt)
+            try:
+                result, prepared = await _turn(
+                    ctx, mail, name, cfg, services, profile, message, read, effects, stream
+                )
+            except _OverBudget as exc:
+                await _park_for_budget(ctx, mail, name, cfg, services, message, str(exc), exc.spent)
+                if channels is not None:
+                    channels.stopped(name, mail.id, "parked: the day's budget is spent")
+                return
+            try:
+                summary = await _commit(
+                    ctx, mail, name, cfg, effects, result, prepared, message, read
+                )
+                if channels is not None:
+                    channels.end(name, summary)
+            except VersionConflict as exc:
+                if exc.key in effects.puts:
+                    # another writer came first: the turn sees its value this time, and
+                    # whatever the actor committed meanwhile
+                    read = await _read(ctx, name)
+                    continue
+                raise
+            return
+        raise ActorError(f"agent {name}: message {mail.id} kept conflicting on the keys it writes")
     except BaseException as exc:
         if channels is not None:  # its watchers learn the try ended with nothing committed
             channels.stopped(name, mail.id, f"stopped: {type(exc).__name__}")
         raise
-
-
-async def _turns(
-    ctx: ActorContext,
-    mail: Mail,
-    name: str,
-    cfg: AgentActorConfig,
-    services: RunServices,
-    profile: AgentProfile,
-    message: AgentMessage,
-    read: _Read,
-    channels: AgentChannels | None,
-) -> None:
-    """Take the turn on ``mail``, again from the start after a conflict on a key it
-    wrote, each try streaming on ``channels``; commit it (or park on the budget)."""
-    for repeat in range(TURN_REPEATS):
-        effects = TurnEffects()
-        # A delivery after a crash, or a run again after a conflict, is a new try.
-        stream = None
-        if channels is not None:
-            stream = channels.turn(name, mail.id, mail.attempt + repeat, message.prompt)
-        try:
-            result, prepared = await _turn(
-                ctx, mail, name, cfg, services, profile, message, read, effects, stream
-            )
-        except _OverBudget as exc:
-            await _park_for_budget(ctx, mail, name, cfg, services, message, str(exc), exc.spent)
-            if channels is not None:
-                channels.stopped(name, mail.id, "parked: the day's budget is spent")
-            return
-        try:
-            summary = await _commit(ctx, mail, name, cfg, effects, result, prepared, message, read)
-            if channels is not None:
-                channels.end(name, summary)
-        except VersionConflict as exc:
-            if exc.key in effects.puts:
-                # another writer came first: the turn sees its value this time, and
-                # whatever the actor committed meanwhile
-                read = await _read(ctx, name)
-                continue
-            raise
-        return
-    raise ActorError(f"agent {name}: message {mail.id} kept conflicting on the keys it writes")
 
 
 async def _drop_settled(ctx: ActorContext, mail: Mail, name: str) -> None:
