@@ -12,6 +12,8 @@
 - :mod:`plait.agents.exec_actor` — exec actors (``runner="pi"``): each message is one
   model turn that writes one program and runs it in the sandbox.
 - :mod:`plait.agents.service` — :class:`Agents`: start, tell, list, show, stop.
+- :mod:`plait.agents.live` — an actor's turns on its live channel, token by token
+  (``plait agents watch NAME``).
 
 Fleets are agent actors coordinating through topics
 (:func:`plait.actors.subscribe`) and compare-and-swap on mesh keys.

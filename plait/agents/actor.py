@@ -34,6 +34,10 @@ every later turn carrying it runs untrusted too; what it tells another agent is 
 untrusted, what it writes and publishes is stored tainted, the runs it starts take
 untrusted input, and the programs it runs lose their pre-approvals.
 
+Live. Each try of a turn streams on the actor's live channel while someone watches
+(:mod:`plait.agents.live`): its start (a try after a cut-off one marked as a restart),
+its model's reply piece by piece, and the summary it committed.
+
 Budgets. Before every model call the day's spending is checked against the actor's
 ``budget``; a turn that would pass it stops, the actor parks (later messages are held)
 and raises a decision only a person answers: ``raise`` lifts the day's limits by as
@@ -59,6 +63,7 @@ from plait.actors import (
 from plait.actors.directory import MAIL_KIND
 from plait.agents.config import AgentActorConfig, agent_name
 from plait.agents.exec_actor import EXEC, handle_exec
+from plait.agents.live import TurnStream, agent_channels
 from plait.agents.message import RESUME, AgentMessage
 from plait.agents.program_actor import handle_program
 from plait.agents.store import (
@@ -213,26 +218,42 @@ async def _handle(
     profile = await get_profile(ctx.mesh, cfg.profile or name)
     if cfg.instructions:  # the actor's own instructions stand in for its profile's
         profile = profile.model_copy(update={"system_prompt": cfg.instructions})
-    for _ in range(TURN_REPEATS):
-        effects = TurnEffects()
-        try:
-            result, prepared = await _turn(
-                ctx, mail, name, cfg, services, profile, message, read, effects
-            )
-        except _OverBudget as exc:
-            await _park_for_budget(ctx, mail, name, cfg, services, message, str(exc), exc.spent)
+    channels = agent_channels(ctx.mesh, services.owner_services.channels.keep_bytes)
+    try:
+        for repeat in range(TURN_REPEATS):
+            effects = TurnEffects()
+            # A delivery after a crash, or a run again after a conflict, is a new try.
+            stream = None
+            if channels is not None:
+                stream = channels.turn(name, mail.id, mail.attempt + repeat, message.prompt)
+            try:
+                result, prepared = await _turn(
+                    ctx, mail, name, cfg, services, profile, message, read, effects, stream
+                )
+            except _OverBudget as exc:
+                await _park_for_budget(ctx, mail, name, cfg, services, message, str(exc), exc.spent)
+                if channels is not None:
+                    channels.stopped(name, mail.id, "parked: the day's budget is spent")
+                return
+            try:
+                summary = await _commit(
+                    ctx, mail, name, cfg, effects, result, prepared, message, read
+                )
+                if channels is not None:
+                    channels.end(name, summary)
+            except VersionConflict as exc:
+                if exc.key in effects.puts:
+                    # another writer came first: the turn sees its value this time, and
+                    # whatever the actor committed meanwhile
+                    read = await _read(ctx, name)
+                    continue
+                raise
             return
-        try:
-            await _commit(ctx, mail, name, cfg, effects, result, prepared, message, read)
-        except VersionConflict as exc:
-            if exc.key in effects.puts:
-                # another writer came first: the turn sees its value this time, and
-                # whatever the actor committed meanwhile
-                read = await _read(ctx, name)
-                continue
-            raise
-        return
-    raise ActorError(f"agent {name}: message {mail.id} kept conflicting on the keys it writes")
+        raise ActorError(f"agent {name}: message {mail.id} kept conflicting on the keys it writes")
+    except BaseException as exc:
+        if channels is not None:  # its watchers learn the try ended with nothing committed
+            channels.stopped(name, mail.id, f"stopped: {type(exc).__name__}")
+        raise
 
 
 async def _drop_settled(ctx: ActorContext, mail: Mail, name: str) -> None:
@@ -266,6 +287,7 @@ async def _turn(
     message: AgentMessage,
     read: _Read,
     effects: TurnEffects,
+    stream: TurnStream | None,
 ) -> tuple[TurnResult, PreparedTurn]:
     mesh = ctx.mesh
     state = read.state.for_today()
@@ -319,6 +341,7 @@ async def _turn(
         run_program=program,
         on_outside=outside,
         read_taint=lambda: effects.tainted,  # a capability tool read a tainted value
+        live=stream,
     )
     with prepared.tools.bound():
         try:
@@ -347,8 +370,9 @@ async def _commit(
     prepared: PreparedTurn,
     message: AgentMessage,
     read: _Read,
-) -> None:
-    """Commit the turn: its effects, conversation, state, summary, backlog and ack."""
+) -> TurnSummary:
+    """Commit the turn: its effects, conversation, state, summary, backlog and ack; the
+    summary committed."""
     mesh = ctx.mesh
     added = result.messages[prepared.first_new :]  # the user message, then the turn's own
     tokens = result.usage.input_tokens + result.usage.output_tokens
@@ -399,7 +423,7 @@ async def _commit(
                 read.conversation_version = fresh.conversation_version
                 continue
             raise
-        return
+        return summary
 
 
 async def _hold(ctx: ActorContext, mail: Mail, name: str) -> None:
@@ -511,7 +535,7 @@ async def _skip(
     *,
     outcome: str = "skipped",
 ) -> None:
-    await settle_turn(
+    summary = await settle_turn(
         ctx,
         mail,
         name,
@@ -521,6 +545,9 @@ async def _skip(
         outcome=outcome,
         drop_inflight=True,
     )
+    channels = agent_channels(ctx.mesh)
+    if channels is not None:
+        channels.end(name, summary)
 
 
 async def _resume(

@@ -196,6 +196,14 @@ class Agents:
                 continue
             return record
 
+    async def get(self, name: str) -> ActorRecord:
+        """The record of agent actor ``name``.
+
+        Raises:
+            ActorNotFound: there is no such agent actor.
+        """
+        return await self._record(name)
+
     async def _record(self, name: str) -> ActorRecord:
         record = await find_record(self.mesh, agent_actor_id(name))
         if record is None or record.kind != AGENT_KIND:

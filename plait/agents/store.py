@@ -262,9 +262,10 @@ async def settle_turn(
     drop_inflight: bool = False,
     tools: list[str] | None = None,
     spent: tuple[int, float] = (0, 0.0),
-) -> None:
+) -> TurnSummary:
     """Settle ``mail`` with a turn summary and no conversation: count the turn in the
-    state, write its summary, clear its backlog marker and ack it, in one transaction.
+    state, write its summary, clear its backlog marker and ack it, in one transaction;
+    the summary written.
 
     Args:
         ctx: the actor's context.
@@ -326,7 +327,7 @@ async def settle_turn(
             if exc.key in (state_key(name), turn_key(name, summary.seq)):
                 continue
             raise
-        return
+        return summary
 
 
 async def last_turns(mesh: Mesh, name: str, count: int) -> list[TurnSummary]:

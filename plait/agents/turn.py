@@ -18,7 +18,7 @@ from typing import Any
 from plait.agents.tools import TurnEffects, TurnTools, with_capabilities
 from plait.graphs.agent_loop import Turn
 from plait.graphs.budget import VisitBudget
-from plait.graphs.ports import AnswersUpFront, ApprovalPort, ExecEnv
+from plait.graphs.ports import AnswersUpFront, ApprovalPort, ExecEnv, LivePort
 from plait.mesh import Mesh
 from plait.models import CallContext, Message, Model
 from plait.profiles import AgentProfile
@@ -66,6 +66,7 @@ def prepare_turn(
     run_program: Callable[[str, Any, bool], Awaitable[Any]] | None = None,
     on_outside: Callable[[str], Awaitable[None]] | None = None,
     read_taint: Callable[[], bool] | None = None,
+    live: LivePort | None = None,
 ) -> PreparedTurn:
     """Assemble one turn of ``profile`` on ``prompt``; trusted unless ``effects.tainted``.
 
@@ -91,6 +92,7 @@ def prepare_turn(
         on_outside: called before a tool with effects outside the mesh runs.
         read_taint: whether a capability tool has read a tainted value (the turn then
             loses its pre-approvals).
+        live: where the model streams its reply as it comes (None: it does not stream).
     """
     env = ExecEnv(
         agent=profile.name,
@@ -102,6 +104,7 @@ def prepare_turn(
         protected=mesh.local_files,
         mesh=mesh,
         programs=programs,
+        live=live,
     )
     messages = (
         [Message(role="system", content=profile.system_prompt)] if profile.system_prompt else []

@@ -11,6 +11,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from plait.api.agent_events import declare_agent_events
 from plait.api.deps import PrincipalDep, Services
 from plait.api.events import declare_events
 from plait.api.metrics import install_metrics
@@ -108,7 +109,7 @@ def create_app(mesh: Mesh, *, tools: ToolRegistry | None = None) -> FastAPI:
     install_metrics(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BodyLimit)
-    install_spec(app, declare_events, graphs.declare_graph_file)
+    install_spec(app, declare_events, declare_agent_events, graphs.declare_graph_file)
     return app
 
 

@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Header
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from plait.api.spec import Spec, add_model
 from plait.runs import RunRecord, Runs
 from plait.runs.channel import LiveEvent, channel_of
 from plait.runs.log import LogFollower
-from plait.runs.watch import follow_run, in_flight_start
+from plait.runs.watch import SharedResults, follow_run, in_flight_start
 
 
 class AttemptData(BaseModel):
@@ -57,32 +59,28 @@ _EVENTS = {
 }
 """Each event's name: the schema of its data, and what it says."""
 
-EVENTS_RESPONSE: dict[int | str, dict[str, Any]] = {
-    200: {
-        "description": "Without Last-Event-ID, first a ``progress`` event (no id) per "
-        "transition so far; then the run's live channel, each event's id its offset: "
-        "``attempt``, ``delta`` and ``progress``; then one ``settled`` event with the run.",
-        "content": {
-            "text/event-stream": {
-                "schema": {"type": "array", "items": {"$ref": _SCHEMAS + "RunEvent"}},
-                "itemSchema": {"$ref": _SCHEMAS + "RunEvent"},
-            }
-        },
+
+def stream_response(description: str, item: str) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` entry of a server-sent events route whose events are
+    the component schema ``item`` (see :func:`stream_schema`)."""
+    return {
+        200: {
+            "description": description,
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "array", "items": {"$ref": _SCHEMAS + item}},
+                    "itemSchema": {"$ref": _SCHEMAS + item},
+                }
+            },
+        }
     }
-}
-"""The OpenAPI ``responses`` entry of the events route (see :func:`declare_events`)."""
 
 
-def declare_events(spec: Spec) -> None:
-    """Put the schemas :data:`EVENTS_RESPONSE` refers to in ``spec``."""
-    add_model(spec, AttemptData)
-    add_model(spec, DeltaData)
-    schemas = spec["components"]["schemas"]
-    missing = {name for name, _ in _EVENTS.values()} - set(schemas)
-    if missing:
-        raise ValueError(f"the run events' data schemas {sorted(missing)} are not in the spec")
-    schemas["RunEvent"] = {
-        "description": "One server-sent event of a run (the id: its live channel offset).",
+def stream_schema(description: str, events: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """The schema of one server-sent event of a stream: for each event name, the
+    component schema of its data (a JSON document) and what it says."""
+    return {
+        "description": description,
         "oneOf": [
             {
                 "type": "object",
@@ -98,9 +96,52 @@ def declare_events(spec: Spec) -> None:
                     },
                 },
             }
-            for name, (schema, doc) in _EVENTS.items()
+            for name, (schema, doc) in events.items()
         ],
     }
+
+
+EVENTS_RESPONSE = stream_response(
+    "Without Last-Event-ID, first a ``progress`` event (no id) per transition so far; "
+    "then the run's live channel, each event's id its offset: ``attempt``, ``delta`` "
+    "and ``progress``; then one ``settled`` event with the run.",
+    "RunEvent",
+)
+"""The OpenAPI ``responses`` entry of the events route (see :func:`declare_events`)."""
+
+
+def declare_events(spec: Spec) -> None:
+    """Put the schemas :data:`EVENTS_RESPONSE` refers to in ``spec``."""
+    add_model(spec, AttemptData)
+    add_model(spec, DeltaData)
+    schemas = spec["components"]["schemas"]
+    missing = {name for name, _ in _EVENTS.values()} - set(schemas)
+    if missing:
+        raise ValueError(f"the run events' data schemas {sorted(missing)} are not in the spec")
+    schemas["RunEvent"] = stream_schema(
+        "One server-sent event of a run (the id: its live channel offset).", _EVENTS
+    )
+
+
+LastEventId = Annotated[
+    int | None,
+    Header(
+        alias="Last-Event-ID",
+        ge=0,
+        description="Resume after this event id (an offset): what follows it, as far "
+        "as the live channel still keeps it, then live events.",
+    ),
+]
+"""The ``Last-Event-ID`` header a server-sent events client resumes with."""
+
+
+def sse_response(frames: AsyncIterator[str]) -> StreamingResponse:
+    """A response streaming ``frames`` as server-sent events, past any buffering proxy."""
+    return StreamingResponse(
+        frames,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 def sse(event: str, data: Any, id: int | None = None) -> str:
@@ -115,6 +156,15 @@ def event_data(event: LiveEvent) -> dict[str, Any]:
     if event.progress is not None:
         return event.progress.model_dump(mode="json")
     return event.model_dump(mode="json", exclude_none=True, exclude={"kind", "progress"})
+
+
+def _live_frame(event: LiveEvent) -> str:
+    return sse(event.kind, event_data(event), id=event.offset or None)
+
+
+live_frame = SharedResults(_live_frame)
+"""The frame of a live event, encoded once for every connection of the process that
+follows its run (they share its events: see :data:`plait.runs.watch.parsed_event`)."""
 
 
 async def run_events(
@@ -158,7 +208,7 @@ async def run_events(
                 if event.progress.audit_seq <= shown_seq:
                     continue  # the log's part of the stream showed it
                 shown_seq = event.progress.audit_seq
-            yield sse(event.kind, event_data(event), id=event.offset or None)
+            yield live_frame(event)
     yield sse("settled", await settled())
 
 
@@ -166,8 +216,13 @@ __all__ = [
     "EVENTS_RESPONSE",
     "AttemptData",
     "DeltaData",
+    "LastEventId",
     "declare_events",
     "event_data",
+    "live_frame",
     "run_events",
     "sse",
+    "sse_response",
+    "stream_response",
+    "stream_schema",
 ]

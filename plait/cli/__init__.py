@@ -71,7 +71,7 @@ COMMANDS = {
         "plait.cli.agents",
         "agents_app",
         "Agent profiles: model, instructions and tools.",
-        also=("plait.cli.agent_actors",),
+        also=("plait.cli.agent_actors", "plait.cli.agent_watch"),
     ),
     "tokens": LazyCommand("plait.cli.tokens", "tokens_app", "Create, list and revoke API tokens."),
     "cluster": LazyCommand("plait.cli.cluster", "cluster_app", "The processes serving a mesh."),

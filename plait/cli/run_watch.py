@@ -13,6 +13,7 @@ import sys
 from typing import Annotated
 
 import typer
+from pydantic import BaseModel
 
 from plait.cli._common import MeshOption, print_json, run
 from plait.cli._graph_app import graph_app
@@ -27,44 +28,63 @@ from plait.runs.channel import LiveEvent
 from plait.runs.watch import follow_run
 
 
-class LivePrinter:
-    """Prints a run's live events on stdout: replies as they stream, a line per
-    attempt and per commit (or, with ``as_json``, one JSON object per event)."""
+class StreamedText:
+    """Live events on stdout: a model's reply as it streams, escaped, a line per other
+    event (or, with ``as_json``, one JSON object per event)."""
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
-        self.progress = RunProgress(True, stderr=False)
         self.mid_line = False
 
-    def __call__(self, event: LiveEvent) -> None:
+    def streamed(self, event: BaseModel, text: str | None) -> bool:
+        """Print ``event`` as JSON, or its ``text`` if it is a piece of a reply (not
+        None); False when it is for the caller to print as a line."""
         if self.as_json:
             print_json(event.model_dump(mode="json", exclude_none=True))
-            return
-        if event.kind == "delta":
-            sys.stdout.write(clean(event.text or ""))
+            return True
+        if text is not None:
+            sys.stdout.write(clean(text))
             sys.stdout.flush()
-            self.mid_line = not (event.text or "").endswith("\n")
-            return
+            self.mid_line = not text.endswith("\n")
+            return True
         self.end_line()
-        if event.kind == "attempt":
-            where = f" (visit {event.visit})"
-            if event.restart:
-                say(
-                    styled("  ↻ ", "yellow"),
-                    str(event.node),
-                    where,
-                    styled(f" attempt {event.attempt} restarted this node", "yellow"),
-                )
-            else:
-                say(styled("  ▶ ", "cyan"), str(event.node), where)
-        elif event.progress is not None:
-            self.progress(event.progress)
+        return False
+
+    def started(self, who: str, detail: str, attempt: int | None, restart: bool, of: str) -> None:
+        """The line of a try starting: a restart marker when an earlier try was cut off."""
+        if restart:
+            say(
+                styled("  ↻ ", "yellow"),
+                who,
+                styled(f" attempt {attempt} restarted this {of}", "yellow"),
+            )
+        else:
+            say(styled("  ▶ ", "cyan"), who, detail)
 
     def end_line(self) -> None:
         """End a line a streamed reply left open."""
         if self.mid_line:
             sys.stdout.write("\n")
             self.mid_line = False
+
+
+class LivePrinter(StreamedText):
+    """Prints a run's live events on stdout: replies as they stream, a line per
+    attempt and per commit (or, with ``as_json``, one JSON object per event)."""
+
+    def __init__(self, as_json: bool) -> None:
+        super().__init__(as_json)
+        self.progress = RunProgress(True, stderr=False)
+
+    def __call__(self, event: LiveEvent) -> None:
+        if self.streamed(event, event.text if event.kind == "delta" else None):
+            return
+        if event.kind == "attempt":
+            self.started(
+                str(event.node), f" (visit {event.visit})", event.attempt, event.restart, "node"
+            )
+        elif event.progress is not None:
+            self.progress(event.progress)
 
 
 @graph_app.command("watch")
@@ -97,4 +117,4 @@ def watch_cmd(
     run(main)
 
 
-__all__ = ["LivePrinter", "watch_cmd"]
+__all__ = ["LivePrinter", "StreamedText", "watch_cmd"]

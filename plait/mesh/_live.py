@@ -20,6 +20,13 @@ process, Redis by a pub/sub message, PostgreSQL by a ``NOTIFY``. Writers ask
 :meth:`LiveChannels.watched` (cheap, no round trip) and append only while someone
 watches, so an unwatched channel costs nothing.
 
+Many watchers, one read. The watches one mesh object holds of a channel share a
+:class:`_Tail`: on a growth one read fetches the new items (one round trip, each item
+decoded once) and every watch takes them from there, so a hundred server-sent-event
+connections to one run cost one read per growth, not a hundred. A watch behind what
+the tail holds (one that came late, or back with an old offset) reads for itself.
+The items' data is shared between those watches: read it, never change it.
+
 Errors. A backend that cannot be reached raises :class:`~plait.errors.MeshUnavailable`,
 as every mesh call does; items must be msgpack-encodable.
 """
@@ -39,6 +46,9 @@ DEFAULT_KEEP_BYTES = 256 * 1024
 
 READ_LIMIT = 1024
 """The most items one :meth:`LiveChannels.read` returns."""
+
+TAIL_KEPT = READ_LIMIT
+"""How many of a channel's newest items its watches in one process share at least."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +74,100 @@ class LiveSlice:
     last: int
 
 
+class _Tail:
+    """The newest items of one channel as this process's watches of it read them: one
+    read per growth, shared (see the module docstring).
+
+    It holds the items after offset ``base``, contiguous, and the channel's window as
+    last read; ``grown`` counts the wake-ups and ``fresh`` is the count the last read
+    began after, so a read is due when one came since, or when the last read stopped
+    at its limit before the channel's end.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "base",
+        "channel",
+        "first",
+        "fresh",
+        "grown",
+        "items",
+        "last",
+        "live",
+        "reading",
+    )
+
+    def __init__(self, live: LiveChannels, channel: str) -> None:
+        self.live = live
+        self.channel = channel
+        self.items: list[LiveItem] = []
+        self.base = -1  # nothing read yet
+        self.first, self.last = 1, 0
+        self.grown = 0
+        self.fresh = -1
+        self.reading: asyncio.Future[None] | None = None
+
+    @property
+    def top(self) -> int:
+        """The newest offset held (``base`` when none)."""
+        return self.items[-1].offset if self.items else self.base
+
+    async def slice(self, after: int) -> LiveSlice:
+        """The items after ``after``: from what the watches share, read again first
+        when the channel grew since; a watch behind what they share reads for itself."""
+        wanted = self.grown
+        while self.fresh < wanted or self.top < self.last:
+            if self.reading is None:
+                self.reading = asyncio.ensure_future(self._read(after))
+                # a read whose waiters were all cancelled leaves its failure to no one
+                self.reading.add_done_callback(lambda f: f.cancelled() or f.exception())
+            await asyncio.shield(self.reading)
+        if self.base < 0 or after < self.base:
+            return await self.live.read(self.channel, after)
+        start = after - self.base
+        return LiveSlice(self.items[start : start + READ_LIMIT], self.first, self.last)
+
+    def offer(self, items: list[LiveItem]) -> bool:
+        """Take items a backend pushed with its wake-up (the newest of the channel),
+        sparing the watches a read; False when they do not follow what is held (a
+        read is then due: the caller wakes the watches with :meth:`LiveWatch.notify`)."""
+        current = self.base >= 0 and self.reading is None
+        if not current or self.fresh < self.grown or self.top < self.last:
+            return False
+        new = [item for item in items if item.offset > self.top]
+        if new and new[0].offset != self.top + 1:
+            return False
+        self.items += new
+        self._trim()
+        self.last = max(self.last, self.top)
+        return True
+
+    def _trim(self) -> None:
+        if len(self.items) > 2 * TAIL_KEPT:
+            del self.items[:-TAIL_KEPT]
+            self.base = self.items[0].offset - 1
+
+    async def _read(self, after: int) -> None:
+        """One read of what came after the newest item held (the first: after ``after``)."""
+        began = self.grown
+        try:
+            held = self.top
+            found = await self.live.read(self.channel, after if held < 0 else held)
+            items = found.items
+            if held < 0 or found.last < held or (items and items[0].offset > held + 1):
+                # the first read, a channel begun again, or one that dropped what came
+                # after what this holds: hold what this read found, from its start
+                self.items = list(items)
+                self.base = (items[0].offset if items else found.last + 1) - 1
+            else:
+                self.items += items
+            self._trim()
+            self.first, self.last = found.first, found.last
+            self.fresh = began
+        finally:
+            self.reading = None
+
+
 class LiveWatch(abc.ABC):
     """One watcher of one channel: marks it watched while open, wakes when it grows.
 
@@ -74,9 +178,17 @@ class LiveWatch(abc.ABC):
         self.live = live
         self.channel = channel
         self._grew = asyncio.Event()
+        self._tail = live._tail_of(channel)
+        self._read_once = False
 
     def notify(self) -> None:
         """Wake :meth:`next` (the backend calls this when the channel grew)."""
+        self._tail.grown += 1
+        self._grew.set()
+
+    def wake(self) -> None:
+        """Wake :meth:`next` for items the watches' tail took already (see
+        :meth:`_Tail.offer`): no read is due."""
         self._grew.set()
 
     async def next(self, after: int, wait_s: float) -> LiveSlice:
@@ -85,9 +197,12 @@ class LiveWatch(abc.ABC):
         Returns an empty slice when nothing came in time.
         """
         deadline = asyncio.get_running_loop().time() + wait_s
+        if not self._read_once:
+            self._read_once = True
+            self._tail.grown += 1  # a growth before this watch opened woke no one
         while True:
             self._grew.clear()  # before the read: a growth during it wakes the wait
-            found = await self.live.read(self.channel, after)
+            found = await self._tail.slice(after)
             remaining = deadline - asyncio.get_running_loop().time()
             if found.items or found.last < after or remaining <= 0:
                 return found
@@ -95,7 +210,8 @@ class LiveWatch(abc.ABC):
                 async with asyncio.timeout(remaining):
                     await self._grew.wait()
             except TimeoutError:
-                return await self.live.read(self.channel, after)
+                self._tail.grown += 1  # read afresh: a wake-up may have been lost
+                return await self._tail.slice(after)
 
     @abc.abstractmethod
     async def open(self) -> None:
@@ -122,6 +238,16 @@ class LiveChannels(abc.ABC):
     """A mesh's live channels (``mesh.live``); see the module docstring."""
 
     _on_watched: list[weakref.WeakMethod[Callable[[str], None]]] | None = None
+    _tails: weakref.WeakValueDictionary[str, _Tail] | None = None
+
+    def _tail_of(self, channel: str) -> _Tail:
+        """The tail this process's watches of ``channel`` share (it goes with them)."""
+        if self._tails is None:
+            self._tails = weakref.WeakValueDictionary()
+        tail = self._tails.get(channel)
+        if tail is None:
+            tail = self._tails[channel] = _Tail(self, channel)
+        return tail
 
     def on_watched(self, callback: Callable[[str], None]) -> None:
         """Call the bound method ``callback`` with a channel's name when this process

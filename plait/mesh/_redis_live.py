@@ -49,13 +49,17 @@ log = logging.getLogger("plait.mesh")
 TTL_S = 86_400
 """How long a channel's keys outlive its last append."""
 
+PUSH_BYTES = 64 * 1024
+"""An append of at most this many encoded bytes publishes its items with its offset,
+so a watcher that holds what came before takes them without a read."""
+
 APPEND = """
 -- KEYS[1] list, KEYS[2] head, KEYS[3] pub/sub channel; ARGV[1] keep bytes, ARGV[2] ttl,
--- ARGV[3..] the encoded items
+-- ARGV[3] '1' to publish the items with the offset, ARGV[4..] the encoded items
 local head = redis.call('HMGET', KEYS[2], 'last', 'first', 'bytes')
 local last, first = tonumber(head[1] or '0'), tonumber(head[2] or '1')
 local bytes = tonumber(head[3] or '0')
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   redis.call('RPUSH', KEYS[1], ARGV[i])
   last = last + 1
   bytes = bytes + #ARGV[i]
@@ -68,7 +72,14 @@ end
 redis.call('HSET', KEYS[2], 'last', last, 'first', first, 'bytes', bytes)
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
-redis.call('PUBLISH', KEYS[3], last)
+if ARGV[3] == '1' and #ARGV >= 4 then
+  local sizes = {}
+  for i = 4, #ARGV do sizes[#sizes + 1] = #ARGV[i] end
+  redis.call('PUBLISH', KEYS[3], last .. ' ' .. table.concat(sizes, ',') .. '\\n'
+    .. table.concat(ARGV, '', 4))
+else
+  redis.call('PUBLISH', KEYS[3], last)
+end
 return last
 """
 
@@ -166,8 +177,7 @@ class RedisLive(LiveChannels):
                     if before <= 0 < int(count):
                         self._now_watched(channel)
                 else:
-                    for watch in self._watches.get(name.decode()[skip:], ()):
-                        watch.notify()
+                    self._grew(name.decode()[skip:], message["data"])
         except (RedisError, OSError) as exc:
             log.warning("the live channels of %s stopped listening: %s", self.mesh.url, exc)
         finally:
@@ -177,11 +187,27 @@ class RedisLive(LiveChannels):
                 for watch in watches:
                     watch.notify()  # they read again, and wait on a fresh connection
 
+    def _grew(self, channel: str, data: bytes) -> None:
+        """Wake this process's watches of ``channel``: with the items the append
+        published, taken by their tail, or to read."""
+        watches = self._watches.get(channel)
+        if not watches:
+            return
+        tail = None if self._tails is None else self._tails.get(channel)
+        items = _pushed(channel, data) if tail is not None else None
+        if items is not None and tail is not None and tail.offer(items):
+            for watch in watches:
+                watch.wake()
+            return
+        for watch in watches:
+            watch.notify()
+
     async def append(self, channel: str, items: Sequence[Any], *, keep_bytes: int) -> int:
         check_key(channel, "channel")
         encoded = [encode(channel, item) for item in items]
+        push = "1" if sum(map(len, encoded)) <= PUSH_BYTES else "0"
         keys = [self._list + channel, self._head + channel, self._notify + channel]
-        last = await self.mesh._run(self._append, keys, [keep_bytes, TTL_S, *encoded])
+        last = await self.mesh._run(self._append, keys, [keep_bytes, TTL_S, push, *encoded])
         return int(last)
 
     async def read(self, channel: str, after: int = 0, *, limit: int = READ_LIMIT) -> LiveSlice:
@@ -213,6 +239,24 @@ class RedisLive(LiveChannels):
             with contextlib.suppress(RedisError, OSError):
                 await self._pubsub.aclose()  # type: ignore[no-untyped-call]
             self._pubsub = None
+
+
+def _pushed(channel: str, data: bytes) -> list[LiveItem] | None:
+    """The items an append published (``LAST SIZE,SIZE...\\n`` then the encoded items),
+    or None for a bare offset or anything that does not decode."""
+    head, newline, body = data.partition(b"\n")
+    if not newline:
+        return None
+    try:
+        last_text, _, sizes_text = head.partition(b" ")
+        sizes = [int(n) for n in sizes_text.split(b",")]
+        first, start, items = int(last_text) - len(sizes) + 1, 0, []
+        for index, size in enumerate(sizes):
+            items.append(LiveItem(first + index, decode(body[start : start + size], channel)))
+            start += size
+    except (ValueError, MeshError):
+        return None
+    return items if start == len(body) else None
 
 
 def _text(value: bytes | str) -> str:
@@ -252,4 +296,4 @@ class _RedisWatch(LiveWatch):
                 await live._pubsub.unsubscribe(live._notify + self.channel)
 
 
-__all__ = ["APPEND", "READ", "TTL_S", "WATCHERS", "RedisLive"]
+__all__ = ["APPEND", "PUSH_BYTES", "READ", "TTL_S", "WATCHERS", "RedisLive"]

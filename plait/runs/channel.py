@@ -33,7 +33,8 @@ import asyncio
 import hashlib
 import logging
 from collections import OrderedDict, deque
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -56,7 +57,7 @@ LiveKind = Literal["attempt", "delta", "progress"]
 RUNS_KEPT = 4096
 """How many runs' queues a process keeps at most (the least recently streamed go)."""
 
-_ITEM_OVERHEAD = 48
+ITEM_OVERHEAD = 48
 """Roughly what an item adds to its text when encoded, for the queue's byte budget."""
 
 
@@ -116,6 +117,38 @@ class LiveEvent(BaseModel):
             return None
 
 
+class Queued(Protocol):
+    """Items waiting for a live channel, and their size for the byte budget."""
+
+    items: deque[dict[str, Any]]
+    bytes: int
+
+
+async def write_queued(
+    live: LiveChannels,
+    channel: str,
+    queue: Queued,
+    keep_bytes: int,
+    prepare: Callable[[list[dict[str, Any]]], Awaitable[list[dict[str, Any]]]] | None,
+    what: str,
+) -> None:
+    """Append what ``queue`` holds to ``channel``, batch by batch (each through
+    ``prepare``, if given), until it is empty. A mesh error drops what is queued and is
+    logged for ``what``: only watchers miss it, and they see the commit that supersedes it.
+    """
+    try:
+        while queue.items:
+            batch = list(queue.items)
+            queue.items.clear()
+            queue.bytes = 0
+            items = batch if prepare is None else await prepare(batch)
+            await live.append(channel, items, keep_bytes=keep_bytes)
+    except MeshError as exc:
+        log.warning("%s: its live channel missed some events: %s", what, exc)
+        queue.items.clear()
+        queue.bytes = 0
+
+
 class _Queue:
     """One run's events not yet written, and the attempts its process numbered."""
 
@@ -161,7 +194,7 @@ class RunChannels:
         """Queue a piece of the text node ``key`` streams under the claim ``claim``."""
         queue = self._queue(run_id)
         queue.items.append({"kind": "delta", "node": key, "visit": visit, "c": claim, "text": text})
-        queue.bytes += len(text) + _ITEM_OVERHEAD
+        queue.bytes += len(text) + ITEM_OVERHEAD
         self._kick(run_id, queue)
 
     def progress(self, run_id: str, progress: Progress) -> None:
@@ -177,7 +210,7 @@ class RunChannels:
                 if progress.node is not None:
                     kept = [i for i in queue.items if i.get("node") != progress.node]
                     queue.items = deque(kept)
-                    queue.bytes = sum(len(i.get("text", "")) + _ITEM_OVERHEAD for i in kept)
+                    queue.bytes = sum(len(i.get("text", "")) + ITEM_OVERHEAD for i in kept)
                 if ends or not queue.items:
                     # Nothing in flight to show a watcher that comes: a parked run
                     # keeps no queue (what it numbered is read back if it streams again).
@@ -215,24 +248,21 @@ class RunChannels:
             return
         while queue.bytes > self.keep_bytes and len(queue.items) > 1:
             dropped = queue.items.popleft()
-            queue.bytes -= len(dropped.get("text", "")) + _ITEM_OVERHEAD
+            queue.bytes -= len(dropped.get("text", "")) + ITEM_OVERHEAD
 
     async def _write(self, run_id: str, queue: _Queue) -> None:
         """Append what ``queue`` holds, batch by batch, until it is empty."""
         assert self.live is not None
         channel = channel_of(run_id)
         try:
-            while queue.items:
-                batch = list(queue.items)
-                queue.items.clear()
-                queue.bytes = 0
-                items = await self._numbered(channel, queue, batch)
-                await self.live.append(channel, items, keep_bytes=self.keep_bytes)
-        except MeshError as exc:
-            # Only watchers miss it: they see the commit that supersedes it.
-            log.warning("run %s: its live channel missed some events: %s", run_id, exc)
-            queue.items.clear()
-            queue.bytes = 0
+            await write_queued(
+                self.live,
+                channel,
+                queue,
+                self.keep_bytes,
+                lambda batch: self._numbered(channel, queue, batch),
+                f"run {run_id}",
+            )
         finally:
             queue.task = None
             if queue.done:
@@ -312,10 +342,13 @@ def claim_tag(attempt: Attempt | None) -> str:
 
 
 __all__ = [
+    "ITEM_OVERHEAD",
     "RUNS_KEPT",
     "LiveEvent",
     "LiveKind",
+    "Queued",
     "RunChannels",
     "channel_of",
     "claim_tag",
+    "write_queued",
 ]

@@ -10,10 +10,12 @@ a watcher being counted in time, or a mesh that lost a wake-up), so a watch alwa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from typing import Generic, TypeVar
 
 from plait.errors import ConfigError, RunNotFound
-from plait.mesh import Mesh
+from plait.mesh import LiveItem, Mesh
 from plait.runs.channel import LiveEvent, channel_of
 from plait.runs.progress import Progress
 from plait.runs.record import RunRecord
@@ -21,6 +23,39 @@ from plait.runs.store import RunStore
 
 QUIET_S = 5.0
 """How long a watch waits on a quiet channel before it reads the run's record again."""
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class SharedResults(Generic[K, V]):
+    """What a function made of each of the last ``size`` objects it was given, by the
+    object's identity: the watches of one channel in a process share its items (see
+    :mod:`plait.mesh._live`), so what each item becomes (an event, a server-sent frame)
+    is made once for all of them, not once per watcher. It holds the objects it
+    answers for, so an id is not reused while it is kept."""
+
+    def __init__(self, make: Callable[[K], V], size: int = 4096) -> None:
+        self.make = make
+        self.size = size
+        self._kept: OrderedDict[int, tuple[K, V]] = OrderedDict()
+
+    def __call__(self, obj: K) -> V:
+        found = self._kept.get(id(obj))
+        if found is not None and found[0] is obj:
+            return found[1]
+        made = self.make(obj)
+        self._kept[id(obj)] = (obj, made)
+        if len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+        return made
+
+
+parsed_event = SharedResults[LiveItem, "LiveEvent | None"](
+    lambda item: LiveEvent.parse(item.offset, item.data)
+)
+"""The event a live item of a run's channel holds (None if it holds none), made once
+per item for every watch in the process: read it, never change it."""
 
 
 def settled(rec: RunRecord) -> bool:
@@ -103,7 +138,7 @@ async def follow_run(
                 continue
             for item in found.items:
                 after = item.offset
-                event = LiveEvent.parse(item.offset, item.data)
+                event = parsed_event(item)
                 if event is None:
                     continue
                 yield event
@@ -128,9 +163,11 @@ async def _record(store: RunStore, run_id: str) -> RunRecord:
 
 __all__ = [
     "QUIET_S",
+    "SharedResults",
     "channel_end",
     "closing_event",
     "follow_run",
     "in_flight_start",
+    "parsed_event",
     "settled",
 ]

@@ -4,6 +4,7 @@ without polling, and a watcher in another process."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from plait.mesh import LiveChannels, Mesh, open_mesh
+from plait.mesh._live import READ_LIMIT, LiveItem, LiveSlice
 from tests._support.meshes import LIVE_BACKENDS, make_url_factory
 from tests._support.timing import scaled
 
@@ -97,6 +99,62 @@ async def test_a_watch_marks_the_channel_watched_and_wakes_on_append(mesh: Mesh)
     while live.watched("c"):
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.01)
+
+
+async def test_watches_in_one_process_share_one_read_per_growth(
+    mesh: Mesh, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live = live_of(mesh)
+    await live.append("c", list(range(5)), keep_bytes=100_000)
+    async with contextlib.AsyncExitStack() as stack:
+        watches = [await stack.enter_async_context(live.watch("c")) for _ in range(20)]
+        for watch in watches:  # each watch's first read is a fresh one
+            assert [i.data for i in (await watch.next(5, 0)).items] == []
+        deadline = asyncio.get_running_loop().time() + scaled(5)
+        while not live.watched("c"):
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.01)
+        reads: list[int] = []
+        real = live.read
+
+        async def counted(channel: str, after: int = 0, *, limit: int = READ_LIMIT) -> LiveSlice:
+            reads.append(after)
+            return await real(channel, after, limit=limit)
+
+        monkeypatch.setattr(live, "read", counted)
+        waiting = [asyncio.create_task(watch.next(5, scaled(10))) for watch in watches]
+        await asyncio.sleep(0.05)  # every watch waits on its wake-up
+        await live.append("c", ["x", "y"], keep_bytes=100_000)
+        found = await asyncio.gather(*waiting)
+        assert all([(i.offset, i.data) for i in f.items] == [(6, "x"), (7, "y")] for f in found)
+        # one read for twenty watches; none where the append's wake-up carried its
+        # items (Redis), as the watches held what came before
+        assert reads == ([] if mesh.url.startswith("redis") else [5])
+        # a watch behind what they share reads for itself
+        behind = await watches[0].next(0, 0)
+        assert [i.data for i in behind.items] == [0, 1, 2, 3, 4, "x", "y"]
+        assert reads[-1:] == [0]
+        # a channel dropped and begun again: the watches see its end go back, then it
+        await live.drop("c")
+        await live.append("c", ["new"], keep_bytes=100_000)
+        again = await watches[1].next(7, scaled(10))
+        assert again.items == [] and again.last == 1
+        assert [i.data for i in (await watches[1].next(0, scaled(10))).items] == ["new"]
+        assert [i.data for i in (await watches[2].next(0, scaled(10))).items] == ["new"]
+
+
+async def test_a_tail_takes_pushed_items_only_when_they_follow_what_it_holds(
+    mesh: Mesh,
+) -> None:
+    live = live_of(mesh)
+    await live.append("c", [0, 1], keep_bytes=100_000)
+    async with live.watch("c") as watch:
+        assert [i.data for i in (await watch.next(0, 0)).items] == [0, 1]
+        tail = watch._tail
+        # what it holds already is dropped, what follows is taken
+        assert tail.offer([LiveItem(2, 1), LiveItem(3, "a")])
+        assert [(i.offset, i.data) for i in (await watch.next(2, 0)).items] == [(3, "a")]
+        assert not tail.offer([LiveItem(5, "after a gap")])  # the watches read instead
 
 
 WATCHER = textwrap.dedent(

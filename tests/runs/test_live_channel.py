@@ -67,6 +67,22 @@ async def test_a_watcher_sees_every_chunk_in_order_then_the_commit(mesh: Mesh) -
     assert (attempt.attempt, attempt.restart) == (1, False)
 
 
+async def test_watchers_in_one_process_share_each_event(mesh: Mesh) -> None:
+    await store(mesh, agent_chain("one", ["draft"]))
+    runs = Runs(mesh)
+    async with hosting(mesh, streaming_model(chunk_delay_ms=1)):
+        rec = await runs.start("assistant", "one", "x")
+        watching = [asyncio.create_task(collect(mesh, rec.run_id)) for _ in range(3)]
+        await settle(runs, rec.run_id)
+        seen = await asyncio.wait_for(asyncio.gather(*watching), 30)
+    first, *others = [[e for e in events if e.offset] for events in seen]
+    assert len([e for e in first if e.kind == "delta"]) == 200
+    for events in others:
+        # the very same events: each item read and parsed once for all the watchers
+        assert len(events) == len(first)
+        assert all(a is b for a, b in zip(events, first, strict=True))
+
+
 async def test_nothing_is_written_while_nobody_watches(mesh: Mesh) -> None:
     await store(mesh, agent_chain("two", ["draft", "check"]))
     runs = Runs(mesh)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from plait.api.deps import PrincipalDep, ServicesDep
-from plait.api.events import EVENTS_RESPONSE, run_events
+from plait.api.events import EVENTS_RESPONSE, LastEventId, run_events, sse_response
 from plait.api.models import (
     Asking,
     ForkRun,
@@ -286,15 +286,7 @@ async def follow_run(
     run_id: RunId,
     svc: ServicesDep,
     who: PrincipalDep,
-    last_event_id: Annotated[
-        int | None,
-        Header(
-            alias="Last-Event-ID",
-            ge=0,
-            description="Resume after this event id (an offset): what follows it, "
-            "as far as the run's live channel still keeps it, then live events.",
-        ),
-    ] = None,
+    last_event_id: LastEventId = None,
 ) -> StreamingResponse:
     """The run's events as it happens (see :mod:`plait.api.events`), then one
     ``settled`` event with the run as ``GET /api/runs/{run_id}`` shows it, when it
@@ -304,8 +296,4 @@ async def follow_run(
     async def settled() -> dict[str, Any]:
         return (await run_view(svc.runs, await svc.runs.get(run_id))).model_dump(mode="json")
 
-    return StreamingResponse(
-        run_events(svc.runs, rec, settled, last_event_id=last_event_id),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return sse_response(run_events(svc.runs, rec, settled, last_event_id=last_event_id))
