@@ -16,35 +16,18 @@ import uuid
 from pathlib import Path
 
 import anyio
-import pytest
 
 from plait.mesh import open_mesh
 from plait.runs.heartbeats import Heartbeat, live_heartbeats
 from tests._support.timing import scaled
 from tests.runs.helpers import Cli, poll
 from tests.runs.test_crash import record_of
+from tests.runs.test_ray_hosts import pytestmark as RAY_ON_REDIS
 from tests.runs.test_ray_hosts import ray_cli, ray_worker
 
-from .servers import time_server
+from .servers import CLOCK_GRAPH, time_server
 
-pytestmark = [
-    pytest.mark.ray,
-    pytest.mark.redis,
-    pytest.mark.slow,
-    pytest.mark.xdist_group("ray"),
-    pytest.mark.parametrize("mesh_url", ["redis"], indirect=True),
-]
-
-GRAPH = """
-name: now
-agent: clock
-entry: ask
-nodes:
-  - id: ask
-    type: tool
-    tool: time.get_current_time
-    args: {timezone: UTC}
-"""
+pytestmark = RAY_ON_REDIS  # Ray hosts share a mesh only on Redis
 
 
 def ray_beats(cli: Cli, namespace: str) -> list[Heartbeat]:
@@ -73,7 +56,7 @@ def test_a_run_naming_an_mcp_tool_runs_on_the_ray_host_whose_server_opened(
         cwd=bare, env=without.env, check=True, capture_output=True, timeout=scaled(60),
     )  # fmt: skip
     without("agents", "put", "clock", "--tools", "time.*")
-    (bare / "now.yaml").write_text(GRAPH)
+    (bare / "now.yaml").write_text(CLOCK_GRAPH)
     without("graph", "import", str(bare / "now.yaml"))  # known by its server's name
 
     first_ns, second_ns = f"t{uuid.uuid4().hex[:8]}", f"t{uuid.uuid4().hex[:8]}"
