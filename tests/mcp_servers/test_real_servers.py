@@ -278,3 +278,74 @@ async def test_a_prompt_is_a_nodes_template_source_and_a_resource_its_tainted_in
     assert run.status == "waiting_approval", run.error
     assert run.waiting is not None
     assert (run.waiting.node, run.waiting.tool) == ("work", "everything.toggle-simulated-logging")
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+async def test_an_mcp_prompt_is_an_agent_nodes_prompt_template(
+    mesh: Mesh, tmp_path: Path, trusted: bool
+) -> None:
+    registry, serving = await offered(
+        mesh, tmp_path, everything={"command": everything(), "trusted": trusted}
+    )
+    graph = {
+        "name": "templated",
+        "agent": "assistant",
+        "entry": "work",
+        "nodes": [
+            {"id": "work", "type": "agent", "tools": ["everything.toggle-simulated-logging"],
+             "prompt_from": {"server": "everything", "name": "args-prompt",
+                             "arguments": {"city": "{{input}}"}},
+             "prompt": "Answer in one word."},
+        ],
+    }  # fmt: skip
+    model = ScriptedModel(
+        [
+            {"node": "work", "round": 1,
+             "tool_calls": [{"name": "everything__toggle-simulated-logging", "arguments": {}}]},
+            {"node": "work", "round": 2, "text": "{{tool_result}}"},
+        ]
+    )  # fmt: skip
+    profile = AgentProfile(
+        name="assistant",
+        tools=["everything.*"],
+        pre_approved=["everything.toggle-simulated-logging"],
+    )
+    async with serving:
+        run = await run_graph(
+            graph, "Paris", tools=registry, model=model, profiles={"assistant": profile}
+        )
+    # The server's prompt, its argument filled from the run, opens the turn; the node's
+    # own prompt follows it.
+    sent = [(m.role, m.content) for m in model.calls[0].messages]
+    assert sent[-2:] == [("user", "What's weather in Paris?"), ("user", "Answer in one word.")]
+    # Only the node's own tool is told to the model, not the prompt's.
+    assert {spec.name for spec in model.calls[0].tools} == {"everything__toggle-simulated-logging"}
+    if trusted:
+        assert run.status == "done", run.error
+    else:
+        # An untrusted server's prompt is outside content: the pre-approval is lost.
+        assert run.status == "waiting_approval", run.error
+        assert run.waiting is not None
+        assert run.waiting.tool == "everything.toggle-simulated-logging"
+
+
+async def test_a_prompt_source_needs_the_agent_to_have_its_servers_prompts(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    registry, serving = await offered(mesh, tmp_path, everything={"command": everything()})
+    graph = {
+        "name": "templated",
+        "agent": "assistant",
+        "entry": "work",
+        "nodes": [
+            {"id": "work", "type": "agent",
+             "prompt_from": {"server": "everything", "name": "simple-prompt"}},
+        ],
+    }  # fmt: skip
+    profile = AgentProfile(name="assistant", tools=["everything.echo"])
+    model = ScriptedModel([{"node": "work", "round": 1, "text": "never"}])
+    async with serving:
+        run = await run_graph(graph, tools=registry, model=model, profiles={"assistant": profile})
+    assert run.status == "failed"
+    assert "everything.get_prompt" in (run.error or "")
+    assert model.calls == []  # refused before any model call

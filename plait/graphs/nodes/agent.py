@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from plait.graphs.agent_loop import parse_structured
 from plait.graphs.nodes._turn import finish, first_call, start_turn
@@ -20,6 +20,7 @@ from plait.graphs.nodes.base import (
     check_schema,
     named_agent,
 )
+from plait.graphs.nodes.prompt_source import PromptSource
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState
@@ -48,10 +49,21 @@ class AgentNode(NodeBase):
             name. A ``required`` or named call answered with plain text is asked again
             once; plain text again fails the node (the model or its server ignored the
             tools). The calls after the tool results run with ``auto``.
+        prompt_from: an MCP server's prompt, whose messages open each visit's turn
+            before ``prompt`` (which may then be left out), see
+            :mod:`plait.graphs.nodes.prompt_source`.
     """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prompt_optional_with_a_source(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("prompt_from") and "prompt" not in data:
+            return {**data, "prompt": ""}
+        return data
 
     type: Literal["agent"]
     prompt: str
+    prompt_from: PromptSource | None = None
     response_format: dict[str, Any] | None = None
     agent: str | None = None
     tools: list[str] | None = None
@@ -91,9 +103,10 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         max_rounds=node.max_rounds,
         response_format=node.response_format,
         tool_choice=node.tool_choice,
+        prompt_source=node.prompt_from,
     )
     result = await first_call(mv)
-    out = NodeResult(prompt=mv.prompt, tainted=result.used_external)
+    out = NodeResult(prompt=mv.prompt, tainted=result.used_external or mv.outside)
     if result.waiting is not None:
         # The visit runs again from its start once the person answered; a conversation
         # cut off at an unanswered tool call is no history to carry on from.
@@ -109,6 +122,9 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
 
 def _templates(node: AgentNode) -> Iterator[TemplateField]:
     yield ".prompt", node.prompt, False
+    if node.prompt_from is not None:
+        for name, text in node.prompt_from.arguments.items():
+            yield f".prompt_from.arguments.{name}", text, False
 
 
 def _validate(node: AgentNode, path: str, checks: Checks) -> None:
@@ -128,6 +144,8 @@ def _validate(node: AgentNode, path: str, checks: Checks) -> None:
 def _tools(node: AgentNode) -> Iterator[tuple[str, str]]:
     for k, tool in enumerate(node.tools or []):
         yield f".tools[{k}]", tool
+    if node.prompt_from is not None:
+        yield ".prompt_from.server", node.prompt_from.tool
 
 
 def _agent_tools(node: AgentNode) -> bool:
