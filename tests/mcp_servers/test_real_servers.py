@@ -157,6 +157,24 @@ def _gated_model() -> ScriptedModel:
     )  # fmt: skip
 
 
+def _toggling() -> tuple[ScriptedModel, AgentProfile]:
+    """A model whose node ``work`` calls the pre-approved, not read-only toggle tool, and
+    the agent whose profile pre-approves it."""
+    model = ScriptedModel(
+        [
+            {"node": "work", "round": 1,
+             "tool_calls": [{"name": "everything__toggle-simulated-logging", "arguments": {}}]},
+            {"node": "work", "round": 2, "text": "{{tool_result}}"},
+        ]
+    )  # fmt: skip
+    profile = AgentProfile(
+        name="assistant",
+        tools=["everything.*"],
+        pre_approved=["everything.toggle-simulated-logging"],
+    )
+    return model, profile
+
+
 @pytest.mark.parametrize("trusted", [False, True])
 async def test_an_untrusted_servers_result_drops_pre_approvals_a_trusted_ones_does_not(
     mesh: Mesh, tmp_path: Path, trusted: bool
@@ -258,18 +276,7 @@ async def test_a_prompt_is_a_nodes_template_source_and_a_resource_its_tainted_in
              "prompt": "{{template.messages[0].content}} Notes: {{doc}}"},
         ],
     }  # fmt: skip
-    model = ScriptedModel(
-        [
-            {"node": "work", "round": 1,
-             "tool_calls": [{"name": "everything__toggle-simulated-logging", "arguments": {}}]},
-            {"node": "work", "round": 2, "text": "{{tool_result}}"},
-        ]
-    )  # fmt: skip
-    profile = AgentProfile(
-        name="assistant",
-        tools=["everything.*"],
-        pre_approved=["everything.toggle-simulated-logging"],
-    )
+    model, profile = _toggling()
     async with serving:
         run = await run_graph(graph, tools=registry, model=model, profiles={"assistant": profile})
     prompt = model.calls[0].messages[-1].content
@@ -298,18 +305,7 @@ async def test_an_mcp_prompt_is_an_agent_nodes_prompt_template(
              "prompt": "Answer in one word."},
         ],
     }  # fmt: skip
-    model = ScriptedModel(
-        [
-            {"node": "work", "round": 1,
-             "tool_calls": [{"name": "everything__toggle-simulated-logging", "arguments": {}}]},
-            {"node": "work", "round": 2, "text": "{{tool_result}}"},
-        ]
-    )  # fmt: skip
-    profile = AgentProfile(
-        name="assistant",
-        tools=["everything.*"],
-        pre_approved=["everything.toggle-simulated-logging"],
-    )
+    model, profile = _toggling()
     async with serving:
         run = await run_graph(
             graph, "Paris", tools=registry, model=model, profiles={"assistant": profile}
