@@ -31,6 +31,11 @@ async def mesh() -> AsyncIterator[Mesh]:
         yield opened
 
 
+def graph_of(*nodes: dict[str, Any]) -> dict[str, Any]:
+    """A graph of agent ``assistant`` starting at its first node."""
+    return {"name": "g", "agent": "assistant", "entry": nodes[0]["id"], "nodes": list(nodes)}
+
+
 def one_agent(prompt: str = "Go") -> dict[str, Any]:
     return {
         "name": "use-mcp",
@@ -294,17 +299,12 @@ async def test_an_mcp_prompt_is_an_agent_nodes_prompt_template(
     registry, serving = await offered(
         mesh, tmp_path, everything={"command": everything(), "trusted": trusted}
     )
-    graph = {
-        "name": "templated",
-        "agent": "assistant",
-        "entry": "work",
-        "nodes": [
-            {"id": "work", "type": "agent", "tools": ["everything.toggle-simulated-logging"],
-             "prompt_from": {"server": "everything", "name": "args-prompt",
-                             "arguments": {"city": "{{input}}"}},
-             "prompt": "Answer in one word."},
-        ],
-    }  # fmt: skip
+    graph = graph_of(
+        {"id": "work", "type": "agent", "tools": ["everything.toggle-simulated-logging"],
+         "prompt_from": {"server": "everything", "name": "args-prompt",
+                         "arguments": {"city": "{{input}}"}},
+         "prompt": "Answer in one word."},
+    )  # fmt: skip
     model, profile = _toggling()
     async with serving:
         run = await run_graph(
@@ -329,15 +329,10 @@ async def test_a_prompt_source_needs_the_agent_to_have_its_servers_prompts(
     mesh: Mesh, tmp_path: Path
 ) -> None:
     registry, serving = await offered(mesh, tmp_path, everything={"command": everything()})
-    graph = {
-        "name": "templated",
-        "agent": "assistant",
-        "entry": "work",
-        "nodes": [
-            {"id": "work", "type": "agent",
-             "prompt_from": {"server": "everything", "name": "simple-prompt"}},
-        ],
-    }  # fmt: skip
+    graph = graph_of(
+        {"id": "work", "type": "agent",
+         "prompt_from": {"server": "everything", "name": "simple-prompt"}},
+    )  # fmt: skip
     profile = AgentProfile(name="assistant", tools=["everything.echo"])
     model = ScriptedModel([{"node": "work", "round": 1, "text": "never"}])
     async with serving:
@@ -345,3 +340,25 @@ async def test_a_prompt_source_needs_the_agent_to_have_its_servers_prompts(
     assert run.status == "failed"
     assert "everything.get_prompt" in (run.error or "")
     assert model.calls == []  # refused before any model call
+
+
+async def test_a_verifier_takes_its_prompt_from_an_mcp_prompt_too(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    registry, serving = await offered(mesh, tmp_path, everything={"command": everything()})
+    graph = graph_of(
+        {"id": "judge", "type": "verifier", "verdict_mode": "last_line",
+         "prompt_from": {"server": "everything", "name": "args-prompt",
+                         "arguments": {"city": "{{input}}", "state": "TX"}},
+         "verdicts": {"pass": "done", "fail": "done"}},
+        {"id": "done", "type": "end"},
+    )  # fmt: skip
+    model = ScriptedModel([{"node": "judge", "round": 1, "text": "pass"}])
+    profile = AgentProfile(name="assistant", tools=["everything.get_prompt"])
+    async with serving:
+        run = await run_graph(
+            graph, "Paris", tools=registry, model=model, profiles={"assistant": profile}
+        )
+    assert run.status == "done", run.error
+    assert model.calls[0].messages[-1].content == "What's weather in Paris, TX?"
+    assert run.state.outputs["judge"].tainted  # an untrusted server's prompt: outside content

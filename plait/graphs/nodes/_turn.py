@@ -8,7 +8,7 @@ from typing import Any
 
 from plait.graphs.agent_loop import Turn, TurnResult, run_turn
 from plait.graphs.nodes.base import Visit
-from plait.graphs.nodes.prompt_source import PromptSource, fetch_prompt
+from plait.graphs.nodes.prompt_source import SourcedPrompt, fetch_prompt
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState
@@ -36,33 +36,31 @@ async def start_turn(
     v: Visit,
     ctx: TemplateContext,
     *,
-    prompt_template: str,
+    prompt: SourcedPrompt,
     agent: str | None,
     carry: Callable[[Sequence[Message]], Sequence[Message]] = lambda history: history,
     tools: list[str] | None = None,
     max_rounds: int = 1,
     response_format: dict[str, Any] | None = None,
     tool_choice: str | None = None,
-    prompt_source: PromptSource | None = None,
 ) -> ModelVisit:
-    """Render the prompt and set up the turn; ``carry`` picks what of the conversation
-    so far the visit carries; the messages of ``prompt_source`` come before the
-    rendered prompt (left out when empty)."""
+    """Render the node's prompt and set up the turn; ``carry`` picks what of the
+    conversation so far the visit carries; the messages of its prompt source come before
+    the rendered prompt (left out when empty)."""
     profile = env.profile(agent)
-    own, outside = (
-        await fetch_prompt(env, v, ctx, prompt_source, profile) if prompt_source else ([], False)
-    )
-    rendered = render(prompt_template, ctx, node=v.key)
+    source = prompt.prompt_from
+    own, outside = await fetch_prompt(env, v, ctx, source, profile) if source else ([], False)
+    rendered = render(prompt.prompt, ctx, node=v.key)
     if rendered or not own:
         own.append(Message(role="user", content=rendered))
-    prompt = "\n\n".join(m.content for m in own)
+    shown = "\n\n".join(m.content for m in own)
     plan = state.instance_of(v.key)
     call = CallContext(
         node=plan.target if plan else v.key,
         visit=v.visit,
         instance=v.key if plan else None,
         run_id=env.run_id,
-        prompt=prompt,
+        prompt=shown,
     )
     history = await env.histories.load(v.key)
     kept = carry(history)
@@ -85,7 +83,7 @@ async def start_turn(
         budget=v.budget,
         timeout_s=v.node.timeout_s,
     )
-    return ModelVisit(prompt, turn, messages, history, len(own), outside)
+    return ModelVisit(shown, turn, messages, history, len(own), outside)
 
 
 def first_call(mv: ModelVisit) -> Coroutine[Any, Any, TurnResult]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, TypeAlias
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from plait.graphs.agent_loop import parse_structured
 from plait.graphs.nodes._turn import finish, first_call, start_turn
@@ -15,12 +15,11 @@ from plait.graphs.nodes.base import (
     NodeBase,
     NodeKind,
     SpecModel,
-    TemplateField,
     Visit,
     check_schema,
     named_agent,
 )
-from plait.graphs.nodes.prompt_source import PromptSource
+from plait.graphs.nodes.prompt_source import SourcedPrompt, prompt_templates, prompt_tools
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState
@@ -39,7 +38,7 @@ HistorySetting: TypeAlias = Literal["all", "none"] | LastTurns
 (each visit starts afresh), or ``{last: N}`` turns (the system prompt stays)."""
 
 
-class AgentNode(NodeBase):
+class AgentNode(NodeBase, SourcedPrompt):
     """A model turn (a bounded loop of model calls and tool calls) on a rendered prompt.
 
     Attributes:
@@ -49,21 +48,11 @@ class AgentNode(NodeBase):
             name. A ``required`` or named call answered with plain text is asked again
             once; plain text again fails the node (the model or its server ignored the
             tools). The calls after the tool results run with ``auto``.
-        prompt_from: an MCP server's prompt, whose messages open each visit's turn
-            before ``prompt`` (which may then be left out), see
-            :mod:`plait.graphs.nodes.prompt_source`.
+
+    Its ``prompt`` and ``prompt_from`` are those of :class:`SourcedPrompt`.
     """
 
-    @model_validator(mode="before")
-    @classmethod
-    def _prompt_optional_with_a_source(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("prompt_from") and "prompt" not in data:
-            return {**data, "prompt": ""}
-        return data
-
     type: Literal["agent"]
-    prompt: str
-    prompt_from: PromptSource | None = None
     response_format: dict[str, Any] | None = None
     agent: str | None = None
     tools: list[str] | None = None
@@ -96,14 +85,13 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         state,
         v,
         ctx,
-        prompt_template=node.prompt,
+        prompt=node,
         agent=node.agent,
         carry=lambda history: carried(history, setting),
         tools=list(node.tools if node.tools is not None else profile.tools),
         max_rounds=node.max_rounds,
         response_format=node.response_format,
         tool_choice=node.tool_choice,
-        prompt_source=node.prompt_from,
     )
     result = await first_call(mv)
     out = NodeResult(prompt=mv.prompt, tainted=result.used_external or mv.outside)
@@ -118,13 +106,6 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
             else result.text
         )
     return finish(mv, out, result, result.usage, result.dollars)
-
-
-def _templates(node: AgentNode) -> Iterator[TemplateField]:
-    yield ".prompt", node.prompt, False
-    if node.prompt_from is not None:
-        for name, text in node.prompt_from.arguments.items():
-            yield f".prompt_from.arguments.{name}", text, False
 
 
 def _validate(node: AgentNode, path: str, checks: Checks) -> None:
@@ -144,8 +125,7 @@ def _validate(node: AgentNode, path: str, checks: Checks) -> None:
 def _tools(node: AgentNode) -> Iterator[tuple[str, str]]:
     for k, tool in enumerate(node.tools or []):
         yield f".tools[{k}]", tool
-    if node.prompt_from is not None:
-        yield ".prompt_from.server", node.prompt_from.tool
+    yield from prompt_tools(node)
 
 
 def _agent_tools(node: AgentNode) -> bool:
@@ -162,7 +142,7 @@ KIND = NodeKind(
     spec=AgentNode,
     execute=_execute,
     shape=("[", "]"),
-    templates=_templates,
+    templates=prompt_templates,
     validate=_validate,
     tools=_tools,
     agent=named_agent,

@@ -1,6 +1,6 @@
 """A model node's prompt from an MCP server: a prompt template the server keeps.
 
-An agent node's ``prompt_from`` names a prompt of a declared MCP server and its
+A model node's (agent, verifier) ``prompt_from`` names a prompt of a declared MCP server and its
 arguments (templates rendered from the run). Each visit gets it (``prompts/get``)
 through the server's ``SERVER.get_prompt`` tool, so the allow list (the node's agent
 must have that tool), the budgets and taint apply as to any tool call: the server's
@@ -12,12 +12,13 @@ pre-approvals, the node's output is tainted).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from plait.errors import ToolError
-from plait.graphs.nodes.base import SpecModel, Visit
+from plait.graphs.nodes.base import SpecModel, TemplateField, Visit
 from plait.graphs.ports import ExecEnv
 from plait.graphs.template import TemplateContext, render
 from plait.models import Message
@@ -41,6 +42,39 @@ class PromptSource(SpecModel):
     def tool(self) -> str:
         """The tool it is got through: ``SERVER.get_prompt``."""
         return f"{self.server}.{PROMPT_TOOL}"
+
+
+class SourcedPrompt(SpecModel):
+    """A model node's prompt: its own template, an MCP prompt's messages before it, or both.
+
+    Attributes:
+        prompt: the node's prompt template (may be left out with ``prompt_from``).
+        prompt_from: an MCP server's prompt, whose messages open each visit's turn.
+    """
+
+    prompt: str
+    prompt_from: PromptSource | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prompt_optional_with_a_source(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("prompt_from") and "prompt" not in data:
+            return {**data, "prompt": ""}
+        return data
+
+
+def prompt_templates(node: SourcedPrompt) -> Iterator[TemplateField]:
+    """The node's prompt template and those of its prompt source's arguments."""
+    yield ".prompt", node.prompt, False
+    if node.prompt_from is not None:
+        for name, text in node.prompt_from.arguments.items():
+            yield f".prompt_from.arguments.{name}", text, False
+
+
+def prompt_tools(node: SourcedPrompt) -> Iterator[tuple[str, str]]:
+    """The tool its prompt source is got through, if it has one."""
+    if node.prompt_from is not None:
+        yield ".prompt_from.server", node.prompt_from.tool
 
 
 async def fetch_prompt(
@@ -84,4 +118,12 @@ def prompt_messages(tool: str, value: Any) -> list[Message]:
     return out
 
 
-__all__ = ["PROMPT_TOOL", "PromptSource", "fetch_prompt", "prompt_messages"]
+__all__ = [
+    "PROMPT_TOOL",
+    "PromptSource",
+    "SourcedPrompt",
+    "fetch_prompt",
+    "prompt_messages",
+    "prompt_templates",
+    "prompt_tools",
+]
