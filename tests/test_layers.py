@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent / "plait"
 
 LAYERS = [
     "cli",
-    "mcp",
     "cluster",
+    "mcp",
     "api",
     "workflows",
     "agents",

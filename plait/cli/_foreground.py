@@ -101,6 +101,19 @@ async def tools_nobody_offers(mesh: Mesh, rec: RunRecord) -> list[str]:
     return min((missing_tools(needed, offered) for offered in offers), key=len)
 
 
+async def who_offers(mesh: Mesh, missing: list[str]) -> str:
+    """What would offer the ``missing`` tools: a worker started with ``--tools``, or,
+    for those of a declared MCP server, one where that server can start."""
+    declared = {s.name for s in await list_servers(mesh)}
+    servers = sorted({t.partition(".")[0] for t in missing} & declared)
+    if not servers:
+        return "`plait worker --tools MODULE` offering them serves this mesh"
+    return (
+        f"a worker or Ray host where MCP server(s) {', '.join(servers)} can start serves "
+        f"this mesh (see `plait mcp show {servers[0]}`)"
+    )
+
+
 def env_tools() -> list[str]:
     """The ``pkg.module[:NAME]`` references in ``PLAIT_TOOLS`` (comma-separated)."""
     return [ref.strip() for ref in os.environ.get("PLAIT_TOOLS", "").split(",") if ref.strip()]
@@ -159,4 +172,5 @@ __all__ = [
     "serving_run",
     "tools_nobody_offers",
     "warn_if_unserved",
+    "who_offers",
 ]

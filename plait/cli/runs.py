@@ -33,6 +33,7 @@ from plait.cli._foreground import (
     serving_run,
     tools_nobody_offers,
     warn_if_unserved,
+    who_offers,
 )
 from plait.cli._graph_app import graph_app
 from plait.cli._ids import RUNS, RunArgument, resolve
@@ -250,7 +251,7 @@ def run_graph_cmd(
                 say(
                     f"run {rec.run_id} needs tool(s) {', '.join(missing)} that no serving "
                     "worker offers: it stays queued, and no node of it runs, until "
-                    "`plait worker --tools MODULE` offering them serves this mesh",
+                    + await who_offers(m, missing),
                     stderr=True,
                 )
             elif detach:

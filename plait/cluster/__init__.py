@@ -2,8 +2,11 @@
 
 A Ray host (:class:`~plait.actors.ray.HostActor`) serving runs builds, inside its
 Ray process, what ``plait worker`` builds in its own: owner services with the tools and
-default model named here, and a :class:`~plait.actors.ray.HostRuntime` leasing a
-share of the mailbox partitions (:func:`plait.runs.serve`). Run owners are virtual
+default model named here and the tools of the mesh's declared MCP servers (their
+sessions kept by the host, see :func:`plait.mcp.offered_tools`), and a
+:class:`~plait.actors.ray.HostRuntime` leasing a share of the mailbox partitions
+(:func:`plait.runs.serve`). Its heartbeat advertises the tools it offers, so a run
+naming an MCP tool waits for a host (or worker) whose server opened. Run owners are virtual
 actors inside hosts: a parked run holds no Ray actor, only its record.
 
 Hosts are named ``host-0``, ``host-1``... in a Ray namespace (``plait`` unless another is
@@ -40,6 +43,7 @@ from plait.actors.ray import (
 from plait.agents import Agents
 from plait.cluster.kinds import SERVING_KINDS
 from plait.errors import ConfigError, PlaitError
+from plait.mcp import offered_tools
 from plait.mesh import Mesh
 from plait.models import load_model
 from plait.programs import DEFAULT_CATALOG
@@ -89,20 +93,25 @@ class RunsSpec:
             partitions=self.partitions,
             dedicated_idle_s=self.dedicated_idle_s,
         )
-        async with serve(
-            mesh,
-            runtime=runtime,
-            host_id=host,
-            tools=serving_registry(self.tools),
-            model=load_model(self.model) if self.model else None,
-            cwd=Path(self.cwd) if self.cwd else None,
-            visibility_timeout_ms=self.visibility_timeout_ms,
-            max_attempts=self.max_attempts,
-            drain_timeout_s=self.drain_timeout_s,
-            agents=Agents,
-            programs=DEFAULT_CATALOG,
-            kinds=SERVING_KINDS,
-        ) as serving:
+        registry = serving_registry(self.tools)
+        cwd = Path(self.cwd) if self.cwd else None
+        async with (
+            offered_tools(mesh, registry, cwd=cwd),
+            serve(
+                mesh,
+                runtime=runtime,
+                host_id=host,
+                tools=registry,
+                model=load_model(self.model) if self.model else None,
+                cwd=cwd,
+                visibility_timeout_ms=self.visibility_timeout_ms,
+                max_attempts=self.max_attempts,
+                drain_timeout_s=self.drain_timeout_s,
+                agents=Agents,
+                programs=DEFAULT_CATALOG,
+                kinds=SERVING_KINDS,
+            ) as serving,
+        ):
             yield serving.runtime
 
 

@@ -37,7 +37,7 @@ from mcp.shared.exceptions import MCPError
 from plait.errors import ConfigError, ToolError, ToolInDoubt
 from plait.mcp.declaration import McpServer, Safety, list_servers
 from plait.mcp.results import prompt_value, resource_value, tool_value
-from plait.mcp.session import KeptSession, Progress
+from plait.mcp.session import Change, KeptSession, Progress
 from plait.mesh import Mesh
 from plait.tools import Tool, ToolContext, ToolRegistry
 
@@ -48,6 +48,9 @@ MAX_WORKSPACE_SESSIONS = 8
 
 RETRIES = 3
 """How many times a retry-safe call is made when its server keeps dying under it."""
+
+LIST_TIMEOUT_S = 60.0
+"""How long listing a server's tools may take."""
 
 _LOST = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 """What a call on a session whose server is gone may raise besides ``Connection closed``."""
@@ -77,25 +80,83 @@ def safety_of(server: McpServer, tool: types.Tool) -> Safety:
 
 
 class ServerTools:
-    """The kept sessions of one server (one, or one per workspace) and its tools."""
+    """The kept sessions of one server (one, or one per workspace) and its tools.
 
-    def __init__(self, server: McpServer, tg: TaskGroup, cwd: Path) -> None:
+    Its tools are registered in the serving process's registry and listed again each
+    time a session (re)opens or the server says its lists changed: new tools are
+    registered, gone ones removed, changed ones replaced, with no restart.
+
+    Attributes:
+        server: the declaration.
+        tools: its tools registered now.
+        listed: how many times its tools were listed (for status and tests).
+    """
+
+    def __init__(self, server: McpServer, tg: TaskGroup, cwd: Path, registry: ToolRegistry) -> None:
         self.server = server
         self.tools: list[Tool] = []
+        self.listed = 0
         self._tg = tg
         self._cwd = cwd
+        self._registry = registry
         self._sessions: OrderedDict[Path, KeptSession] = OrderedDict()
+        self._changes = 0
+        self._seen = 0
+        self._changed = anyio.Event()
 
     async def start(self) -> KeptSession:
-        """Start keeping the session of the serving process's own workspace."""
-        return await self._kept(self._cwd)
+        """Start keeping the session of the serving process's own workspace, and
+        list its tools again whenever they may have changed."""
+        kept = await self._kept(self._cwd)
+        self._tg.start_soon(self._relist, kept)
+        return kept
+
+    def _stale(self, why: Change) -> None:
+        self._changes += 1
+        self._changed.set()
+
+    def _stale_if_said(self, why: Change) -> None:
+        if why == "list_changed":  # a run workspace's session opening changes nothing
+            self._stale(why)
+
+    async def _relist(self, kept: KeptSession) -> None:
+        """List the tools again after each change not seen by a listing yet."""
+        while True:
+            await self._changed.wait()
+            self._changed = anyio.Event()
+            if self._changes == self._seen or not kept.live:
+                continue  # seen already, or it says so again once it opens
+            try:
+                with anyio.fail_after(LIST_TIMEOUT_S):
+                    await self.sync(kept)
+            except (MCPError, TimeoutError, *_LOST) as exc:
+                log.warning("MCP server %s: cannot list its tools: %s", self.server.name, exc)
+
+    async def sync(self, kept: KeptSession) -> list[Tool]:
+        """List the server's tools on ``kept`` and make the registry hold exactly them."""
+        self._seen = self._changes  # a change from now on is listed again
+        fresh = await self.list_tools(kept)
+        self.listed += 1
+        # No await from here on: a caller never sees the table half replaced.
+        self._registry.unregister(t.name for t in self.tools)
+        self.tools = []
+        for t in fresh:
+            if t.name in self._registry:
+                log.warning(
+                    "MCP server %s: tool %r is registered already", self.server.name, t.name
+                )
+                continue
+            self._registry.register(t)
+            self.tools.append(t)
+        return self.tools
 
     async def _kept(self, workspace: Path) -> KeptSession:
         found = self._sessions.get(workspace)
         if found is not None:
             self._sessions.move_to_end(workspace)
             return found
-        kept = self._sessions[workspace] = KeptSession(self.server, workspace)
+        said = self._stale if workspace == self._cwd else self._stale_if_said
+        kept = self._sessions[workspace] = KeptSession(self.server, workspace, said)
         await self._tg.start(kept.keep)
         # Close the least recently used sessions past the limit, but never one with a
         # call in flight (closing it would leave that call in doubt) nor the process's own.
@@ -158,6 +219,11 @@ class ServerTools:
 
     def _tool(self, listed: types.Tool) -> Tool | None:
         if self.server.tools is not None and listed.name not in self.server.tools:
+            return None
+        execution = listed.execution
+        if execution is not None and execution.task_support == "required":
+            # Callable only as an MCP task (polled for its result), which plait does not do.
+            log.info("MCP server %s: task-only tool %r left out", self.server.name, listed.name)
             return None
         safety = safety_of(self.server, listed)
         read_only = safety == "read_only"
@@ -287,25 +353,19 @@ class McpClients:
 
     async def add(self, server: McpServer) -> list[Tool]:
         """Open ``server``, register its tools and return them; none if it cannot be
-        opened now (the session keeps trying; its tools are not offered)."""
-        found = self.servers[server.name] = ServerTools(server, self._tg, self._cwd)
+        opened now (the session keeps trying; its tools are offered once it opens)."""
+        found = ServerTools(server, self._tg, self._cwd, self.registry)
+        self.servers[server.name] = found
         kept = await found.start()
         if not kept.live:
-            log.warning("MCP server %s offers no tools: %s", server.name, kept.error)
+            log.warning("MCP server %s offers no tools yet: %s", server.name, kept.error)
             return []
         try:
-            with anyio.fail_after(60):
-                tools = await found.list_tools(kept)
-        except (MCPError, TimeoutError) as exc:
+            with anyio.fail_after(LIST_TIMEOUT_S):
+                return await found.sync(kept)
+        except (MCPError, TimeoutError, *_LOST) as exc:
             log.warning("MCP server %s: cannot list its tools: %s", server.name, exc)
             return []
-        for t in tools:
-            if t.name in self.registry:
-                log.warning("MCP server %s: tool %r is already registered", server.name, t.name)
-                continue
-            self.registry.register(t)
-            found.tools.append(t)
-        return found.tools
 
     def sessions(self, name: str) -> list[KeptSession]:
         """The kept sessions of server ``name`` (for status and tests)."""
@@ -345,6 +405,7 @@ async def mcp_tools(
 
 
 __all__ = [
+    "LIST_TIMEOUT_S",
     "MAX_WORKSPACE_SESSIONS",
     "RETRIES",
     "McpClients",

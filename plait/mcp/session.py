@@ -5,6 +5,10 @@ A :class:`KeptSession` runs in a task of its own for as long as its process serv
 pings it while idle to notice a server that died, and after a crash or a failed open
 waits (doubling from :data:`BACKOFF_MIN_S` to :data:`BACKOFF_MAX_S`) and opens a new one.
 Callers in other tasks wait for a live session with :meth:`KeptSession.session`.
+Each time a session opens, and each time its server says its tools, prompts or resources
+changed (``notifications/*/list_changed``), it calls the ``on_change`` it was given, so
+its owner lists them again (the notification is read in the SDK's receive loop, which
+must not wait on the session: the callback only marks the list stale).
 
 A stdio server is started in its workspace with the scrubbed environment of tool
 processes (:func:`plait.tools.workspace.tool_env`: ``PATH``, ``LANG``, ``HOME`` and the
@@ -19,13 +23,13 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
 import anyio
 from anyio.abc import TaskStatus
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import InitializeResult
@@ -49,6 +53,17 @@ OPEN_TIMEOUT_S = 60.0
 """How long opening a session (starting the server, the handshake) may take."""
 
 
+Change = Literal["opened", "list_changed"]
+"""Why a kept session's lists may have changed: it (re)opened, or its server said so."""
+
+_LIST_CHANGED = (
+    types.ToolListChangedNotification,
+    types.PromptListChangedNotification,
+    types.ResourceListChangedNotification,
+)
+"""The notifications after which a server's tools (and helpers) are listed again."""
+
+
 class Progress(NamedTuple):
     """The last progress notification of a call in flight."""
 
@@ -61,6 +76,9 @@ class Progress(NamedTuple):
 class KeptSession:
     """A session to ``server`` for ``workspace``, kept open by :meth:`keep`.
 
+    ``on_change`` is called with ``"opened"`` after each open and ``"list_changed"`` on
+    each such notification.
+
     Attributes:
         server: the declaration.
         workspace: where a stdio server runs (its ``{workspace}`` argument).
@@ -71,7 +89,12 @@ class KeptSession:
         in_flight: how many calls on it are under way.
     """
 
-    def __init__(self, server: McpServer, workspace: Path) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        workspace: Path,
+        on_change: Callable[[Change], None] = lambda why: None,
+    ) -> None:
         self.server = server
         self.workspace = workspace
         self.opened = 0
@@ -83,6 +106,7 @@ class KeptSession:
         self._dead = anyio.Event()
         self._changed = anyio.Event()
         self._scope: anyio.CancelScope | None = None
+        self._on_change = on_change
 
     async def keep(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Open the session and keep it until cancelled; reports started after the
@@ -98,6 +122,7 @@ class KeptSession:
                         self.error = None
                         delay = BACKOFF_MIN_S
                         self._notify()
+                        self._on_change("opened")
                         if not reported:
                             reported = True
                             task_status.started()
@@ -136,6 +161,10 @@ class KeptSession:
             self._session = None  # callers wait for the next one from now on
             self._dead.set()
 
+    async def _on_message(self, message: object) -> None:
+        if isinstance(message, _LIST_CHANGED):
+            self._on_change("list_changed")
+
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
@@ -166,9 +195,7 @@ class KeptSession:
                     streams = await stack.enter_async_context(
                         stdio_client(self._stdio_params(), errlog=errlog)
                     )
-                    session = await stack.enter_async_context(ClientSession(*streams))
-                    with anyio.fail_after(OPEN_TIMEOUT_S):
-                        self.initialized = await session.initialize()
+                    session = await self._started(stack, streams)
                 except Exception as exc:
                     raise _with_stderr(exc, errlog) from exc
             else:
@@ -178,10 +205,17 @@ class KeptSession:
                 streams = await stack.enter_async_context(
                     streamable_http_client(self.server.url or "", http_client=client)
                 )
-                session = await stack.enter_async_context(ClientSession(*streams))
-                with anyio.fail_after(OPEN_TIMEOUT_S):
-                    self.initialized = await session.initialize()
+                session = await self._started(stack, streams)
             yield session
+
+    async def _started(self, stack: contextlib.AsyncExitStack, streams: Any) -> ClientSession:
+        """A session over ``streams``, entered in ``stack`` and initialized."""
+        session = await stack.enter_async_context(
+            ClientSession(streams[0], streams[1], message_handler=self._on_message)
+        )
+        with anyio.fail_after(OPEN_TIMEOUT_S):
+            self.initialized = await session.initialize()
+        return session
 
     def _stdio_params(self) -> StdioServerParameters:
         argv = [a.replace(WORKSPACE, str(self.workspace)) for a in self.server.command or ()]
@@ -224,4 +258,12 @@ def _with_stderr(exc: Exception, errlog: IO[str]) -> Exception:
     return RuntimeError(f"{_reason(exc)}; its stderr: {tail}") if tail else exc
 
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_MIN_S", "PING_S", "KeptSession", "Progress", "http_headers"]
+__all__ = [
+    "BACKOFF_MAX_S",
+    "BACKOFF_MIN_S",
+    "PING_S",
+    "Change",
+    "KeptSession",
+    "Progress",
+    "http_headers",
+]

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Literal
 
 import anyio
@@ -95,15 +95,28 @@ async def heartbeat(
     mesh: Mesh,
     host: str,
     *,
-    tools: Iterable[str],
+    tools: Iterable[str] | Callable[[], Iterable[str]],
     run_id: str | None = None,
 ) -> AsyncIterator[Heartbeat]:
     """Keep this process's heartbeat in ``mesh`` for the block; removed when it ends.
 
+    ``tools`` is what it offers, or what says so at each beat (tools an MCP server
+    adds while the process serves are advertised from the next beat on).
     ``run_id`` None means the process serves every run; else that run and its children.
     A beat that cannot be written (the mesh unreachable for a moment) is tried again at
     the next one: a missed beat never stops the serving.
     """
+    if callable(tools):
+        current = tools
+    else:
+        fixed = sorted(tools)  # an iterator is read once
+
+        def current() -> Iterable[str]:
+            return fixed
+
+    def offered() -> list[str]:
+        return sorted(current())
+
     now = time.time()
     beat = Heartbeat(
         host=host,
@@ -112,7 +125,7 @@ async def heartbeat(
         beat=now,
         serves="all" if run_id is None else "run",
         run_id=run_id,
-        tools=sorted(tools),
+        tools=offered(),
     )
     key = HEARTBEAT_PREFIX + host
     await mesh.put(key, beat.model_dump())
@@ -121,6 +134,7 @@ async def heartbeat(
         while True:
             await anyio.sleep(BEAT_S)
             beat.beat = time.time()
+            beat.tools = offered()
             try:
                 await mesh.put(key, beat.model_dump())
             except PlaitError as exc:

@@ -142,7 +142,8 @@ class OwnerServices:
             if self._servable.get(run_id) is None:
                 log.warning(
                     "run %s needs tool(s) %s that this process does not offer: left queued "
-                    "for a worker started with --tools that offers them",
+                    "for a process that offers them (started with --tools, or where their "
+                    "MCP server starts)",
                     run_id,
                     ", ".join(missing),
                 )

@@ -168,7 +168,7 @@ async def serve(
         await stack.enter_async_context(TopicRouter(actors))
         if beat:
             await stack.enter_async_context(
-                heartbeat(mesh, actors.host, tools=host.tools.names(), run_id=only_run)
+                heartbeat(mesh, actors.host, tools=host.tools.names, run_id=only_run)
             )
         yield Serving(actors, services)
 

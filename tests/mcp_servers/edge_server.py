@@ -1,5 +1,6 @@
 """An MCP server for edge cases, built with the SDK's ``MCPServer``; run as a script
-(stdio): a large result, a call that never answers, a failing tool, the environment.
+(stdio): a large result, a call that never answers, a failing tool, the environment, and
+tools added and removed while it serves (``notifications/tools/list_changed``).
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import os
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 server = MCPServer("edge")
@@ -47,6 +48,31 @@ def env(name: str) -> str:
 def where() -> str:
     """The server's working directory."""
     return os.getcwd()
+
+
+@server.tool(structured_output=False)
+async def grow(name: str, ctx: Context) -> str:
+    """Add a read-only tool called ``name`` (it answers ``NAME grown``), and say so."""
+
+    def grown() -> str:
+        return f"{name} grown"
+
+    server.add_tool(
+        grown,
+        name=name,
+        annotations=ToolAnnotations(read_only_hint=True),
+        structured_output=False,
+    )
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
+@server.tool(structured_output=False)
+async def shrink(name: str, ctx: Context) -> str:
+    """Remove the tool called ``name``, and say so."""
+    server.remove_tool(name)
+    await ctx.session.send_tool_list_changed()
+    return f"removed {name}"
 
 
 if __name__ == "__main__":

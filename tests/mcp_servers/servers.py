@@ -28,6 +28,18 @@ NPM_PACKAGES = (
 
 BIN = Path(sys.executable).parent
 
+CLOCK_GRAPH = """
+name: now
+agent: clock
+entry: ask
+nodes:
+  - id: ask
+    type: tool
+    tool: time.get_current_time
+    args: {timezone: UTC}
+"""
+"""A graph of agent ``clock`` calling ``mcp-server-time`` (declared as ``time``)."""
+
 
 def npm_dir() -> Path:
     """Where the npm servers are installed."""

@@ -14,11 +14,14 @@ import anyio
 import pytest
 
 from plait.errors import ToolArgumentsInvalid, ToolError
+from plait.graphs import run_graph
 from plait.mcp import declare, put_server
 from plait.mcp.client import mcp_tools
 from plait.mcp.results import MAX_TEXT_CHARS
 from plait.mesh import Mesh, open_mesh
-from plait.runs import serve
+from plait.models.scripted import ScriptedModel
+from plait.profiles import AgentProfile
+from plait.runs import heartbeats, serve
 from plait.runs.heartbeats import live_heartbeats, missing_tools
 from plait.tools import ToolContext, ToolRegistry
 from tests.runs.helpers import eventually
@@ -26,6 +29,13 @@ from tests.runs.helpers import eventually
 pytestmark = pytest.mark.anyio
 
 EDGE = [sys.executable, str(Path(__file__).with_name("edge_server.py"))]
+
+AGENT_GRAPH = {
+    "name": "grow",
+    "agent": "grower",
+    "entry": "work",
+    "nodes": [{"id": "work", "type": "agent", "prompt": "Use what is there."}],
+}
 
 
 @pytest.fixture
@@ -99,3 +109,67 @@ async def test_a_serving_process_advertises_its_mcp_tools(mesh: Mesh, tmp_path: 
     # one naming a server no process has does not.
     assert missing_tools(["edge.big", "edge.*"], beat.tools) == []
     assert missing_tools(["files.*", "edge.nope"], beat.tools) == ["edge.nope", "files.*"]
+
+
+async def test_tools_a_server_adds_while_serving_are_offered_without_a_restart(
+    mesh: Mesh, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(heartbeats, "BEAT_S", 0.05)
+    await put_server(mesh, declare(name="edge", command=EDGE, approval="never"))
+    registry = ToolRegistry()
+    ctx = ToolContext(cwd=tmp_path, timeout_s=30)
+    profile = AgentProfile(name="grower", tools=["edge.*"])
+    async with (
+        mcp_tools(mesh, registry, cwd=tmp_path) as clients,
+        serve(mesh, tools=registry, cwd=tmp_path),
+    ):
+        (kept,) = clients.sessions("edge")
+        assert "edge.sprout" not in registry
+        assert await registry.call("edge.grow", {"name": "sprout"}, ctx) == "added sprout"
+        # The server's notification has the table listed again: the new tool is there,
+        # read-only as annotated, and the heartbeat advertises it from the next beat.
+        await eventually(lambda: _async("edge.sprout" in registry))
+        assert registry.get("edge.sprout").read_only
+
+        async def advertised() -> bool:
+            return any("edge.sprout" in b.tools for b in await live_heartbeats(mesh))
+
+        await eventually(advertised)
+        # A run started now calls it, through a model told of it: no restart.
+        model = ScriptedModel(
+            [
+                {"node": "work", "round": 1,
+                 "tool_calls": [{"name": "edge__sprout", "arguments": {}}]},
+                {"node": "work", "round": 2, "text": "{{tool_result}}"},
+            ]
+        )  # fmt: skip
+        run = await run_graph(
+            AGENT_GRAPH, model=model, tools=registry, profiles={"grower": profile}
+        )
+        assert run.status == "done", run.error
+        assert run.output == "sprout grown"
+        assert "edge__sprout" in {spec.name for spec in model.calls[0].tools}
+
+        await registry.call("edge.shrink", {"name": "sprout"}, ctx)
+        await eventually(lambda: _async("edge.sprout" not in registry))
+        assert kept.opened == 1  # the same session all along
+        assert "edge.grow" in registry  # the rest of its tools stay
+
+
+async def _async(value: bool) -> bool:
+    return value
+
+
+async def test_a_server_that_starts_late_offers_its_tools_once_it_opens(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    ready = tmp_path / "installed"
+    late = ["sh", "-c", f"test -e '{ready}' || exit 3; exec {' '.join(EDGE)}"]
+    await put_server(mesh, declare(name="late", command=late))
+    registry = ToolRegistry()
+    async with mcp_tools(mesh, registry, cwd=tmp_path) as clients:
+        (kept,) = clients.sessions("late")
+        assert not kept.live and "late.big" not in registry
+        ready.touch()  # as if it were installed now: the next try opens it
+        await eventually(lambda: _async("late.big" in registry))
+        assert kept.live and kept.opened == 1

@@ -31,6 +31,11 @@ async def mesh() -> AsyncIterator[Mesh]:
         yield opened
 
 
+def graph_of(*nodes: dict[str, Any]) -> dict[str, Any]:
+    """A graph of agent ``assistant`` starting at its first node."""
+    return {"name": "g", "agent": "assistant", "entry": nodes[0]["id"], "nodes": list(nodes)}
+
+
 def one_agent(prompt: str = "Go") -> dict[str, Any]:
     return {
         "name": "use-mcp",
@@ -157,6 +162,24 @@ def _gated_model() -> ScriptedModel:
     )  # fmt: skip
 
 
+def _toggling() -> tuple[ScriptedModel, AgentProfile]:
+    """A model whose node ``work`` calls the pre-approved, not read-only toggle tool, and
+    the agent whose profile pre-approves it."""
+    model = ScriptedModel(
+        [
+            {"node": "work", "round": 1,
+             "tool_calls": [{"name": "everything__toggle-simulated-logging", "arguments": {}}]},
+            {"node": "work", "round": 2, "text": "{{tool_result}}"},
+        ]
+    )  # fmt: skip
+    profile = AgentProfile(
+        name="assistant",
+        tools=["everything.*"],
+        pre_approved=["everything.toggle-simulated-logging"],
+    )
+    return model, profile
+
+
 @pytest.mark.parametrize("trusted", [False, True])
 async def test_an_untrusted_servers_result_drops_pre_approvals_a_trusted_ones_does_not(
     mesh: Mesh, tmp_path: Path, trusted: bool
@@ -258,18 +281,7 @@ async def test_a_prompt_is_a_nodes_template_source_and_a_resource_its_tainted_in
              "prompt": "{{template.messages[0].content}} Notes: {{doc}}"},
         ],
     }  # fmt: skip
-    model = ScriptedModel(
-        [
-            {"node": "work", "round": 1,
-             "tool_calls": [{"name": "everything__toggle-simulated-logging", "arguments": {}}]},
-            {"node": "work", "round": 2, "text": "{{tool_result}}"},
-        ]
-    )  # fmt: skip
-    profile = AgentProfile(
-        name="assistant",
-        tools=["everything.*"],
-        pre_approved=["everything.toggle-simulated-logging"],
-    )
+    model, profile = _toggling()
     async with serving:
         run = await run_graph(graph, tools=registry, model=model, profiles={"assistant": profile})
     prompt = model.calls[0].messages[-1].content
@@ -278,3 +290,75 @@ async def test_a_prompt_is_a_nodes_template_source_and_a_resource_its_tainted_in
     assert run.status == "waiting_approval", run.error
     assert run.waiting is not None
     assert (run.waiting.node, run.waiting.tool) == ("work", "everything.toggle-simulated-logging")
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+async def test_an_mcp_prompt_is_an_agent_nodes_prompt_template(
+    mesh: Mesh, tmp_path: Path, trusted: bool
+) -> None:
+    registry, serving = await offered(
+        mesh, tmp_path, everything={"command": everything(), "trusted": trusted}
+    )
+    graph = graph_of(
+        {"id": "work", "type": "agent", "tools": ["everything.toggle-simulated-logging"],
+         "prompt_from": {"server": "everything", "name": "args-prompt",
+                         "arguments": {"city": "{{input}}"}},
+         "prompt": "Answer in one word."},
+    )  # fmt: skip
+    model, profile = _toggling()
+    async with serving:
+        run = await run_graph(
+            graph, "Paris", tools=registry, model=model, profiles={"assistant": profile}
+        )
+    # The server's prompt, its argument filled from the run, opens the turn; the node's
+    # own prompt follows it.
+    sent = [(m.role, m.content) for m in model.calls[0].messages]
+    assert sent[-2:] == [("user", "What's weather in Paris?"), ("user", "Answer in one word.")]
+    # Only the node's own tool is told to the model, not the prompt's.
+    assert {spec.name for spec in model.calls[0].tools} == {"everything__toggle-simulated-logging"}
+    if trusted:
+        assert run.status == "done", run.error
+    else:
+        # An untrusted server's prompt is outside content: the pre-approval is lost.
+        assert run.status == "waiting_approval", run.error
+        assert run.waiting is not None
+        assert run.waiting.tool == "everything.toggle-simulated-logging"
+
+
+async def test_a_prompt_source_needs_the_agent_to_have_its_servers_prompts(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    registry, serving = await offered(mesh, tmp_path, everything={"command": everything()})
+    graph = graph_of(
+        {"id": "work", "type": "agent",
+         "prompt_from": {"server": "everything", "name": "simple-prompt"}},
+    )  # fmt: skip
+    profile = AgentProfile(name="assistant", tools=["everything.echo"])
+    model = ScriptedModel([{"node": "work", "round": 1, "text": "never"}])
+    async with serving:
+        run = await run_graph(graph, tools=registry, model=model, profiles={"assistant": profile})
+    assert run.status == "failed"
+    assert "everything.get_prompt" in (run.error or "")
+    assert model.calls == []  # refused before any model call
+
+
+async def test_a_verifier_takes_its_prompt_from_an_mcp_prompt_too(
+    mesh: Mesh, tmp_path: Path
+) -> None:
+    registry, serving = await offered(mesh, tmp_path, everything={"command": everything()})
+    graph = graph_of(
+        {"id": "judge", "type": "verifier", "verdict_mode": "last_line",
+         "prompt_from": {"server": "everything", "name": "args-prompt",
+                         "arguments": {"city": "{{input}}", "state": "TX"}},
+         "verdicts": {"pass": "done", "fail": "done"}},
+        {"id": "done", "type": "end"},
+    )  # fmt: skip
+    model = ScriptedModel([{"node": "judge", "round": 1, "text": "pass"}])
+    profile = AgentProfile(name="assistant", tools=["everything.get_prompt"])
+    async with serving:
+        run = await run_graph(
+            graph, "Paris", tools=registry, model=model, profiles={"assistant": profile}
+        )
+    assert run.status == "done", run.error
+    assert model.calls[0].messages[-1].content == "What's weather in Paris, TX?"
+    assert run.state.outputs["judge"].tainted  # an untrusted server's prompt: outside content

@@ -17,18 +17,7 @@ from tests._support.processes import LoggedProcess
 from tests._support.timing import scaled
 from tests.runs.helpers import Cli, poll
 
-from .servers import time_server
-
-GRAPH = """
-name: now
-agent: clock
-entry: ask
-nodes:
-  - id: ask
-    type: tool
-    tool: time.get_current_time
-    args: {timezone: UTC}
-"""
+from .servers import CLOCK_GRAPH, time_server
 
 
 def beats(cli: Cli) -> list[Heartbeat]:
@@ -41,7 +30,7 @@ def beats(cli: Cli) -> list[Heartbeat]:
 
 def test_a_worker_offers_a_declared_servers_tools_and_runs_use_them(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
-    (tmp_path / "now.yaml").write_text(GRAPH)
+    (tmp_path / "now.yaml").write_text(CLOCK_GRAPH)
     (tmp_path / "rules.yaml").write_text("rules: [{text: ok}]\n")
     # --mesh before the server's command, which takes everything after "--"
     subprocess.run(

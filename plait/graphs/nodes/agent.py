@@ -15,11 +15,11 @@ from plait.graphs.nodes.base import (
     NodeBase,
     NodeKind,
     SpecModel,
-    TemplateField,
     Visit,
     check_schema,
     named_agent,
 )
+from plait.graphs.nodes.prompt_source import SourcedPrompt, prompt_templates, prompt_tools
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState
@@ -38,7 +38,7 @@ HistorySetting: TypeAlias = Literal["all", "none"] | LastTurns
 (each visit starts afresh), or ``{last: N}`` turns (the system prompt stays)."""
 
 
-class AgentNode(NodeBase):
+class AgentNode(NodeBase, SourcedPrompt):
     """A model turn (a bounded loop of model calls and tool calls) on a rendered prompt.
 
     Attributes:
@@ -48,10 +48,11 @@ class AgentNode(NodeBase):
             name. A ``required`` or named call answered with plain text is asked again
             once; plain text again fails the node (the model or its server ignored the
             tools). The calls after the tool results run with ``auto``.
+
+    Its ``prompt`` and ``prompt_from`` are those of :class:`SourcedPrompt`.
     """
 
     type: Literal["agent"]
-    prompt: str
     response_format: dict[str, Any] | None = None
     agent: str | None = None
     tools: list[str] | None = None
@@ -84,7 +85,7 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         state,
         v,
         ctx,
-        prompt_template=node.prompt,
+        prompt=node,
         agent=node.agent,
         carry=lambda history: carried(history, setting),
         tools=list(node.tools if node.tools is not None else profile.tools),
@@ -93,7 +94,7 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         tool_choice=node.tool_choice,
     )
     result = await first_call(mv)
-    out = NodeResult(prompt=mv.prompt, tainted=result.used_external)
+    out = NodeResult(prompt=mv.prompt, tainted=result.used_external or mv.outside)
     if result.waiting is not None:
         # The visit runs again from its start once the person answered; a conversation
         # cut off at an unanswered tool call is no history to carry on from.
@@ -105,10 +106,6 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
             else result.text
         )
     return finish(mv, out, result, result.usage, result.dollars)
-
-
-def _templates(node: AgentNode) -> Iterator[TemplateField]:
-    yield ".prompt", node.prompt, False
 
 
 def _validate(node: AgentNode, path: str, checks: Checks) -> None:
@@ -128,6 +125,7 @@ def _validate(node: AgentNode, path: str, checks: Checks) -> None:
 def _tools(node: AgentNode) -> Iterator[tuple[str, str]]:
     for k, tool in enumerate(node.tools or []):
         yield f".tools[{k}]", tool
+    yield from prompt_tools(node)
 
 
 def _agent_tools(node: AgentNode) -> bool:
@@ -144,7 +142,7 @@ KIND = NodeKind(
     spec=AgentNode,
     execute=_execute,
     shape=("[", "]"),
-    templates=_templates,
+    templates=prompt_templates,
     validate=_validate,
     tools=_tools,
     agent=named_agent,

@@ -27,10 +27,10 @@ from plait.graphs.nodes.base import (
     NodeBase,
     NodeKind,
     Route,
-    TemplateField,
     Visit,
     named_agent,
 )
+from plait.graphs.nodes.prompt_source import SourcedPrompt, prompt_templates, prompt_tools
 from plait.graphs.ports import ExecEnv
 from plait.graphs.result import NodeResult
 from plait.graphs.state import RunState
@@ -46,8 +46,9 @@ VerdictMode: TypeAlias = Literal["auto", "structured", "last_line"]
 """
 
 
-class VerifierNode(NodeBase):
-    """A model call whose verdict word routes the flow.
+class VerifierNode(NodeBase, SourcedPrompt):
+    """A model call whose verdict word routes the flow; its ``prompt`` and
+    ``prompt_from`` are those of :class:`SourcedPrompt`.
 
     Attributes:
         verdicts: verdict word -> the node to run next (possibly an earlier one).
@@ -56,7 +57,6 @@ class VerifierNode(NodeBase):
     """
 
     type: Literal["verifier"]
-    prompt: str
     verdicts: dict[str, str] = Field(default_factory=dict)
     agent: str | None = None
     max_attempts: int = Field(default=2, ge=1, le=MAX_ATTEMPTS)
@@ -95,7 +95,7 @@ def read_structured(text: str, schema: dict[str, Any]) -> tuple[str, str]:
 async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext) -> NodeResult:
     node = v.node
     assert isinstance(node, VerifierNode)
-    mv = await start_turn(env, state, v, ctx, prompt_template=node.prompt, agent=node.agent)
+    mv = await start_turn(env, state, v, ctx, prompt=node, agent=node.agent)
     mode = node.verdict_mode
     if mode == "auto":
         mode = "structured" if mv.turn.model.structured_output else "last_line"
@@ -103,7 +103,7 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         mv.turn.response_format = verdict_schema(list(node.verdicts))
     result = await first_call(mv)
     usage, dollars = result.usage, result.dollars
-    out = NodeResult(prompt=mv.prompt, tainted=result.used_external)
+    out = NodeResult(prompt=mv.prompt, tainted=result.used_external or mv.outside)
     if result.waiting is not None:
         out.waiting, out.history = result.waiting, None
         return finish(mv, out, result, usage, dollars)
@@ -148,10 +148,6 @@ def _again(node: VerifierNode, mode: str, problem: str) -> str:
     return f"End your reply with a last line holding exactly one of: {words}."
 
 
-def _templates(node: VerifierNode) -> Iterator[TemplateField]:
-    yield ".prompt", node.prompt, False
-
-
 def _validate(node: VerifierNode, path: str, checks: Checks) -> None:
     if not node.verdicts:
         checks.problem(f"{path}.verdicts", "a verifier needs at least one verdict")
@@ -181,8 +177,9 @@ KIND = NodeKind(
     spec=VerifierNode,
     execute=_execute,
     shape=("{", "}"),
-    templates=_templates,
+    templates=prompt_templates,
     validate=_validate,
+    tools=prompt_tools,
     routes=_routes,
     next_nodes=_next_nodes,
     agent=named_agent,
