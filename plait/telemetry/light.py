@@ -35,6 +35,7 @@ from plait.telemetry.state import STATE
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _UNSAMPLED = TraceFlags(TraceFlags.DEFAULT)
+_UNSET = Status(StatusCode.UNSET)  # immutable: every span starts with this one
 
 
 class LightSpan(Span):
@@ -82,7 +83,7 @@ class LightSpan(Span):
         self.links = links
         self.kind = kind
         self.start_ns = start_ns
-        self.status = Status(StatusCode.UNSET)
+        self.status = _UNSET
         self.events: list[tuple[str, dict[str, Any], int]] = []
         self.ended = False
 
@@ -158,21 +159,24 @@ def start(
     ids: tuple[int, int] | None = None,
 ) -> Span:
     """A span under ``parent`` (an invalid context: a root span), with ``ids`` (trace id,
-    span id) if given; a non-recording one where the trace is not sampled."""
-    if parent.is_valid:
-        trace_id, flags = parent.trace_id, parent.trace_flags
+    span id) if given; a non-recording one where the trace is not sampled.
+
+    ``attributes`` may hold None values (left out); the span keeps its own copy."""
+    valid = parent[5]  # is_valid, trace_id, trace_flags: read without property calls
+    if valid:
+        trace_id, flags = parent[0], parent[3]
     else:
         trace_id = ids[0] if ids is not None else random.getrandbits(128) or 1
         sample = STATE.sample_root
         flags = _SAMPLED if sample is None or sample(trace_id, name) else _UNSAMPLED
     span_id = ids[1] if ids is not None else random.getrandbits(64) or 1
     context = SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags)
-    if not flags.sampled:
+    if not flags & 1:  # not sampled: a context to pass on, and no span work
         return NonRecordingSpan(context) if STATE.tracing else INVALID_SPAN
     return LightSpan(
         name,
         context,
-        parent if parent.is_valid else None,
+        parent if valid else None,
         {k: v for k, v in attributes.items() if v is not None},
         links,
         kind,

@@ -103,7 +103,9 @@ def _emitter(provider: Any, processor: Any) -> Any:
                 parent=span.parent,
                 resource=resource,
                 attributes=span.attributes,
-                events=[Event(name, attrs, at) for name, attrs, at in span.events],
+                events=[Event(name, attrs, at) for name, attrs, at in span.events]
+                if span.events
+                else (),
                 links=span.links,
                 kind=span.kind,
                 status=span.status,
