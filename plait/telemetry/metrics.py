@@ -139,12 +139,12 @@ def _no_created_series() -> None:
     disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-def serve_http(port: int, addr: str = "0.0.0.0") -> None:
-    """Serve :func:`render` at ``http://addr:port/metrics`` from a daemon thread, and
-    turn metrics on."""
+def serve_http(port: int, addr: str = "0.0.0.0", *, registry: CollectorRegistry = REGISTRY) -> None:
+    """Serve ``registry`` (default: this process's metrics, :func:`render`'s) at
+    ``http://addr:port/metrics`` from a daemon thread, and turn metrics on."""
     STATE.metrics = True
     _no_created_series()
-    _start_http_server(port, addr=addr, registry=REGISTRY)
+    _start_http_server(port, addr=addr, registry=registry)
 
 
 def transition(status: str, was: str, waiting: str | None) -> None:
@@ -204,6 +204,19 @@ def partitions(held: int, count: int, gained: int, lost: int) -> None:
         _child(LEASE_CHANGES, "lost").inc(lost)
 
 
+class LeaseTally:
+    """Counts a runtime's partitions: held (a gauge) and the leases it gained and lost
+    since the last call; a :class:`~plait.actors.LeasedRuntime`'s ``on_change``."""
+
+    def __init__(self) -> None:
+        self.held: set[int] = set()
+
+    def __call__(self, serving: set[int], count: int) -> None:
+        """The runtime serves the partitions ``serving`` of ``count`` now."""
+        before, self.held = self.held, set(serving)
+        partitions(len(serving), count, len(serving - before), len(before - serving))
+
+
 def topic_delivery(redelivered: bool) -> None:
     """Count a topic event forwarded into a mailbox."""
     if STATE.metrics:
@@ -237,6 +250,7 @@ def set_mesh_gauges(runs: dict[str, int], decisions_open: int, oldest_decision_s
 __all__ = [
     "CONTENT_TYPE",
     "REGISTRY",
+    "LeaseTally",
     "commit",
     "model_call",
     "partitions",
