@@ -73,6 +73,12 @@ BACKLOG = Gauge(
     "Mailbox messages delivered to this process and not acked yet.",
     registry=REGISTRY,
 )
+PARTITION_BACKLOG = Gauge(
+    "plait_mailbox_backlog",
+    "Mailbox messages not acked yet on the mesh, by partition.",
+    ["partition"],
+    registry=REGISTRY,
+)
 DECISIONS_OPEN = Gauge("plait_decisions_open", "Decisions open on the mesh.", registry=REGISTRY)
 DECISION_AGE = Gauge(
     "plait_decision_oldest_age_seconds", "Age of the oldest open decision.", registry=REGISTRY
@@ -238,13 +244,21 @@ def track_in_flight(read: Callable[[], float]) -> None:
     BACKLOG.set_function(read)
 
 
-def set_mesh_gauges(runs: dict[str, int], decisions_open: int, oldest_decision_s: float) -> None:
-    """Set the gauges read from the mesh at scrape time."""
+def set_mesh_gauges(
+    runs: dict[str, int],
+    decisions_open: int,
+    oldest_decision_s: float,
+    backlog: list[int] | None = None,
+) -> None:
+    """Set the gauges read from the mesh at scrape time (``backlog``: each mailbox
+    partition's, by partition number)."""
     for status in {*_SEEN, *runs}:
         _child(RUNS, status).set(runs.get(status, 0))
     _SEEN.update(runs)
     DECISIONS_OPEN.set(decisions_open)
     DECISION_AGE.set(oldest_decision_s)
+    for partition, held in enumerate(backlog or ()):
+        _child(PARTITION_BACKLOG, str(partition)).set(held)
 
 
 __all__ = [
