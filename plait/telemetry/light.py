@@ -4,8 +4,9 @@ The SDK's own ``Span`` takes a lock, a sampler call and a validation of every at
 per span; on a transition of a durable run (a visit, a model call, a commit) that was
 most of tracing's cost. A :class:`LightSpan` is an API ``Span`` kept in plain fields;
 when it ends, :data:`~plait.telemetry.state.STATE` ``.emit`` (set up with the SDK by
-:func:`~plait.telemetry.setup.enable_tracing`) makes the SDK's ``ReadableSpan`` of it
-and gives it to the span processor, so exporters see ordinary SDK spans.
+:func:`~plait.telemetry.setup.enable_tracing`) queues it for the export thread, which
+makes the SDK's ``ReadableSpan`` of it (:mod:`plait.telemetry.export`), so exporters
+see ordinary SDK spans.
 
 Sampling follows the parent's flag (the ``parentbased_*`` samplers' rule); a root span
 asks the configured sampler (``OTEL_TRACES_SAMPLER``) through ``STATE.sample_root``.
