@@ -16,8 +16,10 @@ from plait.actors.ray import NAMESPACE, ray_host_of, refuse_unshared, require_ra
 from plait.cli._common import err_console, fail, run
 from plait.cli._output import say
 from plait.cluster import RunsSpec, drain, scale, started_with
+from plait.cluster.metrics import hosts_registry, start_counting
 from plait.errors import ConfigError
 from plait.mesh import Mesh, open_mesh, redact_url
+from plait.telemetry import metrics
 
 AddressOption = Annotated[
     str | None,
@@ -88,14 +90,23 @@ def ray_worker(
     namespace: str = NAMESPACE,
     address: str | None = None,
     keep: bool = False,
+    metrics_port: int | None = None,
 ) -> None:
     """Start or adopt ``hosts`` Ray hosts serving runs on ``url``; show them and their
-    partitions until SIGINT or SIGTERM, then drain them (``keep``: leave them serving)."""
+    partitions until SIGINT or SIGTERM, then drain them (``keep``: leave them serving).
+    With ``metrics_port``, serve the hosts' metrics there (:mod:`plait.cluster.metrics`)."""
     refuse(url)
     ray = connect(address, namespace)
+    if metrics_port is not None:
+        try:
+            metrics.serve_http(metrics_port, registry=hosts_registry(namespace))
+        except OSError as exc:
+            fail(f"--metrics-port {metrics_port}: {exc.strerror or exc}", 2)
 
     async def main() -> None:
         infos = await scale(url, spec, hosts, namespace=namespace)
+        if metrics_port is not None:
+            await start_counting(namespace)
         for info in infos:
             say(
                 f"{info['name']} {info['host']} pid {info['pid']} serving {redact_url(url)}",

@@ -35,14 +35,8 @@ def observe(*, otel: bool, metrics_port: int | None = None, metrics_on: bool = F
             fail(f"--metrics-port {metrics_port}: {exc.strerror or exc}", 2)
 
 
-_held: list[set[int]] = [set()]
-
-
-def count_leases(serving: set[int], count: int) -> None:
-    """Set the partitions-held gauge, counting leases gained and lost since last time."""
-    before = _held[0]
-    metrics.partitions(len(serving), count, len(serving - before), len(before - serving))
-    _held[0] = set(serving)
+count_leases = metrics.LeaseTally()
+"""Set the partitions-held gauge, counting leases gained and lost since last time."""
 
 
 __all__ = ["OtelOption", "count_leases", "observe"]

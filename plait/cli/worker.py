@@ -153,7 +153,8 @@ def worker_cmd(
         bind_to_parent()
     elif processes not in (None, 1):
         fail("--processes is for --runtime local; Ray hosts are counted by --hosts", 2)
-    observe(otel=otel, metrics_port=metrics_port)
+    # Under Ray the runs are counted in the hosts: the port serves theirs (see below).
+    observe(otel=otel, metrics_port=metrics_port if runtime_name == "local" else None)
     if runtime_name == "ray":
         assert mesh is not None
         spec = RunsSpec(
@@ -165,7 +166,10 @@ def worker_cmd(
             visibility_timeout_ms=int(visibility_timeout * 1000),
             drain_timeout_s=drain_timeout,
         )
-        ray_worker(mesh, spec, hosts=hosts, namespace=namespace, address=address, keep=keep)
+        ray_worker(
+            mesh, spec, hosts=hosts, namespace=namespace, address=address, keep=keep,
+            metrics_port=metrics_port,
+        )  # fmt: skip
         return
 
     async def main() -> None:

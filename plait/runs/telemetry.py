@@ -11,12 +11,15 @@ from typing import Any
 from plait.graphs.compiled import CompiledGraph
 from plait.graphs.result import NodeResult
 from plait.runs.record import RunRecord
-from plait.telemetry import STATE, annotate, fail, metrics, run_span
-from plait.telemetry.spans import current_span
+from plait.telemetry import STATE, fail, metrics, run_span
+from plait.telemetry.spans import recording_span, set_on
 
 
 def annotate_visit(result: NodeResult, rec: RunRecord) -> None:
     """Set a visit's outcome on its span: verdict, status, tokens, dollars, taint."""
+    span = recording_span()
+    if span is None:
+        return  # not sampled: nothing to build
     status = "waiting" if result.waiting is not None else "failed" if result.error else "done"
     attributes: dict[str, Any] = {
         "plait.node.status": status,
@@ -31,9 +34,9 @@ def annotate_visit(result: NodeResult, rec: RunRecord) -> None:
         attributes["plait.waiting.kind"] = result.waiting.kind
         attributes["plait.decision.id"] = result.waiting.decision_id
         attributes["plait.child.run"] = result.waiting.child
-    annotate(attributes)
+    set_on(span, attributes)
     if result.error:
-        fail(current_span(), result.error)
+        fail(span, result.error)
 
 
 def committed(
@@ -48,16 +51,18 @@ def committed(
     metrics.transition(new.status, before.status, new.waiting.kind if new.waiting else None)
     if not STATE.tracing:
         return
-    attributes: dict[str, Any] = {
-        "plait.run.status": new.status,
-        "plait.audit.hash": bodies[-1].get("hash") if bodies else None,
-        "plait.audit.seq": new.audit_seq,
-    }
-    if new.waiting is not None:
-        attributes["plait.decision.id"] = new.waiting.decision_id
-    if spec is not None:
-        attributes.update(budget_left(spec, new))
-    annotate(attributes)
+    span = recording_span()
+    if span is not None:  # sampled: built only for a span that keeps it
+        attributes: dict[str, Any] = {
+            "plait.run.status": new.status,
+            "plait.audit.hash": bodies[-1].get("hash") if bodies else None,
+            "plait.audit.seq": new.audit_seq,
+        }
+        if new.waiting is not None:
+            attributes["plait.decision.id"] = new.waiting.decision_id
+        if spec is not None:
+            attributes.update(budget_left(spec, new))
+        set_on(span, attributes)
     if new.terminal and not before.terminal:
         end_run(new, spec)
 

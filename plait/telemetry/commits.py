@@ -23,23 +23,21 @@ async def observed_commit(
     traced work) and timed (while counting); a VersionConflict is marked as the conflict
     it is and raised."""
     started = time.perf_counter()
+    parent = trace.get_current_span().get_span_context() if STATE.tracing else None
+    # A commit outside any traced work (a lease renewal, a heartbeat) would be a trace
+    # of its own every few seconds: it is only timed.
+    span = commit_span(parent, backend, ops) if parent is not None and parent.is_valid else None
     conflict = False
     try:
-        if not STATE.tracing or not trace.get_current_span().get_span_context().is_valid:
-            # A commit outside any traced work (a lease renewal, a heartbeat) would be a
-            # trace of its own every few seconds: it is only timed.
-            return await commit()
-        size = sum(len(data) for op in ops if isinstance(data := getattr(op, "data", None), bytes))
-        with commit_span(backend, ops, size) as span:
-            try:
-                return await commit()
-            except VersionConflict:
-                span.set_attribute("plait.mesh.conflict", True)
-                raise
+        return await commit()
     except VersionConflict:
         conflict = True
+        if span is not None:
+            span.set_attribute("plait.mesh.conflict", True)
         raise
     finally:
+        if span is not None:
+            span.end()
         if STATE.metrics:
             metrics.commit(backend, time.perf_counter() - started, conflict)
 

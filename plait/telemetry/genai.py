@@ -16,8 +16,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
+import plait.telemetry.light as light
 from plait.telemetry.spans import fail, start_span
 from plait.telemetry.state import STATE
 
@@ -33,24 +35,35 @@ def escaped(value: Any) -> str:
 def model_span(spec: str, *, node: str = "", visit: int = 1, messages: Any = None) -> Span:
     """Start the span of one call of model ``spec`` (``provider:name``); ``messages``
     are recorded only with content capture on."""
-    provider, _, name = spec.partition(":")
-    if not name:
-        provider, name = "", provider
-    span = start_span(
-        f"chat {name}",
-        {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider or None,
-            "gen_ai.system": provider or None,
-            "gen_ai.request.model": name,
-            "plait.node.id": node or None,
-            "plait.node.visit": visit,
-        },
+    if not STATE.tracing:
+        return trace.INVALID_SPAN
+    found = _MODELS.get(spec)
+    if found is None:
+        found = _MODELS[spec] = _model_attributes(spec)
+    name, attributes = found
+    span = light.start(
+        name,
+        {**attributes, "plait.node.id": node or None, "plait.node.visit": visit},
+        trace.get_current_span().get_span_context(),
         kind=SpanKind.CLIENT,
     )
     if STATE.capture_content and messages is not None and span.is_recording():
         span.set_attribute("gen_ai.input.messages", escaped(_messages(messages)))
     return span
+
+
+_MODELS: dict[str, tuple[str, dict[str, Any]]] = {}
+"""Each model spec's span name and attributes, worked out once (a few per process)."""
+
+
+def _model_attributes(spec: str) -> tuple[str, dict[str, Any]]:
+    provider, _, name = spec.partition(":")
+    if not name:
+        provider, name = "", provider
+    attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": name}
+    if provider:
+        attributes["gen_ai.provider.name"] = attributes["gen_ai.system"] = provider
+    return f"chat {name}", attributes
 
 
 def _messages(messages: Any) -> Any:

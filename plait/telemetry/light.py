@@ -4,8 +4,9 @@ The SDK's own ``Span`` takes a lock, a sampler call and a validation of every at
 per span; on a transition of a durable run (a visit, a model call, a commit) that was
 most of tracing's cost. A :class:`LightSpan` is an API ``Span`` kept in plain fields;
 when it ends, :data:`~plait.telemetry.state.STATE` ``.emit`` (set up with the SDK by
-:func:`~plait.telemetry.setup.enable_tracing`) makes the SDK's ``ReadableSpan`` of it
-and gives it to the span processor, so exporters see ordinary SDK spans.
+:func:`~plait.telemetry.setup.enable_tracing`) queues it for the export thread, which
+makes the SDK's ``ReadableSpan`` of it (:mod:`plait.telemetry.export`), so exporters
+see ordinary SDK spans.
 
 Sampling follows the parent's flag (the ``parentbased_*`` samplers' rule); a root span
 asks the configured sampler (``OTEL_TRACES_SAMPLER``) through ``STATE.sample_root``.
@@ -35,6 +36,7 @@ from plait.telemetry.state import STATE
 
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _UNSAMPLED = TraceFlags(TraceFlags.DEFAULT)
+_UNSET = Status(StatusCode.UNSET)  # immutable: every span starts with this one
 
 
 class LightSpan(Span):
@@ -82,7 +84,7 @@ class LightSpan(Span):
         self.links = links
         self.kind = kind
         self.start_ns = start_ns
-        self.status = Status(StatusCode.UNSET)
+        self.status = _UNSET
         self.events: list[tuple[str, dict[str, Any], int]] = []
         self.ended = False
 
@@ -158,21 +160,24 @@ def start(
     ids: tuple[int, int] | None = None,
 ) -> Span:
     """A span under ``parent`` (an invalid context: a root span), with ``ids`` (trace id,
-    span id) if given; a non-recording one where the trace is not sampled."""
-    if parent.is_valid:
-        trace_id, flags = parent.trace_id, parent.trace_flags
+    span id) if given; a non-recording one where the trace is not sampled.
+
+    ``attributes`` may hold None values (left out); the span keeps its own copy."""
+    valid = parent[5]  # is_valid, trace_id, trace_flags: read without property calls
+    if valid:
+        trace_id, flags = parent[0], parent[3]
     else:
         trace_id = ids[0] if ids is not None else random.getrandbits(128) or 1
         sample = STATE.sample_root
         flags = _SAMPLED if sample is None or sample(trace_id, name) else _UNSAMPLED
     span_id = ids[1] if ids is not None else random.getrandbits(64) or 1
     context = SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags)
-    if not flags.sampled:
+    if not flags & 1:  # not sampled: a context to pass on, and no span work
         return NonRecordingSpan(context) if STATE.tracing else INVALID_SPAN
     return LightSpan(
         name,
         context,
-        parent if parent.is_valid else None,
+        parent if valid else None,
         {k: v for k, v in attributes.items() if v is not None},
         links,
         kind,

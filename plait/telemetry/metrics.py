@@ -73,6 +73,12 @@ BACKLOG = Gauge(
     "Mailbox messages delivered to this process and not acked yet.",
     registry=REGISTRY,
 )
+PARTITION_BACKLOG = Gauge(
+    "plait_mailbox_backlog",
+    "Mailbox messages not acked yet on the mesh, by partition.",
+    ["partition"],
+    registry=REGISTRY,
+)
 DECISIONS_OPEN = Gauge("plait_decisions_open", "Decisions open on the mesh.", registry=REGISTRY)
 DECISION_AGE = Gauge(
     "plait_decision_oldest_age_seconds", "Age of the oldest open decision.", registry=REGISTRY
@@ -139,12 +145,12 @@ def _no_created_series() -> None:
     disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-def serve_http(port: int, addr: str = "0.0.0.0") -> None:
-    """Serve :func:`render` at ``http://addr:port/metrics`` from a daemon thread, and
-    turn metrics on."""
+def serve_http(port: int, addr: str = "0.0.0.0", *, registry: CollectorRegistry = REGISTRY) -> None:
+    """Serve ``registry`` (default: this process's metrics, :func:`render`'s) at
+    ``http://addr:port/metrics`` from a daemon thread, and turn metrics on."""
     STATE.metrics = True
     _no_created_series()
-    _start_http_server(port, addr=addr, registry=REGISTRY)
+    _start_http_server(port, addr=addr, registry=registry)
 
 
 def transition(status: str, was: str, waiting: str | None) -> None:
@@ -204,6 +210,19 @@ def partitions(held: int, count: int, gained: int, lost: int) -> None:
         _child(LEASE_CHANGES, "lost").inc(lost)
 
 
+class LeaseTally:
+    """Counts a runtime's partitions: held (a gauge) and the leases it gained and lost
+    since the last call; a :class:`~plait.actors.LeasedRuntime`'s ``on_change``."""
+
+    def __init__(self) -> None:
+        self.held: set[int] = set()
+
+    def __call__(self, serving: set[int], count: int) -> None:
+        """The runtime serves the partitions ``serving`` of ``count`` now."""
+        before, self.held = self.held, set(serving)
+        partitions(len(serving), count, len(serving - before), len(before - serving))
+
+
 def topic_delivery(redelivered: bool) -> None:
     """Count a topic event forwarded into a mailbox."""
     if STATE.metrics:
@@ -225,18 +244,27 @@ def track_in_flight(read: Callable[[], float]) -> None:
     BACKLOG.set_function(read)
 
 
-def set_mesh_gauges(runs: dict[str, int], decisions_open: int, oldest_decision_s: float) -> None:
-    """Set the gauges read from the mesh at scrape time."""
+def set_mesh_gauges(
+    runs: dict[str, int],
+    decisions_open: int,
+    oldest_decision_s: float,
+    backlog: list[int] | None = None,
+) -> None:
+    """Set the gauges read from the mesh at scrape time (``backlog``: each mailbox
+    partition's, by partition number)."""
     for status in {*_SEEN, *runs}:
         _child(RUNS, status).set(runs.get(status, 0))
     _SEEN.update(runs)
     DECISIONS_OPEN.set(decisions_open)
     DECISION_AGE.set(oldest_decision_s)
+    for partition, held in enumerate(backlog or ()):
+        _child(PARTITION_BACKLOG, str(partition)).set(held)
 
 
 __all__ = [
     "CONTENT_TYPE",
     "REGISTRY",
+    "LeaseTally",
     "commit",
     "model_call",
     "partitions",

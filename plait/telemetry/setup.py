@@ -60,7 +60,9 @@ def enable_tracing(
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+        from plait.telemetry.export import BatchedProcessor, SpanBatcher
     except ImportError as exc:
         raise ConfigError(MISSING) from exc
     if exporter is None:
@@ -75,10 +77,16 @@ def enable_tracing(
         attributes["service.name"] = "plait"
     # The provider reads OTEL_TRACES_SAMPLER; plait's spans go to its processor.
     provider = TracerProvider(resource=Resource.create(attributes))
-    processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
-    provider.add_span_processor(processor)
+    readable = _readable(provider)
+    if batch:
+        batcher = SpanBatcher(exporter, readable)
+        provider.add_span_processor(BatchedProcessor(batcher))
+        STATE.emit = batcher.add  # the serving thread only queues (see plait.telemetry.export)
+    else:
+        processor = SimpleSpanProcessor(exporter)
+        provider.add_span_processor(processor)
+        STATE.emit = lambda span, end_ns: processor.on_end(readable(span, end_ns))
     STATE.provider = provider
-    STATE.emit = _emitter(provider, processor)
     STATE.sample_root = _root_sampler(provider)
     STATE.capture_content = (
         _truthy(os.environ.get(ENV_CONTENT)) if capture_content is None else capture_content
@@ -86,34 +94,34 @@ def enable_tracing(
     STATE.tracing = True
 
 
-def _emitter(provider: Any, processor: Any) -> Any:
-    """What hands an ended :class:`~plait.telemetry.light.LightSpan` to ``processor``,
-    as the SDK span it stands for."""
+def _readable(provider: Any) -> Any:
+    """What builds the SDK span an ended :class:`~plait.telemetry.light.LightSpan`
+    stands for, given its end time (epoch ns)."""
     from opentelemetry.sdk.trace import Event, ReadableSpan
     from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
     scope = InstrumentationScope("plait")
     resource = provider.resource
 
-    def emit(span: Any, end_ns: int) -> None:
-        processor.on_end(
-            ReadableSpan(
-                span.name,
-                context=span.context,
-                parent=span.parent,
-                resource=resource,
-                attributes=span.attributes,
-                events=[Event(name, attrs, at) for name, attrs, at in span.events],
-                links=span.links,
-                kind=span.kind,
-                status=span.status,
-                start_time=span.start_ns,
-                end_time=end_ns,
-                instrumentation_scope=scope,
-            )
+    def readable(span: Any, end_ns: int) -> ReadableSpan:
+        return ReadableSpan(
+            span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=resource,
+            attributes=span.attributes,
+            events=[Event(name, attrs, at) for name, attrs, at in span.events]
+            if span.events
+            else (),
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_ns,
+            end_time=end_ns,
+            instrumentation_scope=scope,
         )
 
-    return emit
+    return readable
 
 
 def _root_sampler(provider: Any) -> Any:

@@ -9,14 +9,15 @@ links a span to the verified record) and the decision a run waits on.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanKind, Status, StatusCode
+from opentelemetry.context import Context, attach, detach
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind
+from opentelemetry.trace.span import NonRecordingSpan
+from opentelemetry.trace.status import Status, StatusCode
 
 import plait.telemetry.light as light
 import plait.telemetry.metrics as metrics
@@ -24,7 +25,6 @@ from plait.telemetry.context import (
     format_traceparent,
     parse_traceparent,
     remote_context,
-    run_context,
     run_span_context,
 )
 from plait.telemetry.state import STATE
@@ -58,19 +58,46 @@ def start_span(
     )
 
 
-@contextlib.contextmanager
-def current(span: Span) -> Iterator[Span]:
+class CurrentSpan:
+    """A span made current for a ``with`` block, and ended after it unless told not to
+    (what :func:`current` and :func:`in_run` return).
+
+    What ``opentelemetry.trace.use_span`` does, without its two generator frames per
+    block (on a durable run's path, once per visit): one context attached and detached,
+    and an error escaping the block recorded on the span and marking it failed.
+    """
+
+    __slots__ = ("_end", "_token", "span")
+
+    def __init__(self, span: Span, *, end: bool = True) -> None:
+        self.span = span
+        self._end = end
+        self._token: Any = None
+
+    def __enter__(self) -> Span:
+        self._token = attach(trace.set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        detach(self._token)
+        span = self.span
+        # Only errors: a cancellation or GeneratorExit passing through is no failure.
+        if isinstance(exc, Exception) and span.is_recording():
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:500]))
+        if self._end:
+            span.end()
+
+
+def current(span: Span) -> CurrentSpan:
     """Make ``span`` current for the block and end it after (an error ends it failed)."""
-    with trace.use_span(span, end_on_exit=True, record_exception=True):
-        yield span
+    return CurrentSpan(span)
 
 
-@contextlib.contextmanager
-def in_run(run_id: str, started_under: str | None) -> Iterator[None]:
+def in_run(run_id: str, started_under: str | None) -> CurrentSpan:
     """Make run ``run_id``'s span current for the block (its work outside any visit:
     its start, a claim, a park), so that work joins the run's trace."""
-    with trace.use_span(NonRecordingSpan(run_span_context(run_id, started_under))):
-        yield
+    return CurrentSpan(NonRecordingSpan(run_span_context(run_id, started_under)), end=False)
 
 
 def link_to(traceparent: str | None, **attributes: Any) -> list[Link]:
@@ -80,12 +107,27 @@ def link_to(traceparent: str | None, **attributes: Any) -> list[Link]:
 
 
 def annotate(attributes: Attributes) -> None:
-    """Set ``attributes`` on the span current here (if tracing and it records)."""
+    """Set ``attributes`` on the span current here (if tracing and it records; None
+    values are left out)."""
     if not STATE.tracing:
         return
     span = trace.get_current_span()
     if span.is_recording():
-        span.set_attributes(_clean(attributes))
+        set_on(span, attributes)
+
+
+def set_on(span: Span, attributes: Attributes) -> None:
+    """Set ``attributes`` on ``span``, None values left out."""
+    span.set_attributes(attributes if isinstance(span, light.LightSpan) else _clean(attributes))
+
+
+def recording_span() -> Span | None:
+    """The span current here if tracing and it records (None: nothing to annotate, so
+    a caller builds no attributes for it)."""
+    if not STATE.tracing:
+        return None
+    span = trace.get_current_span()
+    return span if span.is_recording() else None
 
 
 def current_span() -> Span:
@@ -111,7 +153,9 @@ def visit_span(
     """The span of one visit of ``node`` in run ``run_id``: a child of the run's span;
     linked to ``caused_by`` (the wake's sender: a person's answer, a budget raise) where
     a parent would be wrong, since the run had parked."""
-    return start_span(
+    if not STATE.tracing:
+        return trace.INVALID_SPAN
+    return light.start(
         f"visit {node}",
         {
             "plait.run.id": run_id,
@@ -120,8 +164,8 @@ def visit_span(
             "plait.node.attempt": attempt,
             **attributes,
         },
-        context=run_context(run_id, started_under),
-        links=link_to(caused_by, **{"plait.link": "woken_by"}),
+        run_span_context(run_id, started_under),  # its parent, with no Context built
+        links=link_to(caused_by, **{"plait.link": "woken_by"}) if caused_by else (),
     )
 
 
@@ -155,23 +199,24 @@ def run_span(
     span.end()
 
 
-@contextlib.contextmanager
-def commit_span(backend: str, ops: Sequence[Any], size: int) -> Iterator[Span]:
-    """A mesh commit's span: backend, operations, bytes written, and whether its
-    compare-and-swap found the data moved (``plait.mesh.conflict``)."""
-    span = start_span(
+def commit_span(parent: SpanContext, backend: str, ops: Sequence[Any]) -> Span:
+    """A mesh commit's span under ``parent`` (not made current: nothing is traced
+    inside a commit): backend, operations and bytes written; its caller marks a
+    compare-and-swap that found the data moved (``plait.mesh.conflict``) and ends it."""
+    span = light.start(
         "mesh commit",
-        {
-            "db.system": f"plait.mesh.{backend}",
-            "plait.mesh.ops": len(ops),
-            "plait.mesh.bytes": size,
-        },
+        {"db.system": f"plait.mesh.{backend}", "plait.mesh.ops": len(ops)},
+        parent,
         kind=SpanKind.CLIENT,
     )
-    try:
-        yield span  # not made current: nothing is traced inside a commit
-    finally:
-        span.end()
+    if span.is_recording():  # the bytes are summed only for a span that keeps them
+        span.set_attribute("plait.mesh.bytes", written(ops))
+    return span
+
+
+def written(ops: Sequence[Any]) -> int:
+    """The bytes the puts among ``ops`` write."""
+    return sum([len(data) for op in ops if isinstance(data := getattr(op, "data", None), bytes)])
 
 
 def delivery_span(topic: str, kind: str, event: str, traceparent: str | None) -> Span:
@@ -222,6 +267,7 @@ def now() -> float:
 
 __all__ = [
     "Attributes",
+    "CurrentSpan",
     "annotate",
     "commit_span",
     "current",
@@ -232,8 +278,11 @@ __all__ = [
     "link_to",
     "now",
     "observe_delivery",
+    "recording_span",
     "run_span",
+    "set_on",
     "start_span",
     "turn_span",
     "visit_span",
+    "written",
 ]

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from plait.actors.partitions import load_partitions
 from plait.api import metrics as api_metrics
 from plait.api.app import create_app
 from plait.mesh import open_mesh
@@ -116,6 +117,7 @@ async def test_serve_metrics_count_runs_and_decisions_on_the_mesh(
                 done = await settle(runs, (await runs.start("assistant", "chain", "x")).run_id)
                 parked = await settle(runs, (await runs.start("assistant", "asks", "y")).run_id)
             response = await api.get("/metrics")
+        count = await load_partitions(mesh)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     after = samples(response.text)
@@ -130,3 +132,6 @@ async def test_serve_metrics_count_runs_and_decisions_on_the_mesh(
     assert value(after, "plait_runs", status="waiting_human") == 1
     assert value(after, "plait_decisions_open") == 1
     assert value(after, "plait_decision_oldest_age_seconds") >= 0
+    backlog = {k: v for k, v in after.items() if k[0] == "plait_mailbox_backlog"}
+    assert {dict(k[1])["partition"] for k in backlog} == {str(n) for n in range(count)}
+    assert sum(backlog.values()) == 0  # every wake acked

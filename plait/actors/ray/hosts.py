@@ -17,6 +17,7 @@ from plait.actors.ray.placement import NAMESPACE, host_options
 from plait.errors import ActorError
 from plait.ids import new_id
 from plait.mesh import open_mesh
+from plait.telemetry import STATE, enable_metrics, metrics
 
 log = logging.getLogger("plait.actors")
 
@@ -127,6 +128,24 @@ class HostActor:
             "handled": runtime.handled if runtime else self.handled,
             "error": self.error,
         }
+
+    def metrics_text(self) -> str:
+        """This host's Prometheus metrics (:mod:`plait.telemetry.metrics`) as text.
+
+        The first call turns counting on in this host's process, so a host counts from
+        its first scrape on (a restarted host, from the next scrape after its restart):
+        a host nobody scrapes does no metrics work.
+        """
+        if not STATE.metrics:
+            enable_metrics()
+            metrics.track_in_flight(lambda: self.runtime.in_flight if self.runtime else 0)
+        runtime = self.runtime
+        if runtime is not None and not isinstance(runtime.on_change, metrics.LeaseTally):
+            tally = metrics.LeaseTally()
+            if runtime.keeper is not None:
+                tally(runtime.serving, runtime.keeper.count)
+            runtime.on_change = tally
+        return metrics.render().decode()
 
     async def wait_idle(self) -> None:
         """Wait until no message this host took is in flight."""
