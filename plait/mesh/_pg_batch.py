@@ -1,5 +1,5 @@
-"""A PostgreSQL transaction in two round trips: BEGIN and its statements in one
-pipeline (psycopg 3 pipeline mode), then COMMIT.
+"""A PostgreSQL transaction in one round trip: BEGIN, its statements and COMMIT in one
+pipeline (psycopg 3 pipeline mode).
 
 :func:`plait.mesh._pg_ops.commit` runs a transaction's statements one after another,
 reading each answer before it sends the next: a transition's commit (a record CAS, a
@@ -9,18 +9,14 @@ needs an earlier one's answer:
 - an expectation that does not hold fails the transaction on the server:
   ``mesh_refuse('cas', key, expected)`` raises where a CAS found another version, and
   ``mesh_refuse('lost', '', op)`` where a held delivery is no longer its consumer's,
-  so the transaction rolls back; the error becomes the same
-  :class:`~plait.errors.VersionConflict` (or :class:`~plait.errors.DeliveryLost`) as
-  on every backend;
+  so the transaction rolls back (the COMMIT after it is skipped); the error becomes
+  the same :class:`~plait.errors.VersionConflict` (or
+  :class:`~plait.errors.DeliveryLost`) as on every backend;
 - a topic's events are numbered and inserted in one statement.
 
 Takes read what they take before they record it, so a batch with a take goes the
-statement-by-statement way. COMMIT goes apart, after the statements' answers, so a
-connection lost before it is known to have applied nothing (the batch is retried on a
-new connection) and only one lost while COMMIT is in flight leaves the outcome unknown
-(:class:`~plait.errors.MeshUnavailable`), as the statement-by-statement way promises;
-sending COMMIT in the pipeline too would save one more round trip but make every lost
-connection an unknown outcome.
+statement-by-statement way. What a connection lost in the middle of the round trip
+left behind is settled by the transaction's id (:mod:`plait.mesh._pg_outcome`).
 """
 
 from __future__ import annotations

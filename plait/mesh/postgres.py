@@ -18,13 +18,16 @@ and went to another consumer stays pending for that one (see :func:`~plait.mesh.
 Retries. A transaction that was not committed is not applied, so the mesh retries
 what provably did not apply and nothing else: a transaction that failed on a
 serialization failure or a deadlock (rolled back by the server), and one whose
-connection was lost before ``COMMIT`` was sent (a server restart, a backend ended by
+connection was lost before it committed (a server restart, a backend ended by
 ``pg_terminate_backend``: the server rolls it back) run again, on a new connection.
-A connection lost while ``COMMIT`` is in flight leaves the outcome unknown: that raises
-:class:`MeshUnavailable`, and the caller retries what a version check or an idempotent
-key makes safe, as on every backend. Reads are retried on a lost connection. When
-every connection is busy, a call waits for one (up to ``timeout``): back-pressure,
-not an error.
+A transaction without a take is one round trip, whose outcome after a lost connection
+is read back by its transaction id (:mod:`plait.mesh._pg_outcome`); the others send
+``COMMIT`` apart, after their statements. A connection lost while a commit is in
+flight and applied (or whose transaction nobody can name) leaves its answer unknown:
+that raises :class:`MeshUnavailable`, and the caller retries what a version check or
+an idempotent key makes safe, as on every backend. Reads are retried on a lost
+connection. When every connection is busy, a call waits for one (up to ``timeout``):
+back-pressure, not an error.
 
 The schema is created and migrated on open (under an advisory lock, so processes
 opening a new mesh at once do it one at a time), and by ``plait mesh migrate``.
@@ -47,6 +50,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 import plait.mesh._pg_batch as batch_ops
 import plait.mesh._pg_ops as ops
+import plait.mesh._pg_outcome as outcome
 from plait.errors import ConfigError, MeshError, MeshUnavailable
 from plait.mesh._backoff import Backoff
 from plait.mesh._base import (
@@ -111,6 +115,16 @@ _BEGIN_MOVE = "BEGIN; SET LOCAL synchronous_commit = off"
 
 class _Uncommitted(Exception):
     """A transaction failed before its COMMIT was sent: nothing of it applied."""
+
+
+class _Unsettled(Exception):
+    """A connection was lost while a one-round-trip transaction was in flight: its
+    outcome is to be settled (see :mod:`plait.mesh._pg_outcome`)."""
+
+    def __init__(self, xid: str | None, pid: int) -> None:
+        super().__init__(xid, pid)
+        self.xid = xid
+        self.pid = pid
 
 
 class PostgresMesh(Mesh):
@@ -248,6 +262,7 @@ class PostgresMesh(Mesh):
             min_size=1,
             max_size=self._pool_size,
             configure=self._configure,
+            check=outcome.unbroken,
             timeout=self.timeout,
             open=False,
             name=f"plait-mesh-{self.schema}",
@@ -336,6 +351,14 @@ class PostgresMesh(Mesh):
                             return await write(conn)
             except TimeoutError:
                 raise self._no_answer() from None
+            except _Unsettled as lost:
+                try:
+                    await self._settle(lost)
+                except _Uncommitted as exc:
+                    if attempt == _RETRIES - 1:
+                        raise self._error(lost.__cause__ or exc) from lost.__cause__
+                    await self._lost(pool)
+                continue
             except _Uncommitted as exc:
                 if attempt == _RETRIES - 1:
                     raise self._error(exc.__cause__ or exc) from exc.__cause__
@@ -516,24 +539,29 @@ class PostgresMesh(Mesh):
         return TransactionResult(entries, event_ids, taken)
 
     async def _send(self, batch: list[Op]) -> tuple[list[int], list[bool]]:
-        """Commit ``batch`` in two round trips, its statements then its COMMIT (see
-        :mod:`plait.mesh._pg_batch`); retried, as :meth:`_write` does, while it provably
-        did not apply."""
+        """Commit ``batch`` in one round trip (see :mod:`plait.mesh._pg_batch` and
+        :mod:`plait.mesh._pg_outcome`); retried, as :meth:`_write` does, while it
+        provably did not apply."""
         return await self._retried(lambda conn: self._sent(conn, batch))
 
     async def _sent(
         self, conn: psycopg.AsyncConnection[Any], batch: list[Op]
     ) -> tuple[list[int], list[bool]]:
+        xid: psycopg.AsyncCursor[Any] | None = None
+        pid = conn.info.backend_pid
         try:
             async with conn.pipeline():
                 await conn.execute(_BEGIN, prepare=False)
+                xid = await conn.execute(outcome.XID, prepare=False)
+                conn.pgconn.send_flush_request()  # the id comes back before any wait
                 answers = await batch_ops.send(conn, batch, self.channel)
+                await conn.execute("COMMIT", prepare=False)
         except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
             await _roll_back(conn)
             raise _Uncommitted("retry") from exc  # the server refused it: rolled back
         except psycopg.OperationalError as exc:
             if conn.broken:
-                raise _Uncommitted("lost") from exc  # no COMMIT was sent: nothing applied
+                raise _Unsettled(outcome.xid_of(xid), pid) from exc
             await _roll_back(conn)
             raise
         except pg_errors.RaiseException as exc:
@@ -547,10 +575,28 @@ class PostgresMesh(Mesh):
         except BaseException:
             await _roll_back(conn)
             raise
-        # COMMIT apart: a connection lost before it is a transaction that did not apply
-        # (retried), one lost while it is in flight an outcome unknown (MeshUnavailable).
-        await _commit(conn)
         return await batch_ops.results(batch, answers)
+
+    async def _settle(self, lost: _Unsettled) -> None:
+        """Raise :class:`_Uncommitted` if the transaction a lost connection ran did not
+        apply, :class:`MeshUnavailable` if it did or nobody can tell."""
+        cause = lost.__cause__ or lost
+        if lost.xid is None:
+            raise MeshUnavailable(
+                f"the PostgreSQL mesh at {self.url} lost a connection before it knew "
+                f"which transaction it sent; the outcome is unknown: {self._error(cause)}"
+            ) from cause
+        for _ in range(_RETRIES):
+            found = await self._read(outcome.status, lost.xid, lost.pid)
+            if found == "aborted":
+                raise _Uncommitted("lost") from cause
+            if found != "in progress":
+                break
+            await asyncio.sleep(0.01)  # its backend was told to end; it rolls back
+        raise MeshUnavailable(
+            f"the PostgreSQL mesh at {self.url} lost a connection while committing "
+            f"(transaction {lost.xid}: {found}); its answer is lost: {self._error(cause)}"
+        ) from cause
 
     # topics -------------------------------------------------------------------------
 

@@ -1,0 +1,83 @@
+"""One round trip per transaction, and what a connection lost meanwhile left behind.
+
+A transaction of the PostgreSQL mesh goes in one pipeline: ``BEGIN``, the query of
+its transaction id, a Flush, its statements, ``COMMIT``. The Flush makes the server
+send the transaction id at once, before it runs (or waits on a lock in) any statement,
+so a connection lost later still tells which transaction it was. A lost connection
+then settles the outcome on another connection with ``pg_xact_status`` (PostgreSQL's
+way for a client to learn whether a transaction whose COMMIT it lost committed):
+
+- ``aborted``: nothing applied; the mesh runs the transaction again;
+- ``in progress``: the old backend has not noticed yet (a network cut): it is ended
+  with ``pg_terminate_backend`` (only while it still runs that very transaction), and
+  the status read again;
+- ``committed``: it applied, but its answers (new versions) were lost with the
+  connection: :class:`~plait.errors.MeshUnavailable`, the outcome known to the
+  server only, as on every backend when a commit's answer is lost.
+
+A connection lost before the transaction id came back leaves the outcome unknown too:
+the server may have had the whole pipeline. That would be every write on a connection
+the server ended while it sat idle in the pool (a restart), so the pool checks each
+connection as it hands it out: an idle connection has nothing to read, and one with
+something to read (the server's farewell, or the end of the stream) is dropped, without
+a round trip.
+"""
+
+from __future__ import annotations
+
+import select
+from typing import Any, Literal
+
+import psycopg
+from psycopg import AsyncCursor
+
+from plait.mesh._pg_ops import Conn
+
+XID = "SELECT pg_current_xact_id()::text"
+"""The query that gives the transaction its id (and tells it to the client)."""
+
+_STATUS = "SELECT pg_xact_status(%s::xid8)"
+_END_OLD = (
+    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+    "WHERE pid = %s AND backend_xid::text = %s"
+)
+
+Outcome = Literal["committed", "aborted", "in progress", "unknown"]
+"""What became of a transaction whose connection was lost: ``committed``, ``aborted``,
+``in progress`` (its backend still runs it) or ``unknown`` (its id is too old)."""
+
+
+async def unbroken(conn: Conn) -> None:
+    """The pool's check of a connection it hands out: raises if the server ended it
+    (an idle connection has nothing to read; see the module docstring)."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    ready, _w, _x = select.select([conn.pgconn.socket], [], [], 0)
+    if ready:
+        await conn.close()  # so the pool drops it and opens another
+        raise psycopg.OperationalError("the server ended the idle connection")
+
+
+def xid_of(cursor: AsyncCursor[Any] | None) -> str | None:
+    """The transaction id a pipeline's :data:`XID` query answered, if its answer came
+    back before the connection was lost."""
+    result = None if cursor is None else cursor.pgresult
+    if result is None or result.status != psycopg.pq.ExecStatus.TUPLES_OK or not result.ntuples:
+        return None
+    value = result.get_value(0, 0)
+    return None if value is None else bytes(value).decode()
+
+
+async def status(conn: Conn, xid: str, pid: int) -> Outcome:
+    """What became of transaction ``xid`` of backend ``pid``; a backend still running
+    it is ended (its status is read again by the caller)."""
+    cur = await conn.execute(_STATUS, (xid,))
+    row = await cur.fetchone()
+    found: Outcome = "unknown" if row is None or row[0] is None else row[0]
+    if found == "in progress":
+        # backend_xid is the 32-bit xid: the low half of the 64-bit one.
+        await conn.execute(_END_OLD, (pid, str(int(xid) & 0xFFFFFFFF)))
+    return found
+
+
+__all__ = ["XID", "Outcome", "status", "unbroken", "xid_of"]
