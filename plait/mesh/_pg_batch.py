@@ -1,5 +1,6 @@
-"""A PostgreSQL transaction in one round trip: BEGIN, its statements and COMMIT in one
-pipeline (psycopg 3 pipeline mode).
+"""A PostgreSQL transaction in one round trip: its statements in one pipeline (psycopg 3
+pipeline mode), which PostgreSQL runs as one implicit transaction up to the pipeline's
+Sync, committed there (as LangGraph's AsyncPostgresSaver does its puts).
 
 :func:`plait.mesh._pg_ops.commit` runs a transaction's statements one after another,
 reading each answer before it sends the next: a transition's commit (a record CAS, a
@@ -9,7 +10,7 @@ needs an earlier one's answer:
 - an expectation that does not hold fails the transaction on the server:
   ``mesh_refuse('cas', key, expected)`` raises where a CAS found another version, and
   ``mesh_refuse('lost', '', op)`` where a held delivery is no longer its consumer's,
-  so the transaction rolls back (the COMMIT after it is skipped); the error becomes
+  so the transaction rolls back (what follows is skipped); the error becomes
   the same :class:`~plait.errors.VersionConflict` (or
   :class:`~plait.errors.DeliveryLost`) as on every backend;
 - a topic's events are numbered and inserted in one statement.

@@ -1,7 +1,7 @@
 """One round trip per transaction, and what a connection lost meanwhile left behind.
 
-A transaction of the PostgreSQL mesh goes in one pipeline: ``BEGIN``, the query of
-its transaction id, a Flush, its statements, ``COMMIT``. The Flush makes the server
+A transaction of the PostgreSQL mesh goes in one pipeline: the query of its
+transaction id, a Flush, its statements, the Sync that commits them. The Flush makes the server
 send the transaction id at once, before it runs (or waits on a lock in) any statement,
 so a connection lost later still tells which transaction it was. A lost connection
 then settles the outcome on another connection with ``pg_xact_status`` (PostgreSQL's
@@ -15,12 +15,16 @@ way for a client to learn whether a transaction whose COMMIT it lost committed):
   connection: :class:`~plait.errors.MeshUnavailable`, the outcome known to the
   server only, as on every backend when a commit's answer is lost.
 
-A connection lost before the transaction id came back leaves the outcome unknown too:
-the server may have had the whole pipeline. That would be every write on a connection
-the server ended while it sat idle in the pool (a restart), so the pool checks each
-connection as it hands it out: an idle connection has nothing to read, and one with
-something to read (the server's farewell, or the end of the stream) is dropped, without
-a round trip.
+A connection the server closed before the transaction id came back ran nothing of it:
+had the server run the id query, the Flush would have sent its answer ahead of any
+commit, and a server that commits has read the whole pipeline, so it closes with a FIN
+after all it sent, not a reset that may drop it. So a server's goodbye (its FATAL, or
+the end of the stream) with no id before it means the transaction did not apply, and
+it runs again; any other loss without an id (a reset, a timeout: the network, or a
+host that crashed) leaves the outcome unknown. The pool checks each connection as it
+hands it out, so one the server ended while it sat idle (a restart) is rarely used:
+an idle connection has nothing to read, and one with something to read is dropped,
+without a round trip.
 """
 
 from __future__ import annotations
@@ -68,6 +72,13 @@ def xid_of(cursor: AsyncCursor[Any] | None) -> str | None:
     return None if value is None else bytes(value).decode()
 
 
+def closed_by_server(exc: BaseException) -> bool:
+    """Whether a lost connection ended by the server's goodbye: its FATAL error (class
+    57, operator intervention) or the end of the stream, not a reset or a timeout."""
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    return sqlstate.startswith("57P") or "server closed the connection" in str(exc)
+
+
 async def status(conn: Conn, xid: str, pid: int) -> Outcome:
     """What became of transaction ``xid`` of backend ``pid``; a backend still running
     it is ended (its status is read again by the caller)."""
@@ -80,4 +91,4 @@ async def status(conn: Conn, xid: str, pid: int) -> Outcome:
     return found
 
 
-__all__ = ["XID", "Outcome", "status", "unbroken", "xid_of"]
+__all__ = ["XID", "Outcome", "closed_by_server", "status", "unbroken", "xid_of"]

@@ -463,8 +463,8 @@ class PostgresMesh(Mesh):
         check_key(key)
         _check_version(if_version)
         data = encode(key, value, self.max_value_bytes)
-        version = await self._write(ops.put, key, data, if_version, tainted)
-        return Entry(key, value, version, tainted)
+        versions, _inserted = await self._send([PutOp(key, data, if_version, value, tainted)])
+        return Entry(key, value, versions[0], tainted)
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         check_key(key)
@@ -550,12 +550,13 @@ class PostgresMesh(Mesh):
         xid: psycopg.AsyncCursor[Any] | None = None
         pid = conn.info.backend_pid
         try:
+            # No BEGIN nor COMMIT: what a pipeline sends up to its Sync (at the block's
+            # end) is one implicit transaction, committed at the Sync, or rolled back
+            # whole at the first statement that fails (the others are then skipped).
             async with conn.pipeline():
-                await conn.execute(_BEGIN, prepare=False)
                 xid = await conn.execute(outcome.XID, prepare=False)
                 conn.pgconn.send_flush_request()  # the id comes back before any wait
                 answers = await batch_ops.send(conn, batch, self.channel)
-                await conn.execute("COMMIT", prepare=False)
         except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
             await _roll_back(conn)
             raise _Uncommitted("retry") from exc  # the server refused it: rolled back
@@ -582,6 +583,8 @@ class PostgresMesh(Mesh):
         apply, :class:`MeshUnavailable` if it did or nobody can tell."""
         cause = lost.__cause__ or lost
         if lost.xid is None:
+            if outcome.closed_by_server(cause):
+                raise _Uncommitted("lost") from cause  # it ran nothing (see _pg_outcome)
             raise MeshUnavailable(
                 f"the PostgreSQL mesh at {self.url} lost a connection before it knew "
                 f"which transaction it sent; the outcome is unknown: {self._error(cause)}"
