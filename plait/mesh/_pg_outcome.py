@@ -29,7 +29,9 @@ without a round trip.
 
 from __future__ import annotations
 
+import asyncio
 import select
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import psycopg
@@ -91,4 +93,26 @@ async def status(conn: Conn, xid: str, pid: int) -> Outcome:
     return found
 
 
-__all__ = ["XID", "Outcome", "closed_by_server", "status", "unbroken", "xid_of"]
+_POLLS = 50
+"""Reads of the status of a transaction whose backend was told to end (10 ms apart)."""
+
+
+async def settle(
+    read: Callable[..., Awaitable[Any]], xid: str | None, pid: int, cause: BaseException
+) -> Outcome:
+    """What became of the transaction ``xid`` (None: its id never came back) that backend
+    ``pid`` ran when its connection was lost with ``cause``; ``aborted`` only when it
+    provably did not apply. ``read(fn, *args)`` runs ``fn(conn, *args)`` on another
+    connection."""
+    if xid is None:
+        return "aborted" if closed_by_server(cause) else "unknown"
+    found: Outcome = "unknown"
+    for _ in range(_POLLS):
+        found = await read(status, xid, pid)
+        if found != "in progress":
+            return found
+        await asyncio.sleep(0.01)  # its backend was told to end; it rolls back
+    return found
+
+
+__all__ = ["XID", "Outcome", "closed_by_server", "settle", "status", "unbroken", "xid_of"]

@@ -352,13 +352,17 @@ class PostgresMesh(Mesh):
             except TimeoutError:
                 raise self._no_answer() from None
             except _Unsettled as lost:
-                try:
-                    await self._settle(lost)
-                except _Uncommitted as exc:
-                    if attempt == _RETRIES - 1:
-                        raise self._error(lost.__cause__ or exc) from lost.__cause__
-                    await self._lost(pool)
-                continue
+                cause = lost.__cause__ or lost
+                found = await outcome.settle(self._read, lost.xid, lost.pid, cause)
+                if found != "aborted":
+                    raise MeshUnavailable(
+                        f"the PostgreSQL mesh at {self.url} lost a connection while "
+                        f"committing (transaction {lost.xid or '?'}: {found}); its answer "
+                        f"is lost: {self._error(cause)}"
+                    ) from cause
+                if attempt == _RETRIES - 1:
+                    raise self._error(cause) from cause
+                await self._lost(pool)
             except _Uncommitted as exc:
                 if attempt == _RETRIES - 1:
                     raise self._error(exc.__cause__ or exc) from exc.__cause__
@@ -463,7 +467,9 @@ class PostgresMesh(Mesh):
         check_key(key)
         _check_version(if_version)
         data = encode(key, value, self.max_value_bytes)
-        versions, _inserted = await self._send([PutOp(key, data, if_version, value, tainted)])
+        versions, _inserted, _taken = await self._send(
+            [PutOp(key, data, if_version, value, tainted)]
+        )
         return Entry(key, value, versions[0], tainted)
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
@@ -513,11 +519,7 @@ class PostgresMesh(Mesh):
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))
-        took: list[ops.Taken] = []
-        if batch_ops.sendable(batch):
-            versions, inserted = await self._send(batch)
-        else:
-            versions, inserted, took = await self._write(ops.commit, batch, self.channel)
+        versions, inserted, took = await self._send(batch)
         entries: dict[str, Entry] = {}
         event_ids: list[str] = []
         put_versions, inserts = iter(versions), iter(inserted)
@@ -538,7 +540,7 @@ class PostgresMesh(Mesh):
         ]  # fmt: skip
         return TransactionResult(entries, event_ids, taken)
 
-    async def _send(self, batch: list[Op]) -> tuple[list[int], list[bool]]:
+    async def _send(self, batch: list[Op]) -> tuple[list[int], list[bool], list[batch_ops.Taken]]:
         """Commit ``batch`` in one round trip (see :mod:`plait.mesh._pg_batch` and
         :mod:`plait.mesh._pg_outcome`); retried, as :meth:`_write` does, while it
         provably did not apply."""
@@ -546,7 +548,7 @@ class PostgresMesh(Mesh):
 
     async def _sent(
         self, conn: psycopg.AsyncConnection[Any], batch: list[Op]
-    ) -> tuple[list[int], list[bool]]:
+    ) -> tuple[list[int], list[bool], list[batch_ops.Taken]]:
         xid: psycopg.AsyncCursor[Any] | None = None
         pid = conn.info.backend_pid
         try:
@@ -577,29 +579,6 @@ class PostgresMesh(Mesh):
             await _roll_back(conn)
             raise
         return await batch_ops.results(batch, answers)
-
-    async def _settle(self, lost: _Unsettled) -> None:
-        """Raise :class:`_Uncommitted` if the transaction a lost connection ran did not
-        apply, :class:`MeshUnavailable` if it did or nobody can tell."""
-        cause = lost.__cause__ or lost
-        if lost.xid is None:
-            if outcome.closed_by_server(cause):
-                raise _Uncommitted("lost") from cause  # it ran nothing (see _pg_outcome)
-            raise MeshUnavailable(
-                f"the PostgreSQL mesh at {self.url} lost a connection before it knew "
-                f"which transaction it sent; the outcome is unknown: {self._error(cause)}"
-            ) from cause
-        for _ in range(_RETRIES):
-            found = await self._read(outcome.status, lost.xid, lost.pid)
-            if found == "aborted":
-                raise _Uncommitted("lost") from cause
-            if found != "in progress":
-                break
-            await asyncio.sleep(0.01)  # its backend was told to end; it rolls back
-        raise MeshUnavailable(
-            f"the PostgreSQL mesh at {self.url} lost a connection while committing "
-            f"(transaction {lost.xid}: {found}); its answer is lost: {self._error(cause)}"
-        ) from cause
 
     # topics -------------------------------------------------------------------------
 
