@@ -20,9 +20,10 @@ what provably did not apply and nothing else: a transaction that failed on a
 serialization failure or a deadlock (rolled back by the server), and one whose
 connection was lost before it committed (a server restart, a backend ended by
 ``pg_terminate_backend``: the server rolls it back) run again, on a new connection.
-A transaction without a take is one round trip, whose outcome after a lost connection
-is read back by its transaction id (:mod:`plait.mesh._pg_outcome`); the others send
-``COMMIT`` apart, after their statements. A connection lost while a commit is in
+A ``transact()`` commit (and a ``put``) is one round trip, whose outcome after a lost
+connection is read back by its transaction id (:mod:`plait.mesh._pg_outcome`); the
+other writes (deletes, group changes, claims, acks) send ``COMMIT`` apart, after their
+statements. A connection lost while a commit is in
 flight and applied (or whose transaction nobody can name) leaves its answer unknown:
 that raises :class:`MeshUnavailable`, and the caller retries what a version check or
 an idempotent key makes safe, as on every backend. Reads are retried on a lost
