@@ -10,6 +10,7 @@ start the real console script instead.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -23,7 +24,7 @@ from typer.testing import CliRunner
 
 
 @contextmanager
-def _as_a_process_would(cwd: Path) -> Iterator[None]:
+def as_a_process_would(cwd: Path) -> Iterator[None]:
     """In ``cwd``, its modules importable (as ``plait.cli.main`` arranges), the consoles
     sized from ``COLUMNS`` now, no logging handler (pytest's) on the root logger, so that
     a warning reaches stderr by logging's last resort as in a new process; afterwards the
@@ -58,14 +59,24 @@ def run_in_process(
 ) -> subprocess.CompletedProcess[str]:
     """``plait ARGS`` run here, in ``cwd``, with exactly ``env`` as its environment; its
     exit status, stdout and stderr. An exception the command lets out is printed to
-    stderr as a traceback with status 1, as the interpreter would."""
+    stderr as a traceback with status 1, as the interpreter would.
+
+    Only from a test that is not a coroutine: a command runs its own event loop.
+    """
     from plait.cli import app
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass  # no loop runs here: the command may start its own
+    else:
+        raise RuntimeError("plait runs in-process from a synchronous test only; start a process")
 
     changes: dict[str, str | None] = {
         name: value for name, value in env.items() if os.environ.get(name) != value
     }
     changes.update({name: None for name in os.environ if name not in env})
-    with _as_a_process_would(cwd):
+    with as_a_process_would(cwd):
         result = CliRunner().invoke(
             app, list(args), env=changes, catch_exceptions=True, prog_name="plait"
         )
