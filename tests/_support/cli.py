@@ -23,6 +23,15 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 
+def in_a_coroutine() -> bool:
+    """Whether an event loop runs in this thread (a command cannot start its own)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 @contextmanager
 def as_a_process_would(cwd: Path) -> Iterator[None]:
     """In ``cwd``, its modules importable (as ``plait.cli.main`` arranges), the consoles
@@ -65,11 +74,7 @@ def run_in_process(
     """
     from plait.cli import app
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass  # no loop runs here: the command may start its own
-    else:
+    if in_a_coroutine():
         raise RuntimeError("plait runs in-process from a synchronous test only; start a process")
 
     changes: dict[str, str | None] = {

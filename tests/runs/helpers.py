@@ -28,7 +28,7 @@ from plait.models.scripted import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
 from plait.runs import OwnerServices, RunRecord, Runs, serve
 from plait.tools import ToolRegistry
-from tests._support.cli import run_in_process
+from tests._support.cli import in_a_coroutine, run_in_process
 from tests._support.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,7 +141,18 @@ class Cli:
     ) -> subprocess.CompletedProcess[str]:
         """Run ``plait ARGS`` to its end (``timeout`` stretched on a busy machine); by
         default it must exit 0."""
-        if self.in_process:
+        return self._run(args, in_process=self.in_process, ok=ok, timeout=timeout)
+
+    def setup(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``plait ARGS``, a command that only sets the stage for a test of something
+        else (import a graph, save a program), to its end: in this process when the test
+        is synchronous, else as a process. It must exit 0."""
+        return self._run(args, in_process=not in_a_coroutine(), ok=True, timeout=30.0)
+
+    def _run(
+        self, args: Sequence[str], *, in_process: bool, ok: bool, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        if in_process:
             done = run_in_process(self.argv(*args)[1:], cwd=self.cwd, env=self.env)
         else:
             done = subprocess.run(
