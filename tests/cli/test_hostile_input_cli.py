@@ -67,10 +67,10 @@ def test_an_alias_bomb_fails_validate_quickly_in_one_line(tmp_path: Path) -> Non
 
 
 def test_non_finite_budget_raises_and_undecodable_text_exit_2(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
-    done = cli("graph", "raise-budget", "grun_x", "--dollars", "inf", ok=False)
+    here, cli = Cli(tmp_path, in_process=True), Cli(tmp_path)
+    done = here("graph", "raise-budget", "grun_x", "--dollars", "inf", ok=False)
     assert done.returncode == 2 and "--dollars must be a finite number, not inf" in done.stderr
-    done = cli("graph", "raise-budget", "grun_x", "--dollars", "nan", ok=False)
+    done = here("graph", "raise-budget", "grun_x", "--dollars", "nan", ok=False)
     assert done.returncode == 2 and "--dollars" in done.stderr  # nan is out of range
     bad = b"caf\xe9".decode("utf-8", "surrogateescape")
     done = cli("graph", "run", "assistant", "g", "--input", bad, ok=False)
