@@ -9,4 +9,6 @@ hold the functions they and the tests call.
 - :mod:`tests._support.timing`: how much longer to wait on a loaded machine.
 - :mod:`tests._support.processes`: ``plait`` (or any command) as a child process that
   logs to a file, stopped and reaped after.
+- :mod:`tests._support.cli`: ``plait`` run in the test process, answering as its own
+  process would, for tests of what a command prints or stores (not of the process).
 """

@@ -32,14 +32,24 @@ REQUIRE_SERVICES = os.environ.get("PLAIT_REQUIRE_SERVICES") == "1"
 """Whether a missing Redis or PostgreSQL fails a test instead of skipping it (CI sets it)."""
 
 
+_ANSWERED: set[str] = set()
+"""The servers that answered once in this test process: not asked again before each test
+(a new PostgreSQL connection costs the server a process). One that did not answer is
+asked again each time."""
+
+
 def redis_available() -> bool:
-    """Whether the test Redis answers a ping."""
+    """Whether the test Redis answers a ping (once it has, it is taken to answer)."""
+    if REDIS_URL in _ANSWERED:
+        return True
     import redis
 
     try:
         client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1)
         try:
-            return bool(client.ping())
+            if client.ping():
+                _ANSWERED.add(REDIS_URL)
+            return REDIS_URL in _ANSWERED
         finally:
             client.close()
     except redis.RedisError:
@@ -60,7 +70,10 @@ def drop_redis_prefix(prefix: str) -> None:
 
 
 def postgres_available() -> bool:
-    """Whether the test PostgreSQL answers (and psycopg is installed)."""
+    """Whether the test PostgreSQL answers (and psycopg is installed); once it has, it
+    is taken to answer."""
+    if POSTGRES_URL in _ANSWERED:
+        return True
     try:
         import psycopg
     except ImportError:
@@ -68,6 +81,7 @@ def postgres_available() -> bool:
     try:
         with psycopg.connect(POSTGRES_URL, connect_timeout=2) as conn:
             conn.execute("SELECT 1")
+        _ANSWERED.add(POSTGRES_URL)
         return True
     except psycopg.Error:
         return False

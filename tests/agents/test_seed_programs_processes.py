@@ -74,8 +74,8 @@ def test_plait_exec_runs_the_in_session_graph_with_the_model_it_is_given(tmp_pat
 
 def test_a_graph_of_program_nodes_needs_no_model(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
-    cli("programs", "save", "graph-fetch", str(EXAMPLE / "nodes" / "fetch.py"))
-    cli("programs", "promote", "graph-fetch", "--version", "1")
+    cli.setup("programs", "save", "graph-fetch", str(EXAMPLE / "nodes" / "fetch.py"))
+    cli.setup("programs", "promote", "graph-fetch", "--version", "1")
     spec = {
         "name": "fetch-only",
         "agent": "assistant",
@@ -83,7 +83,7 @@ def test_a_graph_of_program_nodes_needs_no_model(tmp_path: Path) -> None:
         "nodes": [{"id": "fetch", "type": "program", "ref": "graph-fetch", "input": {"run": "g1"}}],
     }
     (tmp_path / "g.json").write_text(json.dumps(spec))
-    cli("graph", "import", str(tmp_path / "g.json"))
+    cli.setup("graph", "import", str(tmp_path / "g.json"))
     ran = cli("graph", "run", "assistant", "fetch-only", "--json", timeout=60)
     assert json.loads(ran.stdout)["status"] == "done", ran.stdout + ran.stderr
 
@@ -160,8 +160,8 @@ async def test_the_resumable_graph_survives_sigkills_with_one_decision_and_effec
     seed = tmp_path / "seed"
     write(seed, "r1")
     for node in ("fetch", "test", "release"):
-        cli("programs", "save", f"graph-{node}", str(EXAMPLE / "nodes" / f"{node}.py"))
-        cli("programs", "promote", f"graph-{node}", "--version", "1")
+        cli.setup("programs", "save", f"graph-{node}", str(EXAMPLE / "nodes" / f"{node}.py"))
+        cli.setup("programs", "promote", f"graph-{node}", "--version", "1")
     started = cli.json("exec", str(seed / "start.py"), "--payload", "run=r1")["result"]
     assert started == {
         "run": "r1",

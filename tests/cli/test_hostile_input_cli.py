@@ -1,5 +1,8 @@
 """What a person sees from ``plait`` given hostile input: one line and an exit code, never a
-traceback, and listings that skip a corrupt stored value with a warning naming its key."""
+traceback, and listings that skip a corrupt stored value with a warning naming its key.
+
+Undecodable text goes through the console script as a real process (the bytes arrive in
+its argv and environment); the other commands run in this process."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ def _no_traceback(done: object) -> None:
 
 
 def test_validate_json_reports_a_typo_once_with_its_line_and_a_guess(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     text = (
         '{\n  "name": "g",\n  "entry": "a",\n  "nodes": [\n'
         '    {"id": "a", "type": "agent", "prompt": "go", "next": "reveiw"},\n'
@@ -54,20 +57,20 @@ def test_validate_json_reports_a_typo_once_with_its_line_and_a_guess(tmp_path: P
 
 
 def test_an_alias_bomb_fails_validate_quickly_in_one_line(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     (tmp_path / "bomb.yaml").write_text(BOMB, encoding="utf-8")
     began = time.monotonic()
     done = cli("graph", "validate", str(tmp_path / "bomb.yaml"), ok=False)
-    assert time.monotonic() - began < scaled(10)  # a process start; the bomb took 63 s
+    assert time.monotonic() - began < scaled(10)  # the bomb took 63 s
     assert done.returncode == 1 and "aliases expand to over" in done.stdout
     _no_traceback(done)
 
 
 def test_non_finite_budget_raises_and_undecodable_text_exit_2(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
-    done = cli("graph", "raise-budget", "grun_x", "--dollars", "inf", ok=False)
+    here, cli = Cli(tmp_path, in_process=True), Cli(tmp_path)
+    done = here("graph", "raise-budget", "grun_x", "--dollars", "inf", ok=False)
     assert done.returncode == 2 and "--dollars must be a finite number, not inf" in done.stderr
-    done = cli("graph", "raise-budget", "grun_x", "--dollars", "nan", ok=False)
+    done = here("graph", "raise-budget", "grun_x", "--dollars", "nan", ok=False)
     assert done.returncode == 2 and "--dollars" in done.stderr  # nan is out of range
     bad = b"caf\xe9".decode("utf-8", "surrogateescape")
     done = cli("graph", "run", "assistant", "g", "--input", bad, ok=False)
@@ -95,7 +98,7 @@ def _keys(db: Path, prefix: str) -> list[str]:
 def test_corrupt_stored_values_are_skipped_by_listings_and_named_by_verify(
     tmp_path: Path,
 ) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     cli("graph", "import", str(GRAPH))
     model = f"scripted:{SCRIPT}"
     first = cli.json("graph", "run", "assistant", "research-and-verify", "--model", model)
@@ -127,7 +130,7 @@ def test_corrupt_stored_values_are_skipped_by_listings_and_named_by_verify(
 def test_a_number_over_the_digit_limit_and_a_bad_program_ref_are_one_line(
     tmp_path: Path,
 ) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     huge = "9" * 5000
     for name, text in [
         ("g.json", '{"name": "g", "entry": "a", "nodes": [], "budget": ' + huge + "}"),
@@ -151,7 +154,7 @@ def test_a_number_over_the_digit_limit_and_a_bad_program_ref_are_one_line(
 
 
 def test_a_tool_process_is_refused_a_persons_commands_in_one_line(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     (tmp_path / "p.py").write_text("return 1\n")
     cli("programs", "save", "p", "p.py")
     cli("graph", "import", str(GRAPH))

@@ -16,6 +16,7 @@ import pytest
 from plait.mesh import open_mesh
 from plait.runs import Runs
 from plait.schedules import Schedules
+from tests._support.cli import run_in_process
 from tests.cli.helpers import invoke
 from tests.runs.helpers import Cli, store
 
@@ -137,7 +138,7 @@ def test_a_schedule_pins_a_relative_scripted_model_path(mesh_url: str, tmp_path:
 def test_the_worker_banner_is_one_line_when_piped(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
     cli.env["COLUMNS"] = "80"
-    cli("mesh", "migrate")
+    run_in_process(["mesh", "migrate", "--mesh", cli.mesh_url], cwd=cli.cwd, env=cli.env)
     worker = cli.spawn("worker")
     try:
         assert worker.stderr is not None
@@ -157,7 +158,7 @@ def test_the_worker_banner_is_one_line_when_piped(tmp_path: Path) -> None:
 
 
 def test_the_quick_start_says_once_that_this_process_serves_the_run(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     cli.env["COLUMNS"] = "80"
     (tmp_path / "g.json").write_text(json.dumps(CHAIN))
     cli("graph", "import", str(tmp_path / "g.json"))

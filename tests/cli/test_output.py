@@ -1,6 +1,9 @@
-"""What ``plait`` prints, through the console script as a real process, piped, at 80
-columns: run data shown exactly as stored (never markup, never raw control characters),
-whole ids, plain rows, the help's shape, ``inspect``/``events`` and the progress lines."""
+"""What ``plait`` prints, piped, at 80 columns: run data shown exactly as stored (never
+markup, never raw control characters), whole ids, plain rows, the help's shape,
+``inspect``/``events`` and the progress lines.
+
+The hostile replies and ``--version`` go through the console script as a real process;
+the other commands run in this process (the same ``main``, the same output)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import pytest
 
 from plait.decisions.principals import os_user
 from plait.profiles import AgentProfile
+from tests._support.cli import run_in_process
 from tests.runs.helpers import EXAMPLES, Cli
 
 HOSTILE = [
@@ -35,11 +39,21 @@ REPLY = " ".join(HOSTILE)
 LONG = "word " * 40 + "end"  # longer than 80 columns: must stay on one line when piped
 
 
+def at_80_columns(cli: Cli) -> Cli:
+    cli.env["COLUMNS"] = "80"
+    return cli
+
+
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
-    made = Cli(tmp_path)
-    made.env["COLUMNS"] = "80"
-    return made
+    """``plait`` at 80 columns, piped, run in this process."""
+    return at_80_columns(Cli(tmp_path, in_process=True))
+
+
+@pytest.fixture
+def process_cli(tmp_path: Path) -> Cli:
+    """``plait`` at 80 columns, piped, as the console script's own process."""
+    return at_80_columns(Cli(tmp_path))
 
 
 def hostile_run(cli: Cli, tmp_path: Path) -> tuple[str, str]:
@@ -64,7 +78,8 @@ def hostile_run(cli: Cli, tmp_path: Path) -> tuple[str, str]:
     return run_id.group(1), done.stdout + done.stderr
 
 
-def test_hostile_replies_print_exactly_as_stored(cli: Cli, tmp_path: Path) -> None:
+def test_hostile_replies_print_exactly_as_stored(process_cli: Cli, tmp_path: Path) -> None:
+    cli = process_cli
     run_id, shown = hostile_run(cli, tmp_path)
     assert "MarkupError" not in shown and "Traceback" not in shown
     assert "\x1b" not in shown and "\x07" not in shown  # nothing reaches the terminal raw
@@ -116,6 +131,7 @@ def test_version_short_help_and_no_bool_in_help(cli: Cli) -> None:
 
     done = subprocess.run(version, env=cli.env, capture_output=True, text=True, check=True)
     assert re.fullmatch(r"plait \d+\.\d+\.\d+.*\n", done.stdout)
+    assert run_in_process(["--version"], cwd=cli.cwd, env=cli.env).stdout == done.stdout
     for command in (
         ["graph", "run"],
         ["graph", "runs"],
@@ -126,14 +142,10 @@ def test_version_short_help_and_no_bool_in_help(cli: Cli) -> None:
         ["decisions", "answer"],
         ["worker"],
     ):
-        shown = subprocess.run(
-            [version[0], *command, "-h"], env=cli.env, capture_output=True, text=True, check=True
-        ).stdout
+        shown = run_in_process([*command, "-h"], cwd=cli.cwd, env=cli.env).stdout
         assert "Usage: plait" in shown
         assert "<bool>" not in shown and "<str>" not in shown, command
-    run_help = subprocess.run(
-        [version[0], "graph", "run", "-h"], env=cli.env, capture_output=True, text=True
-    ).stdout
+    run_help = run_in_process(["graph", "run", "-h"], cwd=cli.cwd, env=cli.env).stdout
     assert "AGENT" in run_help and "SPEC" in run_help and "URL" in run_help
 
 

@@ -1,4 +1,5 @@
-"""``plait programs`` and ``plait exec`` as real processes."""
+"""``plait programs`` and ``plait exec``: ``exec`` with the bash tool as a real process,
+the other commands run in this process (:class:`Cli` with ``in_process``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ V2 = "return {'hi': payload.name, 'raw': '\\x1b[31m'}\n"
 
 
 def test_save_list_show_diff_promote_run(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     (tmp_path / "p1.py").write_text(V1)
     (tmp_path / "p2.py").write_text(V2)
     assert "saved greet version 1" in cli("programs", "save", "greet", "p1.py").stdout
@@ -44,7 +45,7 @@ def test_save_list_show_diff_promote_run(tmp_path: Path) -> None:
 
 
 def test_promotion_from_a_tool_process_is_refused(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     (tmp_path / "p.py").write_text("return 1\n")
     cli("programs", "save", "p", "p.py")
     cli.env["PLAIT_TOOL_PROCESS"] = "1"
@@ -75,7 +76,7 @@ def test_exec_runs_a_file_with_payload_and_the_bash_tool(tmp_path: Path) -> None
 
 
 def test_a_tool_process_may_not_import_a_graph_running_unpromoted_text(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     (tmp_path / "p.py").write_text("return 1\n")
     cli("programs", "save", "helper", "p.py")
     node = {"id": "p", "type": "program", "ref": "helper", "require_promoted": False}

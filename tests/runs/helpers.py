@@ -28,6 +28,7 @@ from plait.models.scripted import ScriptedModel
 from plait.profiles import AgentProfile, put_profile
 from plait.runs import OwnerServices, RunRecord, Runs, serve
 from plait.tools import ToolRegistry
+from tests._support.cli import in_a_coroutine, run_in_process
 from tests._support.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,10 +113,16 @@ def commits(trajectory: Sequence[TrajectoryStep | dict[str, Any]]) -> list[tuple
 
 
 class Cli:
-    """Runs ``plait`` as a subprocess in a directory, by default on a SQLite file there."""
+    """Runs ``plait`` as a subprocess in a directory, by default on a SQLite file there.
 
-    def __init__(self, cwd: Path, mesh_url: str | None = None) -> None:
+    With ``in_process``, a call that runs a command to its end runs it in this process
+    (:func:`tests._support.cli.run_in_process`): for tests of what a command prints or
+    stores, not of the process itself. :meth:`spawn` always starts a process.
+    """
+
+    def __init__(self, cwd: Path, mesh_url: str | None = None, *, in_process: bool = False) -> None:
         self.cwd = cwd
+        self.in_process = in_process
         self.mesh_url = mesh_url or f"sqlite:///{cwd / 'mesh.db'}"
         self.env = {
             **os.environ,
@@ -134,15 +141,29 @@ class Cli:
     ) -> subprocess.CompletedProcess[str]:
         """Run ``plait ARGS`` to its end (``timeout`` stretched on a busy machine); by
         default it must exit 0."""
-        done = subprocess.run(
-            self.argv(*args),
-            cwd=self.cwd,
-            env=self.env,
-            text=True,
-            capture_output=True,
-            timeout=scaled(timeout),
-            check=False,
-        )
+        return self._run(args, in_process=self.in_process, ok=ok, timeout=timeout)
+
+    def setup(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``plait ARGS``, a command that only sets the stage for a test of something
+        else (import a graph, save a program), to its end: in this process when the test
+        is synchronous, else as a process. It must exit 0."""
+        return self._run(args, in_process=not in_a_coroutine(), ok=True, timeout=30.0)
+
+    def _run(
+        self, args: Sequence[str], *, in_process: bool, ok: bool, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        if in_process:
+            done = run_in_process(self.argv(*args)[1:], cwd=self.cwd, env=self.env)
+        else:
+            done = subprocess.run(
+                self.argv(*args),
+                cwd=self.cwd,
+                env=self.env,
+                text=True,
+                capture_output=True,
+                timeout=scaled(timeout),
+                check=False,
+            )
         if ok and done.returncode != 0:
             raise AssertionError(
                 f"plait {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"

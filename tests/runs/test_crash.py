@@ -88,7 +88,7 @@ def sigkill_when(doomed: subprocess.Popen[str], until: Callable[[], T]) -> T:
 
 def kill_while_second_runs(cli: Cli, graph: str) -> RunRecord:
     """Run ``graph`` in a process and SIGKILL it while ``second`` is in flight."""
-    cli("graph", "import", str(DATA / f"{graph.replace('-', '_')}.json"))
+    cli.setup("graph", "import", str(DATA / f"{graph.replace('-', '_')}.json"))
     doomed = cli.spawn(
         "graph",
         "run",
@@ -208,8 +208,8 @@ def record_of(url: str, run_id: str) -> RunRecord | None:
 
 
 def test_a_child_run_killed_mid_node_is_finished_and_wakes_its_parent(cli: Cli) -> None:
-    cli("graph", "import", str(DATA / "slow_chain.json"))
-    cli("graph", "import", str(DATA / "slow_parent.json"))
+    cli.setup("graph", "import", str(DATA / "slow_chain.json"))
+    cli.setup("graph", "import", str(DATA / "slow_parent.json"))
     doomed = cli.spawn(
         "graph", "run", "assistant", "slow-parent", "--input", "x",
         "--model", f"scripted:{DATA / 'slow_parent.model.yaml'}", "--json",

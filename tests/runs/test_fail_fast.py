@@ -32,8 +32,8 @@ SCRIPT = EXAMPLES / "research_and_verify.model.yaml"
 # -- a bad model spec is refused before anything is written ------------------------------
 
 
-def _cli_with_graph(tmp_path: Path) -> Cli:
-    cli = Cli(tmp_path)
+def _cli_with_graph(tmp_path: Path, *, in_process: bool = True) -> Cli:
+    cli = Cli(tmp_path, in_process=in_process)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
         cli.env.pop(name, None)
     cli("graph", "import", str(GRAPH))
@@ -81,7 +81,7 @@ def test_openai_without_its_package_says_how_to_install_it(tmp_path: Path) -> No
     blocker = tmp_path / "blocker" / "openai"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('openai is not installed here')\n")
-    cli = _cli_with_graph(tmp_path)
+    cli = _cli_with_graph(tmp_path, in_process=False)  # its imports see PYTHONPATH
     cli.env["PYTHONPATH"] = f"{blocker.parent}:{cli.env.get('PYTHONPATH', '')}"
     cli.env["OPENAI_API_KEY"] = "sk-test"
     argv = ("graph", "run", "assistant", "research-and-verify", "--model", "openai:gpt-4o")
@@ -149,7 +149,7 @@ async def test_bad_tool_arguments_and_an_unknown_model_are_configuration_errors(
 
 
 def test_graph_run_exits_1_when_the_run_fails_and_json_says_why(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     (tmp_path / "g.json").write_text(json.dumps(agent_chain("chain", ["a", "b"])))
     (tmp_path / "m.yaml").write_text("- node: a\n  text: fine\n- node: b\n  error: melted\n")
     cli("graph", "import", str(tmp_path / "g.json"))
@@ -173,7 +173,7 @@ def test_graph_run_exits_1_when_the_run_fails_and_json_says_why(tmp_path: Path) 
 
 
 def test_graph_run_exits_0_when_done_or_parked_and_help_lists_the_codes(tmp_path: Path) -> None:
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, in_process=True)
     cli("graph", "import", str(GRAPH))
     parked = cli.json(
         "graph", "run", "assistant", "research-and-verify", "--model", f"scripted:{SCRIPT}"
@@ -187,7 +187,7 @@ def test_graph_run_exits_0_when_done_or_parked_and_help_lists_the_codes(tmp_path
 
 
 def test_runs_with_an_unknown_status_is_a_usage_error(tmp_path: Path) -> None:
-    done = Cli(tmp_path)("graph", "runs", "--status", "bogus", ok=False)
+    done = Cli(tmp_path, in_process=True)("graph", "runs", "--status", "bogus", ok=False)
     assert done.returncode == 2
     assert "unknown status 'bogus'" in done.stderr
     assert "waiting_human" in done.stderr and "cancelled" in done.stderr

@@ -72,7 +72,7 @@ def committed_once(url: str, run_id: str) -> list[tuple[str, int]]:
 
 
 def test_a_worker_keeps_a_heartbeat_and_commands_say_when_none_serves(cli: Cli) -> None:
-    cli("graph", "import", str(CHAIN))
+    cli.setup("graph", "import", str(CHAIN))
     run_id, said = detached(cli, "slow-chain")
     assert NO_WORKER in said
 
@@ -90,7 +90,7 @@ def test_a_worker_keeps_a_heartbeat_and_commands_say_when_none_serves(cli: Cli) 
     assert heartbeats(cli) == []  # a worker that stops removes its heartbeat
 
     (tmp := cli.cwd / "ask.json").write_text(json.dumps(ASKING))
-    cli("graph", "import", str(tmp))
+    cli.setup("graph", "import", str(tmp))
     parked = cli.json("graph", "run", "assistant", "ask-first", "--model", CHAIN_MODEL)
     assert parked["status"] == "waiting_human"
     answered = cli("decisions", "answer", parked["waiting"]["decision_id"], "--text", "yes")
@@ -101,7 +101,7 @@ def test_a_worker_keeps_a_heartbeat_and_commands_say_when_none_serves(cli: Cli) 
 
 
 def test_ctrl_c_says_the_run_stays_queued_and_exits_130(cli: Cli) -> None:
-    cli("graph", "import", str(CHAIN))
+    cli.setup("graph", "import", str(CHAIN))
     proc = cli.spawn("graph", "run", "assistant", "slow-chain", "--model", CHAIN_MODEL)
 
     def in_second() -> RunRecord | None:
@@ -120,7 +120,7 @@ def test_ctrl_c_says_the_run_stays_queued_and_exits_130(cli: Cli) -> None:
 
 
 def test_a_second_ctrl_c_exits_at_once(cli: Cli) -> None:
-    cli("graph", "import", str(CHAIN))
+    cli.setup("graph", "import", str(CHAIN))
     proc = cli.spawn("graph", "run", "assistant", "slow-chain", "--model", CHAIN_MODEL)
     poll(lambda: "second" in proc_stderr_so_far(cli))
     proc.send_signal(signal.SIGINT)
@@ -140,7 +140,7 @@ def proc_stderr_so_far(cli: Cli) -> str:
 
 
 def test_a_foreground_run_serves_its_own_run_only(cli: Cli) -> None:
-    cli("graph", "import", str(CHAIN))
+    cli.setup("graph", "import", str(CHAIN))
     other, _ = detached(cli, "slow-chain")
     mine = cli.json("graph", "run", "assistant", "slow-chain", "--model", CHAIN_MODEL)
     assert mine["status"] == "done"
@@ -157,7 +157,7 @@ def test_a_foreground_run_serves_its_own_run_only(cli: Cli) -> None:
 
 
 def test_a_foreground_run_hands_its_run_to_a_live_worker(cli: Cli) -> None:
-    cli("graph", "import", str(CHAIN))
+    cli.setup("graph", "import", str(CHAIN))
     worker = start_worker(cli)
     try:
         done = cli("graph", "run", "assistant", "slow-chain", "--model", CHAIN_MODEL, "--json")
@@ -174,7 +174,7 @@ def test_a_foreground_run_hands_its_run_to_a_live_worker(cli: Cli) -> None:
 
 
 def test_a_worker_starting_mid_run_commits_no_visit_twice(cli: Cli) -> None:
-    cli("graph", "import", str(CHAIN))
+    cli.setup("graph", "import", str(CHAIN))
     other, _ = detached(cli, "slow-chain")
     proc = cli.spawn("graph", "run", "assistant", "slow-chain", "--model", CHAIN_MODEL, "--json")
     poll(lambda: "second" in proc_stderr_so_far(cli) or proc.poll() is not None)
@@ -237,7 +237,7 @@ def test_the_default_mesh_is_found_by_walking_up(cli: Cli, tmp_path: Path) -> No
 def test_a_relative_scripted_model_is_pinned_when_the_run_starts(cli: Cli) -> None:
     (where := cli.cwd / "models").mkdir()
     (where / "chain.yaml").write_text((DATA / "slow_chain.model.yaml").read_text())
-    cli("graph", "import", str(CHAIN))
+    cli.setup("graph", "import", str(CHAIN))
     started = subprocess.run(
         cli.argv(
             "graph",

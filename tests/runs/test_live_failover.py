@@ -65,7 +65,7 @@ class Lines:
 
 def start_run(cli: Cli) -> str:
     (cli.cwd / "draft.json").write_text(json.dumps(GRAPH))
-    cli("graph", "import", str(cli.cwd / "draft.json"))
+    cli.setup("graph", "import", str(cli.cwd / "draft.json"))
     out = cli.json(
         "graph", "run", "assistant", "draft", "--input", TEXT, "--model", f"scripted:{SCRIPT}",
         "--detach",

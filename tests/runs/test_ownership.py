@@ -330,7 +330,7 @@ def test_a_foreground_run_serves_its_own_run_then_a_worker_takes_over(
         json.dumps({"rules": [{"node": s, "text": s, "delay_ms": 800} for s in STEPS]})
     )
     with_mesh(cli.mesh_url, lambda mesh: store(mesh, LONG_CHAIN))
-    cli("graph", "import", str(CHAIN))
+    cli.setup("graph", "import", str(CHAIN))
     queued = cli("graph", "run", "assistant", "slow-chain", "--model", CHAIN_MODEL,
                  "--detach", "--json")  # fmt: skip
     other = json.loads(queued.stdout)["run_id"]

@@ -270,10 +270,11 @@ async def test_fork_at_a_visit_that_is_not_there_lists_those_that_are(mesh: Mesh
     assert len(await runs.list()) == 1  # nothing started
 
 
-# -- the CLI, as real processes ------------------------------------------------------------
+# -- the CLI (in this process: what its commands print and refuse) --------------------------
 
 
-def test_graph_retry_and_fork_through_the_cli(cli: Cli, tmp_path: Path) -> None:
+def test_graph_retry_and_fork_through_the_cli(tmp_path: Path) -> None:
+    cli = Cli(tmp_path, in_process=True)
     graph = tmp_path / "chain.json"
     graph.write_text(json.dumps(agent_chain("chain", ["a", "b", "c"])))
     script = tmp_path / "model.json"

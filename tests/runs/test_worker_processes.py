@@ -63,7 +63,7 @@ def serving(cli: Cli, parent: subprocess.Popen[str], count: int = 2) -> list[Mem
 
 
 def start_runs(cli: Cli) -> list[str]:
-    cli("graph", "import", str(DATA / "slow_chain.json"))
+    cli.setup("graph", "import", str(DATA / "slow_chain.json"))
 
     async def start(mesh: Mesh) -> list[str]:
         runs = Runs(mesh)

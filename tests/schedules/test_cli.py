@@ -1,5 +1,6 @@
-"""The schedule commands as a real process: schedule, schedules, pause, resume,
-unschedule, and the one-line refusals (exit 2) of a bad cron, zone or sink."""
+"""The schedule commands (run in this process, as :class:`Cli` with ``in_process`` does):
+schedule, schedules, pause, resume, unschedule, and the one-line refusals (exit 2) of a
+bad cron, zone or sink."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .helpers import ONE_NODE
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
-    runner = Cli(tmp_path)
+    runner = Cli(tmp_path, in_process=True)
     graph = tmp_path / "report.json"
     graph.write_text(json.dumps(ONE_NODE))
     runner("graph", "import", str(graph))

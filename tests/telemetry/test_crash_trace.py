@@ -32,7 +32,7 @@ def visit(spans: list[SpanRecord], node: str) -> list[SpanRecord]:
 def test_a_run_killed_mid_node_is_one_trace_with_a_second_attempt(cli: Cli) -> None:
     with otlp_receiver() as receiver:
         cli.env.update(receiver.env("doomed"))
-        cli("graph", "import", str(DATA / "slow_chain.json"))
+        cli.setup("graph", "import", str(DATA / "slow_chain.json"))
         doomed = cli.spawn(
             "graph", "run", "assistant", "slow-chain", "--input", "x",
             "--model", f"scripted:{SCRIPT}", "--json",

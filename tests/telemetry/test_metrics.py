@@ -48,7 +48,9 @@ def free_port() -> int:
 def test_a_worker_serves_metrics_that_move_as_its_runs_run(tmp_path: Path) -> None:
     cli = Cli(tmp_path)
     port = free_port()
-    cli("graph", "import", str(Path(__file__).parents[1] / "runs" / "data" / "slow_chain.json"))
+    cli.setup(
+        "graph", "import", str(Path(__file__).parents[1] / "runs" / "data" / "slow_chain.json")
+    )
     worker = cli.spawn("worker", "--metrics-port", str(port), "--visibility-timeout", "1")
     try:
         url = f"http://127.0.0.1:{port}/metrics"
