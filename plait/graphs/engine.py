@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from plait.graphs.compiled import CompiledGraph
 from plait.graphs.events import (
@@ -45,7 +47,6 @@ from plait.graphs.state import (
     NodeOutput,
     RunState,
     RunStatus,
-    RunUsage,
     Waiting,
     copied,
 )
@@ -118,8 +119,15 @@ def claim(
     if reason is not None:
         return _exhaust(g, s, reason, now), None
     visit = prior.visit if prior else s.visits.get(key, 0) + 1
-    attempt = Attempt(
-        node=key, visit=visit, nonce=nonce, host=host, wake=wake, started_at=now, begun=begun
+    attempt = _built(
+        _NO_ATTEMPT,
+        node=key,
+        visit=visit,
+        nonce=nonce,
+        host=host,
+        wake=wake,
+        started_at=now,
+        begun=begun,
     )
     s.attempts[key] = attempt
     return s, attempt
@@ -137,7 +145,8 @@ def complete(
         return _fork(state), []
     waiting = result.waiting
     u = state.usage
-    usage = RunUsage(
+    usage = _built(
+        u,
         steps=u.steps if waiting or result.detail == "budget_exhausted" else u.steps + 1,
         input_tokens=u.input_tokens + result.input_tokens,
         output_tokens=u.output_tokens + result.output_tokens,
@@ -186,7 +195,8 @@ def complete(
         result = replace(result, error=f"{result.error} (after {failures + 1} tries)")
     _remove_ready(s, key)
     s.visits[key] = visit
-    s.outputs[key] = NodeOutput(
+    s.outputs[key] = _built(
+        _NO_OUTPUT,
         value=result.value,
         error=result.error,
         visit=visit,
@@ -288,6 +298,19 @@ def exhausted(g: CompiledGraph, state: RunState, *, starting: bool) -> str | Non
 
 
 # -- internals ----------------------------------------------------------------------
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _built(template: _M, **fields: Any) -> _M:
+    """``template`` with ``fields``, not validated: for the records a step builds from
+    values typed already (an attempt, an output, the usage), where validating them
+    again cost more than the rest of building them."""
+    return copied(template, fields)
+
+
+_NO_ATTEMPT = Attempt(node="", visit=0, nonce="")
+_NO_OUTPUT = NodeOutput()
 
 
 def _fork(state: RunState, **changes: Any) -> RunState:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
@@ -59,6 +60,11 @@ RUNS_KEPT = 4096
 
 ITEM_OVERHEAD = 48
 """Roughly what an item adds to its text when encoded, for the queue's byte budget."""
+
+UNWATCHED_TRUSTED_NS = 20_000_000
+"""How long a run found unwatched is taken as still unwatched when its nodes stream
+(20 ms): a delta is only queued, and a watcher that came meanwhile gets it with the
+next check or commit, so each delta need not ask the mesh again (a commit always asks)."""
 
 
 def channel_of(run_id: str) -> str:
@@ -175,12 +181,15 @@ class RunChannels:
         self.live: LiveChannels | None = mesh.live
         self.keep_bytes = keep_bytes
         self._queues: OrderedDict[str, _Queue] = OrderedDict()
+        self._unwatched: OrderedDict[str, int] = OrderedDict()
+        """When each run was last found unwatched (monotonic ns)."""
         if self.live is not None:
             self.live.on_watched(self._now_watched)
 
     def _now_watched(self, channel: str) -> None:
         """Write what a run's queue holds now that someone watches it."""
         run_id = channel.removeprefix("run/")
+        self._unwatched.pop(run_id, None)
         queue = self._queues.get(run_id)
         if queue is not None and queue.items:
             self._kick(run_id, queue)
@@ -205,7 +214,7 @@ class RunChannels:
             return
         queue = self._queues.get(run_id)
         ends = progress.status in ("done", "failed", "cancelled")
-        if not live.watched(channel_of(run_id)):
+        if not self._watched(run_id, ends=ends):
             if queue is not None:
                 if progress.node is not None:
                     kept = [i for i in queue.items if i.get("node") != progress.node]
@@ -220,6 +229,26 @@ class RunChannels:
         queue.items.append({"kind": "progress", "progress": progress.stored()})
         queue.done = ends
         self._kick(run_id, queue)
+
+    def _watched(self, run_id: str, *, ends: bool = False, recent: bool = False) -> bool:
+        """Whether ``run_id``'s channel is watched; with ``recent``, a run found unwatched
+        less than UNWATCHED_TRUSTED_NS ago is taken as still unwatched. ``ends``: the
+        run ends, and its answer is not kept."""
+        assert self.live is not None
+        now = time.monotonic_ns()
+        if recent:
+            seen = self._unwatched.get(run_id)
+            if seen is not None and now - seen < UNWATCHED_TRUSTED_NS:
+                return False
+        watched = self.live.watched(channel_of(run_id))
+        if watched or ends:
+            self._unwatched.pop(run_id, None)
+        else:
+            self._unwatched[run_id] = now
+            self._unwatched.move_to_end(run_id)
+            if len(self._unwatched) > RUNS_KEPT:
+                self._unwatched.popitem(last=False)
+        return watched
 
     def _queue(self, run_id: str) -> _Queue:
         queue = self._queues.get(run_id)
@@ -243,7 +272,7 @@ class RunChannels:
         assert self.live is not None
         if queue.task is not None:
             return
-        if self.live.watched(channel_of(run_id)):
+        if self._watched(run_id, recent=True):
             queue.task = asyncio.get_running_loop().create_task(self._write(run_id, queue))
             return
         while queue.bytes > self.keep_bytes and len(queue.items) > 1:

@@ -559,10 +559,11 @@ def _progress(
 ) -> Progress:
     """The progress of a step: the visit it committed, the run's status, the visits it
     started, and the record's ``audit_seq`` after it (which orders a run's progress)."""
-    return Progress(
+    return Progress.of(
+        new.status,
+        new.audit_seq,
         node=key,
         visit=committed.visit if committed else None,
-        status=new.status,
         error=result.error if result else None,
         verdict=result.verdict if result else None,
         elapsed=(result.ended_at - result.started_at) if result else None,
@@ -570,7 +571,6 @@ def _progress(
         ended_detail=new.ended_detail,
         waiting=new.waiting,
         started=started,
-        audit_seq=new.audit_seq,
         retry_in=retrying.delay_s if retrying else None,
     )
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from plait.graphs.state import Attempt, RunStatus, Waiting
+from plait.graphs.state import Attempt, RunStatus, Waiting, copied
 
 
 class StartedVisit(BaseModel):
@@ -44,7 +44,17 @@ class StartedVisit(BaseModel):
     @classmethod
     def of(cls, attempt: Attempt) -> StartedVisit:
         """The visit ``attempt`` claimed."""
-        return cls(node=attempt.node, visit=attempt.visit, at=attempt.started_at)
+        # The attempt's fields are typed already: once per claim, no validation.
+        return copied(
+            _NO_VISIT, {"node": attempt.node, "visit": attempt.visit, "at": attempt.started_at}
+        )
+
+    def stored(self) -> dict[str, Any]:
+        """The stored form (as ``model_dump``)."""
+        return {"node": self.node, "visit": self.visit, "at": self.at}
+
+
+_NO_VISIT = StartedVisit(node="", visit=0, at=0.0)
 
 
 class Progress(BaseModel):
@@ -81,9 +91,30 @@ class Progress(BaseModel):
     started: list[StartedVisit] = Field(default_factory=list)
     retry_in: float | None = None
 
+    @classmethod
+    def of(cls, status: RunStatus, audit_seq: int, **fields: Any) -> Progress:
+        """A progress built by the commit from values typed already: not validated
+        again (once per transition). ``fields`` are the other fields, by name."""
+        return copied(
+            _NO_PROGRESS, {"started": [], "status": status, "audit_seq": audit_seq, **fields}
+        )
+
     def stored(self) -> dict[str, Any]:
-        """The stored form: its fields, those still None left out."""
-        return self.model_dump(exclude_none=True)
+        """The stored form: its fields, those still None left out (as
+        ``model_dump(exclude_none=True)``, without the serializer: once per transition)."""
+        out: dict[str, Any] = {}
+        for name, value in self.__dict__.items():
+            if value is None:
+                continue
+            if name == "started":
+                value = [visit.stored() for visit in value]
+            elif name == "waiting" or isinstance(value, BaseModel):
+                value = value.model_dump(exclude_none=True)
+            elif not isinstance(value, str | int | float):
+                # A critique may be any value: the serializer's form of it.
+                value = _ANY.dump_python(value, exclude_none=True)
+            out[name] = value
+        return out
 
     @classmethod
     def parse(cls, value: Any) -> Progress | None:
@@ -94,6 +125,10 @@ class Progress(BaseModel):
             return cls.model_validate(value)
         except ValidationError:
             return None
+
+
+_NO_PROGRESS = Progress(status="running", audit_seq=0)
+_ANY: TypeAdapter[Any] = TypeAdapter(Any)
 
 
 __all__ = ["Progress", "StartedVisit"]
