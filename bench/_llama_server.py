@@ -88,9 +88,12 @@ def _free_port() -> int:
 
 @contextmanager
 def llama_server(
-    found: Found, *, n_ctx: int = 2048, threads: int = 2, ready_s: float = 180.0
+    found: Found, *, n_ctx: int = 8192, threads: int = 2, ready_s: float = 180.0
 ) -> Iterator[LlamaServer]:
     """Serve ``found``'s model on 127.0.0.1 for the block.
+
+    ``n_ctx`` is SmolLM2's own context: the quick-start graph's drafts carry their
+    conversation, and a fourth draft overflowed 2048 tokens.
 
     Raises:
         RuntimeError: the server exited, or did not answer within ``ready_s`` seconds

@@ -246,13 +246,16 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 def parse_structured(text: str, schema: dict[str, Any]) -> Any:
     """Parse a reply as JSON (a fenced block is fine) and validate it against ``schema``.
 
+    Control characters inside strings (a raw newline) are taken as they are: the grammar
+    llama-cpp-python's server builds from a schema lets a model write them there.
+
     Raises:
         ModelError: the reply is not JSON or does not match the schema.
     """
     fenced = _FENCE.match(text)
     raw = fenced.group(1) if fenced else text.strip()
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, strict=False)
     except json.JSONDecodeError as exc:
         raise ModelError(f"the reply is not the JSON the response_format asks for: {exc}") from exc
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(value), key=str)

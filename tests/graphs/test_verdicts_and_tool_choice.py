@@ -99,6 +99,20 @@ async def test_an_invalid_structured_verdict_is_asked_again(
     assert run.trajectory[1].output == "ok\npass"
 
 
+async def test_a_structured_verdict_with_a_raw_newline_in_its_critique_is_read() -> None:
+    # llama-cpp-python's grammar for a JSON string admits raw control characters
+    model = ScriptedModel(
+        [
+            {"node": "draft", "text": "d"},
+            {"node": "verify", "text": '{"critique": "no source\nat all", "verdict": "pass"}'},
+            {"node": "ship", "text": "shipped"},
+        ]
+    )
+    run = await run_graph(verify_graph(verdict_mode="structured"), "x", model=model)
+    assert run.status == "done"
+    assert [s.output for s in run.trajectory if s.node == "verify"] == ["no source\nat all\npass"]
+
+
 async def test_structured_verdicts_invalid_on_every_try_fail_the_node() -> None:
     model = ScriptedModel([{"node": "draft", "text": "d"}, {"node": "verify", "text": "{}"}])
     run = await run_graph(verify_graph(verdict_mode="structured", max_attempts=3), "x", model=model)
