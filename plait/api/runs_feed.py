@@ -2,13 +2,13 @@
 
 ``GET /api/runs/events`` follows the runs feed (:func:`plait.runs.feed.follow_runs`):
 one ``run`` event per change of a run's listing status (it starts, parks, goes on,
-ends), its data the run as the runs list shows it
-(:class:`~plait.api.views.RunRow`), its id the feed's
-offset. Without ``Last-Event-ID`` it begins with what changes from now on (read the
-list once after the stream opened); with ``Last-Event-ID: N`` it resumes after offset
-N, as far as the feed still keeps it. A comment every while it has nothing keeps
-proxies from closing it. It follows until the client goes (or, with ``?changes=N``,
-until N events came); nothing polls.
+ends), its data the run as the runs list shows it (:class:`~plait.api.views.RunRow`),
+its id the feed's offset. Without ``Last-Event-ID`` it begins with what changes from
+now on (its first line, a comment, says the feed is watched: read the list once after
+it); with ``Last-Event-ID: N`` it resumes after offset N, as far as the feed still
+keeps it. A comment every while it has nothing keeps proxies from closing it. It
+follows until the client goes (or, with ``?changes=N``, until N events came); nothing
+polls.
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ async def runs_feed(
     mesh: Mesh, *, last_event_id: int | None = None, changes: int | None = None
 ) -> AsyncIterator[str]:
     """The frames of the runs feed (see the module docstring)."""
-    yield ": following runs\n\n"
     sent = 0
+    said = ": following runs\n\n"  # once the feed is watched: a list read now misses nothing
     async for found in follow_runs(mesh, after=last_event_id):
         if found is None:
-            yield ": still here\n\n"
+            yield said
+            said = ": still here\n\n"
             continue
         offset, summary = found
         yield sse("run", row_of(summary).model_dump(mode="json"), id=offset)

@@ -81,8 +81,9 @@ async def follow_runs(
     mesh: Mesh, *, after: int | None = None, wait_s: float = WAIT_S
 ) -> AsyncIterator[tuple[int, RunSummary] | None]:
     """The feed's summaries as they come, each with its offset: after offset ``after``
-    (None: from now on). Yields None when nothing came for ``wait_s`` seconds, so a
-    caller may show it is still there. Follows until the caller stops.
+    (None: from now on). Yields None first, once it watches (what changes from then on
+    comes: read the list after it), then each time nothing came for ``wait_s``
+    seconds, so a caller may show it is still there. Follows until the caller stops.
 
     Raises:
         ConfigError: the mesh has no live channels.
@@ -93,6 +94,7 @@ async def follow_runs(
     async with live.watch(FEED_CHANNEL) as watch:
         if after is None:
             after = (await live.read(FEED_CHANNEL, limit=1)).last
+        yield None
         while True:
             found = await watch.next(after, wait_s)
             if found.last < after:
