@@ -18,6 +18,7 @@ from plait.api.metrics import install_metrics
 from plait.api.models import Whoami
 from plait.api.problems import install_problem_handlers, problem_response, problem_responses
 from plait.api.routes import agents, cluster, decisions, graphs, inbox, runs, schedules, topics
+from plait.api.runs_feed import declare_runs_feed
 from plait.api.spec import install_spec
 from plait.mesh import Mesh
 from plait.tools import ToolRegistry, serving_registry
@@ -109,7 +110,9 @@ def create_app(mesh: Mesh, *, tools: ToolRegistry | None = None) -> FastAPI:
     install_metrics(app)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(BodyLimit)
-    install_spec(app, declare_events, declare_agent_events, graphs.declare_graph_file)
+    install_spec(
+        app, declare_events, declare_agent_events, declare_runs_feed, graphs.declare_graph_file
+    )
     return app
 
 

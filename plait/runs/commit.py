@@ -36,6 +36,7 @@ from plait.ids import new_id
 from plait.mesh import Delivery, Mesh, Transaction, TransactionResult
 from plait.runs.audit import AuditEvent, append, chained, chained_event, output_digest
 from plait.runs.channel import RunChannels
+from plait.runs.feed import announce
 from plait.runs.live import list_run
 from plait.runs.log import entry_value, output_ref
 from plait.runs.mesh_ports import ended, history_delta, history_part_key
@@ -157,6 +158,7 @@ class RunCommit:
                 await tx.commit()
         else:
             await tx.commit()
+        announce(self.mesh, rec)
         return rec
 
     async def cancel(self, new: RunRecord, version: int, *, by: str) -> None:
@@ -173,6 +175,7 @@ class RunCommit:
         list_run(tx, new)
         ended(tx, new)
         await tx.commit()
+        announce(self.mesh, new)
         if STATE.tracing or STATE.metrics:
             observe_transition(None, new.model_copy(update={"status": "running"}), new, [body])
 
@@ -192,6 +195,7 @@ class RunCommit:
         list_run(tx, new)
         tell_in(tx, owner_id(new.run_id), wake_body(new.run_id, "budget"))
         await tx.commit()
+        announce(self.mesh, new)
 
     async def reopen(
         self,
@@ -229,6 +233,7 @@ class RunCommit:
             audit_key(rec.run_id, body["seq"]), entry_value([body], {}, {}, progress), if_version=0
         )
         await tx.commit()
+        announce(self.mesh, rec)
         return rec
 
     async def wake_all(self, run_ids: list[str], why: WakeReason) -> None:
@@ -315,8 +320,10 @@ class RunCommit:
             )
             list_run(tx, claimed)
         await self._commit(tx, claimed, version)
-        if bodies and self.channels is not None:
-            self.channels.progress(claimed.run_id, progress)
+        if bodies:
+            announce(self.mesh, claimed)
+            if self.channels is not None:
+                self.channels.progress(claimed.run_id, progress)
 
     async def step(
         self,
@@ -405,7 +412,8 @@ class RunCommit:
             await self._tick(tx, new)
         elif new.terminal:
             ended(tx, new)
-        if listing_status(new.status) != listing_status(before.status):
+        relisted = listing_status(new.status) != listing_status(before.status)
+        if relisted:
             list_run(tx, new)
         progress: Progress | None = None
         if entry_key is not None:
@@ -422,6 +430,8 @@ class RunCommit:
             raise
         if STATE.tracing or STATE.metrics:
             observe_transition(spec, before, new, bodies)
+        if relisted:
+            announce(self.mesh, new)
         if progress is not None and self.channels is not None:
             self.channels.progress(new.run_id, progress)
         if history is not None and self.store is not None:

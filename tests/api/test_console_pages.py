@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from runs.helpers import poll
@@ -257,3 +258,33 @@ def test_every_page_fits_at_1280_and_390_px(tmp_path: Path) -> None:
                     page.screenshot(
                         path=str(ARTIFACTS / f"console-{name}-{width}.png"), full_page=True
                     )
+
+
+def test_the_runs_list_follows_the_runs_feed_without_polling(tmp_path: Path) -> None:
+    with serving(tmp_path, asking_rules()) as served:
+        with browser_page(served) as page:
+            lists: list[str] = []
+            page.on(
+                "request",
+                lambda r: (
+                    lists.append(r.url)
+                    if r.method == "GET" and urlsplit(r.url).path == "/api/runs"
+                    else None
+                ),
+            )
+            # Loaded once the feed is watched: a run started now reaches the page.
+            expect(page.locator("body")).to_have_attribute("data-loaded", "#/")
+            expect(page.locator("#runs-empty")).to_be_visible()
+            (run_id,) = start_waiting(served, 1, name="fed")
+            status = page.locator(f'#runs-body tr[data-run="{run_id}"] td.status')
+            expect(status).to_have_text("waiting_human", timeout=15_000)
+            assert served.client.post(f"/api/runs/{run_id}/cancel").status_code == 200
+            expect(status).to_have_text("cancelled", timeout=15_000)
+            seen = len(lists)
+            # A second and a half with nothing changing: a page polling each second
+            # would read the list again in it.
+            page.wait_for_timeout(1500)
+            assert len(lists) == seen
+        # The list was read for the new run (at most once more while that read ran):
+        # the status changes after it were drawn from the feed alone.
+        assert 1 <= seen <= 2, lists

@@ -22,8 +22,9 @@ from plait.api.models import (
 )
 from plait.api.problems import problem_responses
 from plait.api.run_search import RunQuery, page_of
+from plait.api.runs_feed import RUNS_FEED_RESPONSE, runs_feed
 from plait.api.views import RunGraph, RunPage
-from plait.errors import AuditChainBroken
+from plait.errors import AuditChainBroken, ConfigError
 from plait.graphs.drawing import draw
 from plait.graphs.nodes.program import refuse_unpromoted
 from plait.graphs.store import get_graph
@@ -133,6 +134,27 @@ async def start_run(body: StartRun, svc: ServicesDep, who: PrincipalDep) -> RunV
         input_untrusted=body.input_untrusted,
     )
     return await run_view(svc.runs, rec)
+
+
+@router.get(
+    "/events",
+    summary="Follow every run's listing status as it changes (server-sent events)",
+    response_class=StreamingResponse,
+    responses={**RUNS_FEED_RESPONSE, **problem_responses(422)},
+)
+async def follow_runs(
+    svc: ServicesDep,
+    who: PrincipalDep,
+    last_event_id: LastEventId = None,
+    changes: Annotated[
+        int | None, Query(ge=1, description="End the stream after this many events.")
+    ] = None,
+) -> StreamingResponse:
+    """A ``run`` event each time a run starts, parks, goes on or ends (see
+    :mod:`plait.api.runs_feed`); a 422 when the mesh has no live channels."""
+    if svc.mesh.live is None:
+        raise ConfigError(f"the mesh {svc.mesh.url} has no live channels to follow runs with")
+    return sse_response(runs_feed(svc.mesh, last_event_id=last_event_id, changes=changes))
 
 
 @router.get("/{run_id}", summary="Read a run", responses=problem_responses(404))

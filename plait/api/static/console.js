@@ -3,7 +3,8 @@
 // fork, cancel, raise budget). console-graph.js draws graphs; console-pages.js holds
 // the inbox, schedules, graphs, agents, topics and cluster pages. The run page follows
 // the run's server-sent events (its models' replies as they stream, each commit),
-// reconnecting with Last-Event-ID;
+// the runs list the runs feed's (each run's status as it changes), reconnecting with
+// Last-Event-ID;
 // it reads the events with fetch, as EventSource cannot send the bearer token.
 // Every piece of run data is put on the page as text (textContent), never as HTML.
 "use strict";
@@ -166,30 +167,73 @@ function searchQuery() {
 
 function newSearch() {
   pages = { cursors: [null], next: null };
-  every(loadRuns);
+  followRuns();
+}
+
+function runRow(run) {
+  const row = el("tr");
+  row.dataset.run = run.run_id;
+  const link = el("a", run.run_id, "id");
+  link.href = "#/run/" + encodeURIComponent(run.run_id);
+  const duration = run.duration !== null && run.duration !== undefined
+    ? span(run.duration) : TERMINAL.has(run.status) ? "" : span(Date.now() / 1000 - run.created_at) + " so far";
+  row.append(
+    cell("run", link),
+    cell("graph", run.agent + "/" + run.graph + " v" + run.version),
+    cell("status", run.status, "status status-" + run.status),
+    cell("started", when(run.created_at)),
+    cell("duration", duration),
+    cell("detail", run.ended_detail || (run.schedule_id ? "scheduled by " + run.schedule_id : ""), "muted"),
+  );
+  return row;
+}
+
+// The runs list follows the runs feed (GET /api/runs/events): it loads once the feed
+// is watched, then each run whose listing status changes has its row redrawn in place;
+// a run not on the page (a new one) reloads the first page. No polling: a server
+// whose feed fails (an older one) is polled every POLL_MS as before.
+async function followRuns() {
+  stop();
+  const controller = new AbortController();
+  const mine = { controller, lastId: null };
+  stream = mine;
+  const refresh = oneAtATime(loadRuns, true);
+  let opened = false;
+  const onFrame = (frame) => {
+    if (frame.event !== "run") {
+      // The feed's first line: it is watched, so a list read now misses nothing.
+      if (!opened) { opened = true; refresh(); }
+      return false;
+    }
+    mine.lastId = frame.id;
+    const run = JSON.parse(frame.data);
+    const row = document.querySelector('#runs-body tr[data-run="' + CSS.escape(run.run_id) + '"]');
+    if (row !== null && (!statusFilter || statusFilter === run.status)) row.replaceWith(runRow(run));
+    else if (row !== null || pages.cursors.length === 1) refresh();
+    return false;
+  };
+  let failures = 0;
+  while (stream === mine) {
+    try {
+      const response = await openEvents("/api/runs/events", mine);
+      if (response === null) return;
+      if (!response.ok) { stream = null; every(loadRuns); return; }
+      failures = 0;
+      await eachFrame(response, onFrame);
+    } catch (exc) {
+      if (controller.signal.aborted) return;
+      failures += 1;
+      $("error").textContent = String(exc.message || exc);
+      await new Promise((done) => setTimeout(done, Math.min(5, failures) * 1000));
+    }
+  }
 }
 
 async function loadRuns() {
   const page = await api("/api/runs?" + searchQuery());
   const body = $("runs-body");
   body.replaceChildren();
-  for (const run of page.items) {
-    const row = el("tr");
-    row.dataset.run = run.run_id;
-    const link = el("a", run.run_id, "id");
-    link.href = "#/run/" + encodeURIComponent(run.run_id);
-    const duration = run.duration !== null && run.duration !== undefined
-      ? span(run.duration) : TERMINAL.has(run.status) ? "" : span(Date.now() / 1000 - run.created_at) + " so far";
-    row.append(
-      cell("run", link),
-      cell("graph", run.agent + "/" + run.graph + " v" + run.version),
-      cell("status", run.status, "status status-" + run.status),
-      cell("started", when(run.created_at)),
-      cell("duration", duration),
-      cell("detail", run.ended_detail || (run.schedule_id ? "scheduled by " + run.schedule_id : ""), "muted"),
-    );
-    body.append(row);
-  }
+  for (const run of page.items) body.append(runRow(run));
   pages.next = page.next_cursor;
   const first = (pages.cursors.length - 1) * search.limit;
   $("runs-count").textContent = page.items.length
@@ -440,7 +484,8 @@ async function loadRun(runId) {
 
 // -- the run's live events ------------------------------------------------------------
 
-// The stream the run page follows: its run, abort handle, and the last event id seen.
+// The stream the page follows (a run's, or the runs feed): its abort handle and the
+// last event id seen.
 let stream = null;
 
 function stopStream() {
@@ -460,6 +505,56 @@ function parseFrame(text) {
     else if (name === "data") frame.data += value;
   }
   return frame;
+}
+
+// One load at a time, so an older load never renders over a newer one; a call while
+// one loads runs it once more when that one ends. ``idle()`` waits for the loads begun.
+function oneAtATime(load, marksLoaded) {
+  let loading = null;
+  let again = false;
+  const run = () => {
+    if (loading !== null) { again = true; return; }
+    loading = load()
+      .then(() => {
+        $("error").textContent = "";
+        if (marksLoaded) document.body.dataset.loaded = location.hash || "#/";
+      })
+      .catch((exc) => { if (exc.status !== 401) $("error").textContent = String(exc.message || exc); })
+      .finally(() => {
+        loading = null;
+        if (again) { again = false; run(); }
+      });
+  };
+  run.idle = async () => { while (loading !== null) await loading; };
+  return run;
+}
+
+// Opens a server-sent events stream with the token (EventSource cannot send it),
+// resuming after ``mine.lastId``; null when the token was refused (signed out).
+async function openEvents(path, mine) {
+  const headers = { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
+  if (mine.lastId !== null) headers["Last-Event-ID"] = String(mine.lastId);
+  const response = await fetch(path, { headers, signal: mine.controller.signal });
+  if (response.status === 401) { signOut("the token was refused"); return null; }
+  return response;
+}
+
+// Calls ``onFrame`` with each event of a stream, comments included (as a "message"
+// with no data); true once it returned true, false when the stream ended.
+async function eachFrame(response, onFrame) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return false;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const frame = parseFrame(buffer.slice(0, cut));
+      buffer = buffer.slice(cut + 2);
+      if (onFrame(frame)) { reader.cancel().catch(() => {}); return true; }
+    }
+  }
 }
 
 function liveSection(data) {
@@ -506,47 +601,19 @@ async function followRun(runId) {
   const mine = { controller, runId, lastId: null };
   stream = mine;
   $("run-live").replaceChildren();
-  // One load of the run at a time, so an older load never renders over a newer one; a
-  // refresh asked for while one loads runs once that one ends.
-  let loading = null;
-  let again = false;
-  const refresh = () => {
-    if (loading !== null) { again = true; return; }
-    loading = loadRun(runId)
-      .then(() => { $("error").textContent = ""; })
-      .catch((exc) => { if (exc.status !== 401) $("error").textContent = String(exc.message || exc); })
-      .finally(() => {
-        loading = null;
-        if (again) { again = false; refresh(); }
-      });
-  };
+  const refresh = oneAtATime(() => loadRun(runId), false);
   refresh();
   let failures = 0;
   while (stream === mine) {
     try {
-      const headers = { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) };
-      if (mine.lastId !== null) headers["Last-Event-ID"] = String(mine.lastId);
-      const response = await fetch("/api/runs/" + encodeURIComponent(runId) + "/events",
-        { headers, signal: controller.signal });
-      if (response.status === 401) { signOut("the token was refused"); return; }
+      const response = await openEvents("/api/runs/" + encodeURIComponent(runId) + "/events", mine);
+      if (response === null) return;
       if (!response.ok) throw new ApiError(response.status, response.statusText);
-      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buffer += value;
-        let cut;
-        while ((cut = buffer.indexOf("\n\n")) >= 0) {
-          const frame = parseFrame(buffer.slice(0, cut));
-          buffer = buffer.slice(cut + 2);
-          if (onLiveEvent(frame, refresh)) {
-            stream = null;  // settled: the page shows the run as it stands
-            while (loading !== null) await loading;  // loads begun before it settled
-            await loadRun(runId);
-            return;
-          }
-        }
+      if (await eachFrame(response, (frame) => onLiveEvent(frame, refresh))) {
+        stream = null;  // settled: the page shows the run as it stands
+        await refresh.idle();  // loads begun before it settled
+        await loadRun(runId);
+        return;
       }
       failures = 0;  // the server ended the stream early: reconnect where it stopped
     } catch (exc) {
@@ -597,7 +664,7 @@ async function route() {
     show("runs");
     renderFilters();
     loadStartForm();
-    every(loadRuns);
+    followRuns();
   }
   refreshInboxCount();
 }
@@ -645,11 +712,11 @@ document.addEventListener("DOMContentLoaded", () => {
   $("runs-older").addEventListener("click", () => {
     if (!pages.next) return;
     pages.cursors.push(pages.next);
-    every(loadRuns);
+    followRuns();
   });
   $("runs-newer").addEventListener("click", () => {
     if (pages.cursors.length > 1) pages.cursors.pop();
-    every(loadRuns);
+    followRuns();
   });
   wirePages();
   $("fork-form").addEventListener("submit", (event) => {
