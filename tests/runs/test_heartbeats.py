@@ -348,7 +348,8 @@ from pathlib import Path
 from plait.tools import ToolRegistry, tool
 
 @tool(name="shout", description="Upper-case a text, and say which run called.",
-      parameters={"type": "object", "properties": {"text": {"type": "string"}}})
+      parameters={"type": "object", "properties": {"text": {"type": "string"}}},
+      idempotent=True)
 async def shout(args, ctx):
     with (Path(__file__).parent / "calls.txt").open("a") as calls:
         calls.write(f"{ctx.run_id}\\n")
@@ -357,6 +358,8 @@ async def shout(args, ctx):
 def make():
     return ToolRegistry([shout])
 """
+# Idempotent: a takeover wake that finds a queued run's first claim, its wake handed
+# back and not yet handled, judges it interrupted; such a node is run again, not asked.
 
 SHOUTING_NOW = {
     "name": "shouting-now",
@@ -364,6 +367,14 @@ SHOUTING_NOW = {
     "entry": "loud",
     "nodes": [{"id": "loud", "type": "tool", "tool": "shout", "args": {"text": "hi"}}],
 }
+
+
+def serving(cli: Cli, *args: str) -> subprocess.Popen[str]:
+    """A worker with the default visibility timeout (a message a loaded machine takes
+    long to refuse is not delivered again meanwhile), once its heartbeat is in the mesh."""
+    worker = cli.spawn("worker", *args)
+    poll(lambda: any(b.pid == worker.pid for b in heartbeats(cli)))
+    return worker
 
 
 def test_runs_in_partitions_of_a_worker_lacking_their_tool_move_to_one_offering_it(
@@ -380,7 +391,7 @@ def test_runs_in_partitions_of_a_worker_lacking_their_tool_move_to_one_offering_
     cli.setup("graph", "import", str(graph))
     del cli.env["PLAIT_TOOLS"]
 
-    plain = start_worker(cli)  # takes every partition: each run's is one it keeps or not
+    plain = serving(cli)  # takes every partition: each run's is one it keeps or not
     run_ids = [
         json.loads(
             cli.setup(
@@ -396,7 +407,7 @@ def test_runs_in_partitions_of_a_worker_lacking_their_tool_move_to_one_offering_
         )["run_id"]
         for _ in range(10)
     ]
-    tooled = start_worker(cli, "--tools", "tally_tools:make")
+    tooled = serving(cli, "--tools", "tally_tools:make")
     try:
         # Shares split half and half: the runs left in the plain worker's half make it
         # ask the tooled worker to serve their partitions.
