@@ -22,6 +22,10 @@ may have no message left to come back. Services that implement
 :class:`GainsPartitions` are told each time this runtime takes partitions it did not
 hold (after an expiry, a release or on its first beat), once it reads them, and find
 that work themselves (the run layer wakes each run in flight there).
+
+Partitions avoided. Services that implement :class:`AvoidsPartitions` are asked, each
+beat, which partitions this runtime should leave to another (the run layer: runs there
+need a tool only another live worker offers); see :mod:`plait.actors.leases`.
 """
 
 from __future__ import annotations
@@ -57,6 +61,15 @@ class GainsPartitions(Protocol):
         """Called once per beat that took ``gained`` (not held before), after the
         runtime started reading them; raising a :class:`~plait.errors.PlaitError`
         calls it again at the next beat with those of them still served."""
+
+
+@runtime_checkable
+class AvoidsPartitions(Protocol):
+    """Services that tell their :class:`LeasedRuntime` which partitions to leave to others."""
+
+    async def partitions_to_avoid(self, runtime: LeasedRuntime, count: int) -> set[int]:
+        """The partitions (of ``count``) another runtime should serve, asked once a beat;
+        raising a :class:`~plait.errors.PlaitError` avoids none this beat."""
 
 
 class LeasedRuntime(LocalRuntime):
@@ -141,7 +154,7 @@ class LeasedRuntime(LocalRuntime):
         while True:
             before = set(keeper.held)
             try:
-                lost = await keeper.beat()
+                lost = await keeper.beat(await self._to_avoid(keeper.count))
             except PlaitError as exc:
                 log.warning("runtime %s cannot beat: %s", self.host, exc)
                 lost = keeper.expire()
@@ -149,6 +162,16 @@ class LeasedRuntime(LocalRuntime):
             self._tell_gained(set(keeper.held) - before)
             # Wake again when the first trusted lease would lapse, or at the next beat.
             await anyio.sleep(keeper.beat_s)
+
+    async def _to_avoid(self, count: int) -> set[int]:
+        """The partitions the services ask to leave to others (see AvoidsPartitions)."""
+        if self.family is not None or not isinstance(self.services, AvoidsPartitions):
+            return set()
+        try:
+            return await self.services.partitions_to_avoid(self, count)
+        except PlaitError as exc:
+            log.warning("runtime %s: partitions to avoid not known this beat: %s", self.host, exc)
+            return set()
 
     def _apply(self, serving: set[int], lost: set[int]) -> None:
         """Read ``serving`` from now on; drop the activations of ``lost`` partitions."""
@@ -229,4 +252,4 @@ class LeasedRuntime(LocalRuntime):
             log.warning("actor %s: message %s dropped with its partition", ctx.id, mail.delivery.id)
 
 
-__all__ = ["GainsPartitions", "LeasedRuntime"]
+__all__ = ["AvoidsPartitions", "GainsPartitions", "LeasedRuntime"]

@@ -21,6 +21,15 @@ is over its share and releases it once its messages in flight are done, and take
 or expired partitions up to its share, so a joining member gets its share within two
 beats of the others.
 
+Avoided partitions. A member serving all runs may be told, each beat, of partitions it
+should not serve (the run layer: runs there need a tool it lacks and another live
+worker offers). It says so in its membership (``avoids``), releases them once idle and
+does not take them; a member that does not avoid a partition others avoid takes it when
+free even past its share, and keeps it when over its share (it releases others instead),
+so the work reaches it without the shares swinging back. A partition every other live
+member avoids too is not avoided (someone must serve it), so two members lacking each
+other's tools do not hand one partition back and forth.
+
 Time. Expiries (``expires_ms`` of leases and members) are written and judged by the
 mesh's clock (:meth:`~plait.mesh.Mesh.now_ms`: the Redis server's ``TIME``, the one
 host's clock of a SQLite mesh), read once a beat, never by a worker's own wall clock: a
@@ -91,6 +100,7 @@ class Member(BaseModel):
         expires_ms: when it is gone unless it beats again.
         held: the partitions it holds.
         in_flight: its messages taken and not finished.
+        avoids: the partitions it asks others to serve (see the module docstring).
     """
 
     host: str
@@ -100,6 +110,7 @@ class Member(BaseModel):
     expires_ms: int
     held: list[int] = []
     in_flight: int = 0
+    avoids: list[int] = []
 
 
 @dataclass(slots=True)
@@ -229,8 +240,13 @@ class LeaseKeeper:
             holder=self.host, epoch=epoch, expires_ms=self._mesh_now() + int(self.lease_s * 1000)
         ).model_dump()
 
-    async def beat(self) -> set[int]:
-        """One heartbeat: membership, renewals, releases and takes; the partitions lost."""
+    async def beat(self, avoid: set[int] | None = None) -> set[int]:
+        """One heartbeat: membership, renewals, releases and takes; the partitions lost.
+
+        ``avoid``: partitions this runtime should leave to others (see the module
+        docstring); ignored by a member serving one run.
+        """
+        avoid = set() if avoid is None or self.family is not None else avoid
         lost = self.expire()
         await self._read_clock()
         await self.mesh.put(
@@ -243,6 +259,7 @@ class LeaseKeeper:
                 expires_ms=self._mesh_now() + int(self.lease_s * 1000),
                 held=sorted(self.held),
                 in_flight=self.in_flight(None),
+                avoids=sorted(avoid),
             ).model_dump(),
         )
         members = await read_members(self.mesh, self._mesh_now())
@@ -252,18 +269,31 @@ class LeaseKeeper:
                 del self.held[n]
                 self.releasing.discard(n)
                 lost.add(n)
-        wanted = self._wanted(members)
+        avoided, claimed = self._avoidance(members, avoid)
+        wanted = self._wanted(members) - avoided
         share = self._share(members)
         keep = len(self.held) - len(self.releasing)
         for n in sorted(self.held, reverse=True):
-            if n not in self.releasing and (n not in wanted or keep > share):
+            if n in self.releasing:
+                continue
+            if n not in wanted or (keep > share and n not in claimed):
                 self.releasing.add(n)
                 keep -= 1
         for n in sorted(self.releasing):
             if self.in_flight(n) == 0:
                 await self._release(n)
         await self._take(members, leases, wanted)
+        await self._take(members, leases, claimed - set(self.held), past_share=True)
         return lost
+
+    def _avoidance(self, members: list[Member], avoid: set[int]) -> tuple[set[int], set[int]]:
+        """The partitions this runtime avoids, and those it claims: avoided by another
+        live member serving all runs and not by this one."""
+        others = [m for m in members if m.serves == "all" and m.host != self.host]
+        # One avoided by every other member too is served here: someone must serve it.
+        avoided = {n for n in avoid if not all(n in m.avoids for m in others)}
+        claimed = {n for m in others for n in m.avoids} - avoid if self.family is None else set()
+        return avoided, claimed
 
     def _share(self, members: list[Member]) -> int:
         if self.family is not None:
@@ -312,11 +342,13 @@ class LeaseKeeper:
         members: list[Member],
         leases: dict[int, tuple[PartitionLease, int]],
         wanted: set[int],
+        *,
+        past_share: bool = False,
     ) -> None:
         now = self._mesh_now()
         share = self._share(members)
         for n in sorted(wanted):
-            if len(self.held) >= share:
+            if len(self.held) >= share and not past_share:
                 return
             found = leases.get(n)
             if n in self.held or (

@@ -10,7 +10,9 @@ get it through their actor context:
   tools and workspace;
 - :meth:`OwnerServices.accepts` decides which actors the runtime activates;
 - :meth:`OwnerServices.partitions_gained` wakes the runs of partitions a leased runtime
-  takes over.
+  takes over;
+- :meth:`OwnerServices.partitions_to_avoid` names the partitions of runs waiting for a
+  tool another live worker offers, which the leased runtime then leaves to it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import logging
 import time
 from pathlib import Path
 
-from plait.actors import LeasedRuntime, new_host_id
+from plait.actors import LeasedRuntime, new_host_id, partition_of
 from plait.decisions import DecisionAsker
 from plait.mesh import DEFAULT_KEEP_BYTES, Mesh
 from plait.models import Model
@@ -27,7 +29,7 @@ from plait.programs import AgentsPort, ProgramCatalog
 from plait.runs.channel import RunChannels
 from plait.runs.commit import RunCommit
 from plait.runs.env import RunEnvironment
-from plait.runs.heartbeats import missing_tools, serves_run
+from plait.runs.heartbeats import live_heartbeats, missing_tools, serves_run
 from plait.runs.live import TAKEOVER, live_in
 from plait.runs.record import owner_id
 from plait.runs.store import Lru, RunStore
@@ -103,6 +105,8 @@ class OwnerServices:
             channels=self.channels,
         )
         self._servable: Lru = Lru()
+        self._lacking: dict[str, list[str]] = {}
+        """Runs refused here for want of tools, with the tools they lack."""
 
     async def partitions_gained(self, runtime: LeasedRuntime, gained: set[int]) -> None:
         """Wake the runs in flight under partitions its runtime took over (see
@@ -113,6 +117,26 @@ class OwnerServices:
             log.info(
                 "took over partition(s) %s: woke %d run(s) in flight", sorted(gained), len(found)
             )
+
+    async def partitions_to_avoid(self, count: int) -> set[int]:
+        """The partitions (of ``count``) of runs refused here for want of a tool that a
+        live worker other than this one offers: left to it while such a run is in
+        flight (the leased runtime releases them, see :mod:`plait.actors.leases`)."""
+        if not self._lacking or self.only_run is not None:
+            return set()
+        others = [
+            beat
+            for beat in await live_heartbeats(self.mesh)
+            if beat.serves == "all" and beat.host != self.id
+        ]
+        avoid: set[int] = set()
+        for run_id, missing in list(self._lacking.items()):
+            rec, _ = await self.store.record(run_id, fresh=True)
+            if rec is None or rec.terminal:
+                del self._lacking[run_id]  # the need ended
+            elif any(not missing_tools(missing, beat.tools) for beat in others):
+                avoid.add(partition_of(owner_id(run_id), count))
+        return avoid
 
     @property
     def tools(self) -> ToolRegistry:
@@ -148,8 +172,10 @@ class OwnerServices:
                     ", ".join(missing),
                 )
                 self._servable[run_id] = False
+            self._lacking[run_id] = missing
             return False
         self._servable[run_id] = True
+        self._lacking.pop(run_id, None)
         return True
 
 

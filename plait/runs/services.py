@@ -60,5 +60,10 @@ class RunServices:
         """Wake the runs of partitions the runtime took over (see :class:`OwnerServices`)."""
         await self.owner_services.partitions_gained(runtime, gained)
 
+    async def partitions_to_avoid(self, runtime: LeasedRuntime, count: int) -> set[int]:
+        """The partitions to leave to a worker with tools this one lacks (see
+        :class:`OwnerServices`)."""
+        return await self.owner_services.partitions_to_avoid(count)
+
 
 __all__ = ["RunServices"]

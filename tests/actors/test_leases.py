@@ -133,3 +133,33 @@ async def test_a_worker_whose_clock_runs_ahead_takes_no_live_lease(
     await ahead.beat()
     assert len(ahead.held) == len(holder.held) == COUNT // 2
     assert ahead.held.keys().isdisjoint(holder.held)
+
+
+async def test_an_avoided_partition_moves_to_a_member_that_does_not_avoid_it(
+    mesh: Mesh,
+) -> None:
+    # A member asked to avoid a partition releases it and the other member takes it,
+    # past its share, and keeps it (it releases another to even the shares). One both
+    # avoid stays served: neither hands it to the other.
+    count = await load_partitions(mesh, COUNT)
+    a = LeaseKeeper(mesh, "host-a", count, lease_s=LEASE_S, in_flight=lambda _: 0)
+    b = LeaseKeeper(mesh, "host-b", count, lease_s=LEASE_S, in_flight=lambda _: 0)
+    await a.beat()
+    await b.beat()
+    await a.beat()  # over its share now: releases half
+    await b.beat()
+    mine = set(a.held)
+    assert len(mine) == COUNT // 2 and len(b.held) == COUNT // 2
+    avoid = min(mine)
+    for _ in range(3):
+        await a.beat({avoid})
+        await b.beat()
+    assert avoid in b.held and avoid not in a.held
+    assert len(a.held) == len(b.held) == COUNT // 2  # shares even again, the avoided kept
+    # Both avoid one partition each holds: nothing moves.
+    theirs = min(b.held)
+    for _ in range(3):
+        await a.beat({avoid, min(a.held)})
+        await b.beat({avoid, min(a.held)})
+    assert avoid in b.held and theirs in b.held
+    assert set(a.held) | set(b.held) == set(range(COUNT))

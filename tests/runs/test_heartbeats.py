@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from plait.actors.leases import read_members
 from plait.mesh import Mesh
 from plait.runs import RunRecord, Runs
 from plait.runs.audit import read_events
@@ -340,6 +341,92 @@ def test_a_run_needing_a_tool_nobody_offers_stays_queued_until_a_worker_does(
         stop(tooled)
     assert waiting and done.status == "done"
     assert with_mesh(cli.mesh_url, lambda m: Runs(m).output(done)) == "HELLO"
+
+
+TALLY_TOOLS = """
+from pathlib import Path
+from plait.tools import ToolRegistry, tool
+
+@tool(name="shout", description="Upper-case a text, and say which run called.",
+      parameters={"type": "object", "properties": {"text": {"type": "string"}}},
+      idempotent=True)
+async def shout(args, ctx):
+    with (Path(__file__).parent / "calls.txt").open("a") as calls:
+        calls.write(f"{ctx.run_id}\\n")
+    return args["text"].upper()
+
+def make():
+    return ToolRegistry([shout])
+"""
+# Idempotent: a takeover wake that finds a queued run's first claim, its wake handed
+# back and not yet handled, judges it interrupted; such a node is run again, not asked.
+
+SHOUTING_NOW = {
+    "name": "shouting-now",
+    "agent": "shouter",
+    "entry": "loud",
+    "nodes": [{"id": "loud", "type": "tool", "tool": "shout", "args": {"text": "hi"}}],
+}
+
+
+def serving(cli: Cli, *args: str) -> subprocess.Popen[str]:
+    """A worker with the default visibility timeout (a message a loaded machine takes
+    long to refuse is not delivered again meanwhile), once its heartbeat is in the mesh."""
+    worker = cli.spawn("worker", *args)
+    poll(lambda: any(b.pid == worker.pid for b in heartbeats(cli)))
+    return worker
+
+
+def test_runs_in_partitions_of_a_worker_lacking_their_tool_move_to_one_offering_it(
+    cli: Cli,
+) -> None:
+    """A worker holding every partition, without the tool its runs need, leaves the
+    partitions of those runs to a worker that offers it once that one is live; every
+    run is done, each tool call made once."""
+    (cli.cwd / "tally_tools.py").write_text(TALLY_TOOLS)
+    cli.env["PYTHONPATH"] = os.pathsep.join([str(cli.cwd), cli.env.get("PYTHONPATH", "")])
+    cli.setup("agents", "put", "shouter", "--tools", "shout")
+    (graph := cli.cwd / "shouting-now.json").write_text(json.dumps(SHOUTING_NOW))
+    cli.env["PLAIT_TOOLS"] = "tally_tools:make"
+    cli.setup("graph", "import", str(graph))
+    del cli.env["PLAIT_TOOLS"]
+
+    plain = serving(cli)  # takes every partition: each run's is one it keeps or not
+    run_ids = [
+        json.loads(
+            cli.setup(
+                "graph",
+                "run",
+                "shouter",
+                "shouting-now",
+                "--model",
+                CHAIN_MODEL,
+                "--detach",
+                "--json",
+            ).stdout
+        )["run_id"]
+        for _ in range(10)
+    ]
+    tooled = serving(cli, "--tools", "tally_tools:make")
+    try:
+        # Shares split half and half: the runs left in the plain worker's half make it
+        # ask the tooled worker to serve their partitions.
+        poll(lambda: any(m.avoids for m in with_mesh(cli.mesh_url, read_members)))
+        done = [
+            poll(
+                lambda run_id=run_id: (
+                    (r := record_of(cli.mesh_url, run_id)) is not None and r.terminal and r
+                ),
+                timeout=60,
+            )
+            for run_id in run_ids
+        ]
+    finally:
+        stop(tooled)
+        stop(plain)
+    assert {r.status for r in done} == {"done"}
+    calls = Counter((cli.cwd / "calls.txt").read_text().split())
+    assert calls == Counter(run_ids)  # each run's call made once, by the tooled worker
 
 
 # -- 6. agent profiles from the CLI ----------------------------------------------------
