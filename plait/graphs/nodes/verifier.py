@@ -81,6 +81,25 @@ def verdict_schema(verdicts: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def structured_instruction(verdicts: Sequence[str]) -> str:
+    """What a structured verdict's fields mean, said after the node's prompt.
+
+    Without it a small model sees only the grammar's field names and answers the first
+    enum value, or always the same one; with it each verdict has a meaning to choose by.
+    """
+    words = ", ".join(f'"{v}"' for v in verdicts)
+    text = (
+        'Reply with a JSON object: "critique", one or two sentences on how the text meets '
+        f'the request above, then "verdict", one of: {words}.'
+    )
+    if "pass" in verdicts:
+        text += (
+            ' "pass" means the text meets the request: give it when it does, even if it '
+            "could be better. Give another verdict only for a problem your critique names."
+        )
+    return text
+
+
 def read_structured(text: str, schema: dict[str, Any]) -> tuple[str, str]:
     """The verdict of a structured reply, and its value: the critique, verdict last.
 
@@ -101,6 +120,10 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         mode = "structured" if mv.turn.model.structured_output else "last_line"
     if mode == "structured":
         mv.turn.response_format = verdict_schema(list(node.verdicts))
+        asked = mv.messages[-1]
+        mv.messages[-1] = asked.model_copy(
+            update={"content": f"{asked.content}\n\n{structured_instruction(list(node.verdicts))}"}
+        )
     result = await first_call(mv)
     usage, dollars = result.usage, result.dollars
     out = NodeResult(prompt=mv.prompt, tainted=result.used_external)
@@ -196,5 +219,6 @@ __all__ = [
     "VerdictMode",
     "VerifierNode",
     "read_structured",
+    "structured_instruction",
     "verdict_schema",
 ]
