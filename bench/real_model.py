@@ -65,6 +65,7 @@ class Tally:
     output_tokens: int = 0
     seconds: float = 0.0
     endings: list[str] = field(default_factory=list)
+    replies: list[str] = field(default_factory=list)
 
 
 class Counting(Model):
@@ -96,6 +97,7 @@ class Counting(Model):
         if context.node == "verify":
             self.tally.verdicts += 1
             self.tally.valid += _valid(reply.text, response_format is not None)
+            self.tally.replies.append(reply.text[:300])
         return reply
 
 
