@@ -63,9 +63,10 @@ class VerifierNode(NodeBase):
     verdict_mode: VerdictMode = "auto"
 
 
-CRITIQUE_MAX_CHARS = 1000
+CRITIQUE_MAX_CHARS = 300
 """The longest critique a structured verdict may hold: a grammar-constrained small model
-otherwise writes on until its token limit cuts the JSON off before the verdict."""
+otherwise writes on until its token limit cuts the JSON off before the verdict (Gemma 3
+270M ran 1000 characters of LaTeX past a 400-token limit: a character can be a token)."""
 
 
 def verdict_schema(verdicts: Sequence[str]) -> dict[str, Any]:
