@@ -79,6 +79,10 @@ def test_the_api_keeps_to_its_spec(served: Served) -> None:
     schema = schemathesis.openapi.from_url(
         served.url + "/openapi.json", config=_config(served.token)
     )
+    # The runs feed follows every run until its client goes: a stream with no end that no
+    # generated request closes. tests/api/test_runs_feed.py checks its frames against
+    # this spec instead.
+    schema = schema.exclude(path="/api/runs/events", method="GET")
     failures: dict[tuple[str, str, str], str] = {}
     errors: list[str] = []
     phases: dict[str, str] = {}

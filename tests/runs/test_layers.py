@@ -27,6 +27,7 @@ LINE = [
     "wake",
     "progress",
     "channel",
+    "feed",
     "log",
     "audit",
     "persons",
