@@ -127,33 +127,13 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         thread = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "")
         checkpoint_id = get_checkpoint_id(config)
-        known = self._heads.get((thread, ns))
-        # The checkpoint and its pending writes are read at once when its id is known
-        # (given, or the head this saver last saw): two reads, one round trip's wait.
-        wanted = checkpoint_id or (known[1] if known else "")
-        entry: Entry | None
-        writes: list[dict[str, Any]] | None = None
-        if not wanted:
-            entry = await self._latest(thread, ns)
-        elif checkpoint_id:
-            entry, writes = await asyncio.gather(
-                self.mesh.get(self.layout.checkpoint(thread, ns, checkpoint_id)),
-                self._pending(thread, ns, checkpoint_id),
-            )
+        if checkpoint_id:
+            entry = await self.mesh.get(self.layout.checkpoint(thread, ns, checkpoint_id))
         else:
-            entry, writes = await asyncio.gather(
-                self._latest(thread, ns), self._pending(thread, ns, wanted)
-            )
-            if entry is not None and self.layout.parse_checkpoint(entry.key)[2] != wanted:
-                writes = None  # the head moved: another checkpoint's writes
+            entry = await self._latest(thread, ns)
         if entry is None:
             return None
-        return await self._tuple(entry, writes)
-
-    async def _pending(self, thread: str, ns: str, checkpoint_id: str) -> list[dict[str, Any]]:
-        """The pending writes stored for one checkpoint."""
-        prefix = self.layout.writes(thread, ns, checkpoint_id)
-        return [w.value async for w in scan_all(self.mesh, prefix)]
+        return await self._tuple(entry)
 
     async def _latest(self, thread: str, ns: str) -> Entry | None:
         head_key = self.layout.head(thread, ns)
@@ -181,7 +161,10 @@ class PlaitSaver(BaseCheckpointSaver[str]):
         thread, ns, checkpoint_id = self.layout.parse_checkpoint(entry.key)
         value = entry.value
         if writes is None:
-            writes = await self._pending(thread, ns, checkpoint_id)
+            writes = [
+                w.value
+                async for w in scan_all(self.mesh, self.layout.writes(thread, ns, checkpoint_id))
+            ]
         writes.sort(key=lambda w: writes_sort_key(w["p"], w["t"], w["i"]))
         parent = value["p"]
         blob = self.layout.blob(thread, ns, checkpoint_id)

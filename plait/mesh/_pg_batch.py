@@ -1,26 +1,26 @@
-"""A PostgreSQL transaction in one round trip: its statements in one pipeline (psycopg 3
-pipeline mode), which PostgreSQL runs as one implicit transaction up to the pipeline's
-Sync, committed there (as LangGraph's AsyncPostgresSaver does its puts).
+"""A PostgreSQL transaction in two round trips: BEGIN and its statements in one
+pipeline (psycopg 3 pipeline mode), then COMMIT.
 
-Run one after another, each answer read before the next is sent, a transition's commit
-(a record CAS, a log entry, a wake, an ack, a take, the notify) cost a dozen round
-trips. Here no statement needs an earlier one's answer:
+:func:`plait.mesh._pg_ops.commit` runs a transaction's statements one after another,
+reading each answer before it sends the next: a transition's commit (a record CAS, a
+log entry, a wake, an ack, the notify) cost a dozen round trips. Here no statement
+needs an earlier one's answer:
 
 - an expectation that does not hold fails the transaction on the server:
   ``mesh_refuse('cas', key, expected)`` raises where a CAS found another version, and
   ``mesh_refuse('lost', '', op)`` where a held delivery is no longer its consumer's,
-  so the transaction rolls back (what follows is skipped); the error becomes
-  the same :class:`~plait.errors.VersionConflict` (or
-  :class:`~plait.errors.DeliveryLost`) as on every backend;
+  so the transaction rolls back; the error becomes the same
+  :class:`~plait.errors.VersionConflict` (or :class:`~plait.errors.DeliveryLost`) as
+  on every backend;
 - a topic's events are numbered and inserted in one statement.
 
-- a take is one statement (lock the group's cursor, read its next event, move the
-  cursor, record the delivery), after every other op, so it sees the events the batch
-  published; a topic whose new events the batch itself took is notified only if a
-  group of it is still behind.
-
-What a connection lost in the middle of the round trip left behind is settled by the
-transaction's id (:mod:`plait.mesh._pg_outcome`).
+Takes read what they take before they record it, so a batch with a take goes the
+statement-by-statement way. COMMIT goes apart, after the statements' answers, so a
+connection lost before it is known to have applied nothing (the batch is retried on a
+new connection) and only one lost while COMMIT is in flight leaves the outcome unknown
+(:class:`~plait.errors.MeshUnavailable`), as the statement-by-statement way promises;
+sending COMMIT in the pipeline too would save one more round trip but make every lost
+connection an unknown outcome.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from plait.mesh._pg_ops import (
     _NOTIFY,
     _SCHEDULE,
     _UPSERT,
-    NOW,
     Conn,
     _version,
     schedule_key,
@@ -92,26 +91,6 @@ _APPEND = (
 )
 
 
-Taken = tuple[TakeOp, int, str, str, bytes, int, bool]
-"""What a take took: the op, seq, event id, kind, data, at_ms, tainted."""
-
-_TAKE_NEXT = (
-    "WITH g AS (SELECT cursor FROM consumer_groups WHERE topic = %(t)s AND grp = %(g)s "
-    "FOR UPDATE), "
-    "e AS (SELECT v.seq, v.id, v.kind, v.data, v.at_ms, v.tainted FROM events v, g "
-    "WHERE v.topic = %(t)s AND v.seq > g.cursor ORDER BY v.seq LIMIT 1), "
-    "a AS (UPDATE consumer_groups c SET cursor = e.seq FROM e "
-    "WHERE c.topic = %(t)s AND c.grp = %(g)s), "
-    "p AS (INSERT INTO pending (topic, grp, seq, consumer, delivered_ms, attempt) "
-    f"SELECT %(t)s, %(g)s, e.seq, %(c)s, {NOW}, 1 FROM e) "
-    "SELECT seq, id, kind, data, at_ms, tainted FROM e"
-)
-_NOTIFY_BEHIND = (
-    "SELECT pg_notify(%s, t.topic) FROM topics t WHERE t.topic = ANY(%s) AND EXISTS "
-    "(SELECT 1 FROM consumer_groups g WHERE g.topic = t.topic AND g.cursor < t.last_seq)"
-)
-
-
 async def _queue(conn: Conn, query: str, args: Any) -> AsyncCursor[Any]:
     """Queue one statement, unprepared: a statement prepared in a pipeline that fails
     before it is never created, yet the driver would take it as prepared from then on
@@ -119,9 +98,14 @@ async def _queue(conn: Conn, query: str, args: Any) -> AsyncCursor[Any]:
     return await conn.execute(query, args, prepare=False)
 
 
+def sendable(ops: Sequence[Op]) -> bool:
+    """Whether ``ops`` can go in one round trip (no take among them)."""
+    return not any(isinstance(op, TakeOp) for op in ops)
+
+
 async def send(conn: Conn, ops: Sequence[Op], channel: str) -> list[AsyncCursor[Any]]:
     """Queue ``ops``' statements on ``conn`` (in pipeline mode, inside a transaction);
-    the cursors whose answers :func:`results` reads, one per put, insert and take."""
+    the cursors whose answers :func:`results` reads, one per put and per insert."""
     answers: list[AsyncCursor[Any]] = []
     by_topic: dict[str, list[PublishOp]] = defaultdict(list)
     for op in ops:
@@ -179,29 +163,18 @@ async def send(conn: Conn, ops: Sequence[Op], channel: str) -> list[AsyncCursor[
             after = op.after_ms + (1 if op.after_ms else 0)
             row = (skey, after, op.topic, op.event_id, op.kind, op.data, op.at_ms, op.tainted)
             await _queue(conn, _SCHEDULE, row)
-    taken: set[str] = set()
-    for op in ops:
-        if isinstance(op, TakeOp):
-            taken.add(op.topic)
-            answers.append(
-                await _queue(conn, _TAKE_NEXT, {"t": op.topic, "g": op.group, "c": op.consumer})
-            )
-    # A topic whose new events this very transaction took may need no reader woken.
-    if changed - taken:
-        await _queue(conn, _NOTIFY, (channel, sorted(changed - taken)))
-    if changed & taken:
-        await _queue(conn, _NOTIFY_BEHIND, (channel, sorted(changed & taken)))
+    if changed:
+        await _queue(conn, _NOTIFY, (channel, sorted(changed)))
     return answers
 
 
 async def results(
     ops: Sequence[Op], answers: list[AsyncCursor[Any]]
-) -> tuple[list[int], list[bool], list[Taken]]:
-    """Each put's new version, whether each insert created its key, and what each take
-    took, read from the answers of a committed batch."""
+) -> tuple[list[int], list[bool]]:
+    """Each put's new version and whether each insert created its key, read from the
+    answers of a committed batch."""
     versions: list[int] = []
     inserted: list[bool] = []
-    taken: list[Taken] = []
     found = iter(answers)
     for op in ops:
         if isinstance(op, PutOp):
@@ -210,11 +183,7 @@ async def results(
             versions.append(int(row[0]))
         elif isinstance(op, InsertOp):
             inserted.append(await next(found).fetchone() is not None)
-    for op in ops:
-        if isinstance(op, TakeOp) and (event := await next(found).fetchone()) is not None:
-            seq, event_id, kind, data, at_ms, tainted = event
-            taken.append((op, int(seq), event_id, kind, data, int(at_ms), bool(tainted)))
-    return versions, inserted, taken
+    return versions, inserted
 
 
 def refused(message: str | None, detail: str | None, hint: str | None) -> tuple[str, str, int]:
@@ -235,4 +204,4 @@ async def conflict(conn: Conn, ops: Sequence[Op], what: str, key: str, number: i
     return VersionConflict(key, number, await _version(conn, key))
 
 
-__all__ = ["Taken", "conflict", "refused", "results", "send"]
+__all__ = ["conflict", "refused", "results", "send", "sendable"]

@@ -13,8 +13,20 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
-from plait.errors import VersionConflict
-from plait.mesh._base import StartFrom
+from plait.errors import DeliveryLost, VersionConflict
+from plait.mesh._base import (
+    AckOp,
+    CancelOp,
+    CheckOp,
+    DeleteOp,
+    HoldOp,
+    InsertOp,
+    Op,
+    PublishOp,
+    PutOp,
+    StartFrom,
+    TakeOp,
+)
 
 Conn = AsyncConnection[Any]
 
@@ -39,7 +51,6 @@ _UPDATE = (
     "UPDATE kv SET value = %s, version = version + 1, tainted = %s "
     "WHERE key = %s AND version = %s RETURNING version"
 )
-"""A CAS as one statement (the one-round-trip batch raises on a miss instead)."""
 _DELETE = "DELETE FROM kv WHERE key = %s RETURNING version"
 _DELETE_IF = "DELETE FROM kv WHERE key = %s AND version = %s RETURNING version"
 _DELETE_RANGE = "DELETE FROM kv WHERE key >= %s AND key < %s"
@@ -102,6 +113,31 @@ async def _version(conn: Conn, key: str) -> int:
     return 0 if row is None else int(row[0])
 
 
+async def put(conn: Conn, key: str, data: bytes, if_version: int | None, tainted: bool) -> int:
+    """Write ``data`` at ``key``; the new version. CAS on ``if_version``.
+
+    Raises:
+        VersionConflict: ``if_version`` did not hold (the caller rolls back).
+    """
+    if if_version is None:
+        cur = await conn.execute(_UPSERT, (key, data, tainted))
+    elif if_version == 0:
+        cur = await conn.execute(_CREATE, (key, data, tainted))
+    else:
+        cur = await conn.execute(_UPDATE, (data, tainted, key, if_version))
+    row = await cur.fetchone()
+    if row is not None:
+        return int(row[0])
+    assert if_version is not None
+    raise VersionConflict(key, if_version, await _version(conn, key))
+
+
+async def insert(conn: Conn, key: str, data: bytes, tainted: bool) -> bool:
+    """Create ``key`` unless it exists; whether it was created."""
+    cur = await conn.execute(_CREATE, (key, data, tainted))
+    return await cur.fetchone() is not None
+
+
 async def delete(conn: Conn, key: str, if_version: int | None) -> bool:
     """Delete ``key``; True if it existed. CAS on ``if_version`` (missing: version 0)."""
     if if_version is None:
@@ -146,6 +182,10 @@ _SCHEDULE = (
 )
 _CANCEL = "DELETE FROM scheduled WHERE skey = %s"
 _ACK = "DELETE FROM pending WHERE topic = %s AND grp = %s AND seq = %s AND consumer = %s"
+# FOR SHARE: a redelivery (an UPDATE of the row) waits for the batch that holds it.
+_HOLDS = (
+    "SELECT 1 FROM pending WHERE topic = %s AND grp = %s AND seq = %s AND consumer = %s FOR SHARE"
+)
 _NOTIFY = "SELECT pg_notify(%s, t) FROM unnest(%s::text[]) AS t"
 
 Row = tuple[str, str, str, bytes, int, bool]
@@ -182,6 +222,104 @@ async def notify(conn: Conn, channel: str, topics: set[str]) -> None:
 def schedule_key(key: str) -> str:
     """The ``scheduled.skey`` of a publish key; unkeyed events use ``"e" + event id``."""
     return "k" + key
+
+
+# -- transactions -------------------------------------------------------------------------
+
+_GROUP_CURSOR = "SELECT cursor FROM consumer_groups WHERE topic = %s AND grp = %s FOR UPDATE"
+_NEXT = (
+    "SELECT seq, id, kind, data, at_ms, tainted FROM events "
+    "WHERE topic = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
+_ADVANCE = "UPDATE consumer_groups SET cursor = %s WHERE topic = %s AND grp = %s"
+_TAKE = (
+    "INSERT INTO pending (topic, grp, seq, consumer, delivered_ms, attempt) "
+    f"SELECT %s, %s, s, %s, {NOW}, 1 FROM unnest(%s::bigint[]) AS s"
+)
+
+Taken = tuple[TakeOp, int, str, str, bytes, int, bool]
+"""What a take took: the op, seq, event id, kind, data, at_ms, tainted."""
+
+
+async def commit(
+    conn: Conn, ops: Sequence[Op], channel: str
+) -> tuple[list[int], list[bool], list[Taken]]:
+    """Apply ``ops``: each put's new version, whether each insert created its key, and
+    what each take took. Events are numbered first (see :func:`append`), then the ops
+    run in order, then the takes; a conflict raises midway and the caller rolls back.
+    """
+    events = [
+        (op.topic, op.event_id, op.kind, op.data, op.at_ms, op.tainted)
+        for op in ops
+        if isinstance(op, PublishOp) and op.after_ms == 0 and op.key is None
+    ]
+    if events:
+        await append(conn, events)
+    versions: list[int] = []
+    inserted: list[bool] = []
+    scheduled: set[str] = set()
+    for op in ops:
+        if isinstance(op, PutOp):
+            versions.append(await put(conn, op.key, op.data, op.if_version, op.tainted))
+        elif isinstance(op, InsertOp):
+            inserted.append(await insert(conn, op.key, op.data, op.tainted))
+        elif isinstance(op, DeleteOp):
+            await delete(conn, op.key, op.if_version)
+        elif isinstance(op, PublishOp):
+            if op.after_ms or op.key is not None:
+                scheduled.add(op.topic)
+                skey = schedule_key(op.key) if op.key is not None else "e" + op.event_id
+                # at_ms is truncated to the millisecond; one more keeps it from being early.
+                after = op.after_ms + (1 if op.after_ms else 0)
+                await conn.execute(
+                    _SCHEDULE,
+                    (skey, after, op.topic, op.event_id, op.kind, op.data, op.at_ms, op.tainted),
+                )
+        elif isinstance(op, CancelOp):
+            await conn.execute(_CANCEL, (schedule_key(op.key),))
+        elif isinstance(op, AckOp):
+            d = op.delivery
+            await conn.execute(_ACK, (d.topic, d.group, d.position, d.consumer))
+        elif isinstance(op, HoldOp):
+            d = op.delivery
+            cur = await conn.execute(_HOLDS, (d.topic, d.group, d.position, d.consumer))
+            if await cur.fetchone() is None:
+                raise DeliveryLost(d.topic, d.id, d.consumer)
+        elif isinstance(op, CheckOp):
+            actual = await _version(conn, op.key)
+            if actual != op.version:
+                raise VersionConflict(op.key, op.version, actual)
+    taken: list[Taken] = []
+    for op in ops:
+        if isinstance(op, TakeOp):
+            found = await take(conn, op)
+            if found is not None:
+                taken.append(found)
+    # A topic whose new events this very transaction took needs no reader woken.
+    left: dict[str, int] = defaultdict(int)
+    for row in events:
+        left[row[0]] += 1
+    for t in taken:
+        left[t[0].topic] -= 1
+    changed = scheduled | {topic for topic, count in left.items() if count > 0}
+    await notify(conn, channel, changed)
+    return versions, inserted, taken
+
+
+async def take(conn: Conn, op: TakeOp) -> Taken | None:
+    """The group's next new event on the topic, made pending for the op's consumer."""
+    cur = await conn.execute(_GROUP_CURSOR, (op.topic, op.group))
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    cur = await conn.execute(_NEXT, (op.topic, row[0], 1))
+    event = await cur.fetchone()
+    if event is None:
+        return None
+    seq = int(event[0])
+    await conn.execute(_ADVANCE, (seq, op.topic, op.group))
+    await conn.execute(_TAKE, (op.topic, op.group, op.consumer, [seq]))
+    return (op, seq, event[1], event[2], event[3], int(event[4]), bool(event[5]))
 
 
 # -- groups and topics --------------------------------------------------------------------
@@ -291,9 +429,11 @@ __all__ = [
     "NOW",
     "Conn",
     "Row",
+    "Taken",
     "ack",
     "append",
     "backlog",
+    "commit",
     "create_groups",
     "delete",
     "delete_prefix",
@@ -302,9 +442,12 @@ __all__ = [
     "extend",
     "get",
     "get_many",
+    "insert",
     "notify",
+    "put",
     "scan_page",
     "schedule_key",
+    "take",
     "topics",
     "trim",
 ]

@@ -18,17 +18,13 @@ and went to another consumer stays pending for that one (see :func:`~plait.mesh.
 Retries. A transaction that was not committed is not applied, so the mesh retries
 what provably did not apply and nothing else: a transaction that failed on a
 serialization failure or a deadlock (rolled back by the server), and one whose
-connection was lost before it committed (a server restart, a backend ended by
+connection was lost before ``COMMIT`` was sent (a server restart, a backend ended by
 ``pg_terminate_backend``: the server rolls it back) run again, on a new connection.
-A ``transact()`` commit (and a ``put``) is one round trip, whose outcome after a lost
-connection is read back by its transaction id (:mod:`plait.mesh._pg_outcome`); the
-other writes (deletes, group changes, claims, acks) send ``COMMIT`` apart, after their
-statements. A connection lost while a commit is in
-flight and applied (or whose transaction nobody can name) leaves its answer unknown:
-that raises :class:`MeshUnavailable`, and the caller retries what a version check or
-an idempotent key makes safe, as on every backend. Reads are retried on a lost
-connection. When every connection is busy, a call waits for one (up to ``timeout``):
-back-pressure, not an error.
+A connection lost while ``COMMIT`` is in flight leaves the outcome unknown: that raises
+:class:`MeshUnavailable`, and the caller retries what a version check or an idempotent
+key makes safe, as on every backend. Reads are retried on a lost connection. When
+every connection is busy, a call waits for one (up to ``timeout``): back-pressure,
+not an error.
 
 The schema is created and migrated on open (under an advisory lock, so processes
 opening a new mesh at once do it one at a time), and by ``plait mesh migrate``.
@@ -51,7 +47,6 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 import plait.mesh._pg_batch as batch_ops
 import plait.mesh._pg_ops as ops
-import plait.mesh._pg_outcome as outcome
 from plait.errors import ConfigError, MeshError, MeshUnavailable
 from plait.mesh._backoff import Backoff
 from plait.mesh._base import (
@@ -116,16 +111,6 @@ _BEGIN_MOVE = "BEGIN; SET LOCAL synchronous_commit = off"
 
 class _Uncommitted(Exception):
     """A transaction failed before its COMMIT was sent: nothing of it applied."""
-
-
-class _Unsettled(Exception):
-    """A connection was lost while a one-round-trip transaction was in flight: its
-    outcome is to be settled (see :mod:`plait.mesh._pg_outcome`)."""
-
-    def __init__(self, xid: str | None, pid: int) -> None:
-        super().__init__(xid, pid)
-        self.xid = xid
-        self.pid = pid
 
 
 class PostgresMesh(Mesh):
@@ -263,7 +248,6 @@ class PostgresMesh(Mesh):
             min_size=1,
             max_size=self._pool_size,
             configure=self._configure,
-            check=outcome.unbroken,
             timeout=self.timeout,
             open=False,
             name=f"plait-mesh-{self.schema}",
@@ -352,18 +336,6 @@ class PostgresMesh(Mesh):
                             return await write(conn)
             except TimeoutError:
                 raise self._no_answer() from None
-            except _Unsettled as lost:
-                cause = lost.__cause__ or lost
-                found = await outcome.settle(self._read, lost.xid, lost.pid, cause)
-                if found != "aborted":
-                    raise MeshUnavailable(
-                        f"the PostgreSQL mesh at {self.url} lost a connection while "
-                        f"committing (transaction {lost.xid or '?'}: {found}); its answer "
-                        f"is lost: {self._error(cause)}"
-                    ) from cause
-                if attempt == _RETRIES - 1:
-                    raise self._error(cause) from cause
-                await self._lost(pool)
             except _Uncommitted as exc:
                 if attempt == _RETRIES - 1:
                     raise self._error(exc.__cause__ or exc) from exc.__cause__
@@ -468,10 +440,8 @@ class PostgresMesh(Mesh):
         check_key(key)
         _check_version(if_version)
         data = encode(key, value, self.max_value_bytes)
-        versions, _inserted, _taken = await self._send(
-            [PutOp(key, data, if_version, value, tainted)]
-        )
-        return Entry(key, value, versions[0], tainted)
+        version = await self._write(ops.put, key, data, if_version, tainted)
+        return Entry(key, value, version, tainted)
 
     async def delete(self, key: str, if_version: int | None = None) -> bool:
         check_key(key)
@@ -520,7 +490,11 @@ class PostgresMesh(Mesh):
         if self._group_tasks:
             # a group being created by subscribe() must exist before this publish lands
             await asyncio.wait(set(self._group_tasks))
-        versions, inserted, took = await self._send(batch)
+        took: list[ops.Taken] = []
+        if batch_ops.sendable(batch):
+            versions, inserted = await self._send(batch)
+        else:
+            versions, inserted, took = await self._write(ops.commit, batch, self.channel)
         entries: dict[str, Entry] = {}
         event_ids: list[str] = []
         put_versions, inserts = iter(versions), iter(inserted)
@@ -541,31 +515,25 @@ class PostgresMesh(Mesh):
         ]  # fmt: skip
         return TransactionResult(entries, event_ids, taken)
 
-    async def _send(self, batch: list[Op]) -> tuple[list[int], list[bool], list[batch_ops.Taken]]:
-        """Commit ``batch`` in one round trip (see :mod:`plait.mesh._pg_batch` and
-        :mod:`plait.mesh._pg_outcome`); retried, as :meth:`_write` does, while it
-        provably did not apply."""
+    async def _send(self, batch: list[Op]) -> tuple[list[int], list[bool]]:
+        """Commit ``batch`` in two round trips, its statements then its COMMIT (see
+        :mod:`plait.mesh._pg_batch`); retried, as :meth:`_write` does, while it provably
+        did not apply."""
         return await self._retried(lambda conn: self._sent(conn, batch))
 
     async def _sent(
         self, conn: psycopg.AsyncConnection[Any], batch: list[Op]
-    ) -> tuple[list[int], list[bool], list[batch_ops.Taken]]:
-        xid: psycopg.AsyncCursor[Any] | None = None
-        pid = conn.info.backend_pid
+    ) -> tuple[list[int], list[bool]]:
         try:
-            # No BEGIN nor COMMIT: what a pipeline sends up to its Sync (at the block's
-            # end) is one implicit transaction, committed at the Sync, or rolled back
-            # whole at the first statement that fails (the others are then skipped).
             async with conn.pipeline():
-                xid = await conn.execute(outcome.XID, prepare=False)
-                conn.pgconn.send_flush_request()  # the id comes back before any wait
+                await conn.execute(_BEGIN, prepare=False)
                 answers = await batch_ops.send(conn, batch, self.channel)
         except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
             await _roll_back(conn)
             raise _Uncommitted("retry") from exc  # the server refused it: rolled back
         except psycopg.OperationalError as exc:
             if conn.broken:
-                raise _Unsettled(outcome.xid_of(xid), pid) from exc
+                raise _Uncommitted("lost") from exc  # no COMMIT was sent: nothing applied
             await _roll_back(conn)
             raise
         except pg_errors.RaiseException as exc:
@@ -579,6 +547,9 @@ class PostgresMesh(Mesh):
         except BaseException:
             await _roll_back(conn)
             raise
+        # COMMIT apart: a connection lost before it is a transaction that did not apply
+        # (retried), one lost while it is in flight an outcome unknown (MeshUnavailable).
+        await _commit(conn)
         return await batch_ops.results(batch, answers)
 
     # topics -------------------------------------------------------------------------
