@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 from plait.agents.store import TurnSummary
 from plait.errors import ConfigError
 from plait.mesh import DEFAULT_KEEP_BYTES, LiveChannels, LiveItem, Mesh
-from plait.runs.channel import ITEM_OVERHEAD, write_queued
+from plait.runs.channel import ITEM_OVERHEAD, PendingWrites, write_queued
 from plait.runs.watch import SharedResults
 
 log = logging.getLogger("plait.agents")
@@ -86,17 +86,6 @@ class AgentEvent(BaseModel):
             return None
 
 
-class _Pending:
-    """An agent's events not yet written, and the task writing them."""
-
-    __slots__ = ("bytes", "items", "task")
-
-    def __init__(self) -> None:
-        self.items: deque[dict[str, Any]] = deque()
-        self.bytes = 0
-        self.task: asyncio.Task[None] | None = None
-
-
 class AgentChannels:
     """The live channels of the agent actors one process serves (see the module
     docstring); one per mesh's live channels (:func:`agent_channels`)."""
@@ -104,7 +93,7 @@ class AgentChannels:
     def __init__(self, live: LiveChannels, keep_bytes: int = DEFAULT_KEEP_BYTES) -> None:
         self.live = live
         self.keep_bytes = keep_bytes
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[str, PendingWrites] = {}
         live.on_watched(self._now_watched)
 
     def turn(self, name: str, message: str, attempt: int, prompt: str) -> TurnStream:
@@ -147,7 +136,7 @@ class AgentChannels:
     def _put(self, name: str, item: dict[str, Any]) -> None:
         pending = self._pending.get(name)
         if pending is None:
-            pending = self._pending[name] = _Pending()
+            pending = self._pending[name] = PendingWrites()
         pending.items.append(item)
         pending.bytes += _size(item)
         self._kick(name, pending)
@@ -159,7 +148,7 @@ class AgentChannels:
         if channel.startswith("agent/") and pending is not None and pending.items:
             self._kick(name, pending)
 
-    def _kick(self, name: str, pending: _Pending) -> None:
+    def _kick(self, name: str, pending: PendingWrites) -> None:
         """Start writing ``pending`` if its agent is watched; else keep it in budget."""
         if pending.task is not None:
             return
@@ -170,7 +159,7 @@ class AgentChannels:
         while pending.bytes > self.keep_bytes and len(pending.items) > 1:
             pending.bytes -= _size(pending.items.popleft())
 
-    async def _write(self, name: str, pending: _Pending) -> None:
+    async def _write(self, name: str, pending: PendingWrites) -> None:
         """Append what ``pending`` holds, batch by batch, until it is empty."""
         channel = agent_channel(name)
         try:

@@ -130,6 +130,18 @@ class Queued(Protocol):
     bytes: int
 
 
+class PendingWrites:
+    """Items one process has yet to write to a live channel, and the task writing them
+    (a :class:`Queued` for :func:`write_queued`)."""
+
+    __slots__ = ("bytes", "items", "task")
+
+    def __init__(self) -> None:
+        self.items: deque[dict[str, Any]] = deque()
+        self.bytes = 0
+        self.task: asyncio.Task[None] | None = None
+
+
 async def write_queued(
     live: LiveChannels,
     channel: str,
@@ -375,6 +387,7 @@ __all__ = [
     "RUNS_KEPT",
     "LiveEvent",
     "LiveKind",
+    "PendingWrites",
     "Queued",
     "RunChannels",
     "channel_of",

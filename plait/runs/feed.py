@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any
 
 from pydantic import ValidationError
 
 from plait.errors import ConfigError
 from plait.graphs.state import RunState
 from plait.mesh import LiveChannels, Mesh
-from plait.runs.channel import ITEM_OVERHEAD, write_queued
+from plait.runs.channel import ITEM_OVERHEAD, PendingWrites, write_queued
 from plait.runs.record import RunSummary, listing_status, summary_of
 
 FEED_CHANNEL = "runs"
@@ -39,18 +37,7 @@ WAIT_S = 15.0
 """How long a follower waits for a change before it says it is still there."""
 
 
-class _Feed:
-    """The summaries one process has yet to write to the feed."""
-
-    __slots__ = ("bytes", "items", "task")
-
-    def __init__(self) -> None:
-        self.items: deque[dict[str, Any]] = deque()
-        self.bytes = 0
-        self.task: asyncio.Task[None] | None = None
-
-
-_feeds: weakref.WeakKeyDictionary[LiveChannels, _Feed] = weakref.WeakKeyDictionary()
+_feeds: weakref.WeakKeyDictionary[LiveChannels, PendingWrites] = weakref.WeakKeyDictionary()
 
 
 def announce(mesh: Mesh, record: RunState) -> None:
@@ -63,14 +50,14 @@ def announce(mesh: Mesh, record: RunState) -> None:
     summary["status"] = listing_status(record.status)
     feed = _feeds.get(live)
     if feed is None:
-        feed = _feeds[live] = _Feed()
+        feed = _feeds[live] = PendingWrites()
     feed.items.append(summary)
     feed.bytes += ITEM_OVERHEAD
     if feed.task is None:
         feed.task = asyncio.get_running_loop().create_task(_write(live, feed))
 
 
-async def _write(live: LiveChannels, feed: _Feed) -> None:
+async def _write(live: LiveChannels, feed: PendingWrites) -> None:
     try:
         await write_queued(live, FEED_CHANNEL, feed, FEED_KEEP_BYTES, None, "the runs feed")
     finally:
